@@ -1,0 +1,460 @@
+//! The catalog: databases and tables, persisted in the `catalog` storage space.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use datum::{Datum, Object, Str};
+use parking_lot::{Mutex, RwLock};
+use reql::error::{internal, op_failed};
+use reql::{Durability, ReqlError, TableOptions};
+use storage::{Engine, WriteBatch};
+use store::{GroupCommit, Shard};
+
+use crate::table::{store_err, TableHandle};
+
+/// The on-disk format version this build reads and writes.
+pub const FORMAT_VERSION: u64 = 1;
+
+const CATALOG: &str = "catalog";
+const FORMAT_KEY: &[u8] = b"format";
+
+/// Errors opening the catalog.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// Storage failed.
+    #[error("storage error: {0}")]
+    Storage(#[from] storage::StorageError),
+    /// The data directory was written by a newer (or unknown) format.
+    #[error("data directory has format version {found}, this build supports {supported}; refusing to start")]
+    Format {
+        /// Found version.
+        found: String,
+        /// Supported version.
+        supported: u64,
+    },
+    /// A catalog record is unreadable.
+    #[error("corrupt catalog record: {0}")]
+    Corrupt(String),
+    /// Opening a shard failed.
+    #[error("{0}")]
+    Store(#[from] store::StoreError),
+}
+
+#[derive(Clone)]
+struct DbEntry {
+    id: String,
+}
+
+#[derive(Clone)]
+struct TableEntry {
+    id: String,
+    db: String,
+    name: String,
+    primary_key: String,
+    durability: Durability,
+    shards: u32,
+    replicas: u32,
+}
+
+#[derive(Default)]
+struct State {
+    dbs: BTreeMap<String, DbEntry>,
+    tables: BTreeMap<(String, String), (TableEntry, Arc<TableHandle>)>,
+}
+
+/// This server's view of the cluster: catalog and tables.
+pub struct Cluster {
+    engine: Arc<dyn Engine>,
+    commit: Arc<GroupCommit>,
+    server_name: String,
+    state: RwLock<State>,
+    ddl: Mutex<()>,
+}
+
+fn db_key(name: &str) -> Vec<u8> {
+    format!("db/{name}").into_bytes()
+}
+
+fn table_key(db: &str, name: &str) -> Vec<u8> {
+    format!("table/{db}/{name}").into_bytes()
+}
+
+impl Cluster {
+    /// Opens the catalog on `engine`, creating database `test` on first start.
+    pub fn open(engine: Arc<dyn Engine>, server_name: &str) -> Result<Arc<Cluster>, ClusterError> {
+        engine.create_space(CATALOG)?;
+        let commit = GroupCommit::start(engine.clone());
+        match engine.get(CATALOG, FORMAT_KEY)? {
+            Some(v) => {
+                let s = String::from_utf8_lossy(&v).to_string();
+                if s != FORMAT_VERSION.to_string() {
+                    return Err(ClusterError::Format {
+                        found: s,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+            }
+            None => {
+                let mut b = WriteBatch::new();
+                b.put(
+                    CATALOG,
+                    FORMAT_KEY.to_vec(),
+                    FORMAT_VERSION.to_string().into_bytes(),
+                );
+                b.put(
+                    CATALOG,
+                    db_key("test"),
+                    db_record("test", &uuid::Uuid::new_v4().to_string()).to_json_bytes(),
+                );
+                engine.apply(b)?;
+                engine.persist()?;
+            }
+        }
+        let cluster = Cluster {
+            engine: engine.clone(),
+            commit,
+            server_name: server_name.to_string(),
+            state: RwLock::new(State::default()),
+            ddl: Mutex::new(()),
+        };
+        cluster.load()?;
+        Ok(Arc::new(cluster))
+    }
+
+    fn load(&self) -> Result<(), ClusterError> {
+        let snap = self.engine.snapshot();
+        let mut st = State::default();
+        for kv in snap.range(CATALOG, Bound::Unbounded, Bound::Unbounded, false)? {
+            let (k, v) = kv?;
+            let key = String::from_utf8_lossy(&k).to_string();
+            if key == "format" {
+                continue;
+            }
+            let d = datum::from_json_slice(&v).map_err(|e| ClusterError::Corrupt(e.0))?;
+            let s = |f: &str| {
+                d.get(f)
+                    .and_then(Datum::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            if key.starts_with("db/") {
+                st.dbs.insert(s("name"), DbEntry { id: s("id") });
+            } else if key.starts_with("table/") {
+                let e = TableEntry {
+                    id: s("id"),
+                    db: s("db"),
+                    name: s("name"),
+                    primary_key: s("primary_key"),
+                    durability: Durability::parse(&s("durability")).unwrap_or(Durability::Hard),
+                    shards: d.get("shards").and_then(Datum::as_f64).unwrap_or(1.0) as u32,
+                    replicas: d.get("replicas").and_then(Datum::as_f64).unwrap_or(1.0) as u32,
+                };
+                let h = self.open_table(&e)?;
+                st.tables.insert((e.db.clone(), e.name.clone()), (e, h));
+            }
+        }
+        *self.state.write() = st;
+        Ok(())
+    }
+
+    fn open_table(&self, e: &TableEntry) -> Result<Arc<TableHandle>, store::StoreError> {
+        let shard = Shard::open(self.engine.clone(), &space_of(&e.id), self.commit.clone())?;
+        Ok(Arc::new(TableHandle {
+            db: e.db.clone(),
+            name: e.name.clone(),
+            primary_key: e.primary_key.clone(),
+            durability: e.durability,
+            shard: Arc::new(shard),
+            commit: self.commit.clone(),
+        }))
+    }
+
+    /// Waits until the write with `ticket` is on stable storage.
+    pub async fn wait_durable(&self, ticket: reql::Ticket) -> reql::Result<()> {
+        self.commit.wait(ticket).await.map_err(store_err)
+    }
+
+    /// Flushes everything and stops the flush thread.
+    pub fn shutdown(&self) {
+        let _ = self.engine.persist();
+        self.commit.shutdown();
+    }
+
+    fn commit_catalog(&self, b: WriteBatch) -> reql::Result<()> {
+        self.engine
+            .apply(b)
+            .and_then(|_| self.engine.persist())
+            .map_err(|e| op_failed(format!("Could not write the catalog: {e}")))
+    }
+
+    fn config_of(&self, e: &TableEntry) -> Datum {
+        let mut m = Object::new();
+        let k = |s: &str| Str::from(s);
+        m.insert(k("db"), Datum::str(&e.db));
+        m.insert(k("durability"), Datum::str(e.durability.as_str()));
+        m.insert(k("id"), Datum::str(&e.id));
+        m.insert(k("indexes"), Datum::array(vec![]));
+        m.insert(k("name"), Datum::str(&e.name));
+        m.insert(k("primary_key"), Datum::str(&e.primary_key));
+        let shard = Datum::from_pairs([
+            ("primary_replica", Datum::str(&self.server_name)),
+            (
+                "replicas",
+                Datum::array(vec![Datum::str(&self.server_name)]),
+            ),
+        ]);
+        m.insert(
+            k("shards"),
+            Datum::array(vec![shard; e.shards.max(1) as usize]),
+        );
+        m.insert(k("write_acks"), Datum::str("majority"));
+        m.insert(k("write_hook"), Datum::Null);
+        Datum::object(m)
+    }
+
+    fn no_db(name: &str) -> ReqlError {
+        op_failed(format!("Database `{name}` does not exist."))
+    }
+}
+
+fn space_of(id: &str) -> String {
+    format!("t_{id}")
+}
+
+fn db_record(name: &str, id: &str) -> Datum {
+    Datum::from_pairs([("id", Datum::str(id)), ("name", Datum::str(name))])
+}
+
+fn table_record(e: &TableEntry) -> Datum {
+    Datum::from_pairs([
+        ("id", Datum::str(&e.id)),
+        ("db", Datum::str(&e.db)),
+        ("name", Datum::str(&e.name)),
+        ("primary_key", Datum::str(&e.primary_key)),
+        ("durability", Datum::str(e.durability.as_str())),
+        ("shards", Datum::from(e.shards as f64)),
+        ("replicas", Datum::from(e.replicas as f64)),
+    ])
+}
+
+fn change(old: Datum, new: Datum) -> Datum {
+    Datum::array(vec![Datum::from_pairs([
+        ("old_val", old),
+        ("new_val", new),
+    ])])
+}
+
+impl reql::TableAccess for Cluster {
+    fn db_create(&self, name: &str) -> reql::Result<Datum> {
+        let _g = self.ddl.lock();
+        if self.state.read().dbs.contains_key(name) {
+            return Err(op_failed(format!("Database `{name}` already exists.")));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let rec = db_record(name, &id);
+        let mut b = WriteBatch::new();
+        b.put(CATALOG, db_key(name), rec.to_json_bytes());
+        self.commit_catalog(b)?;
+        self.state
+            .write()
+            .dbs
+            .insert(name.to_string(), DbEntry { id });
+        Ok(Datum::from_pairs([
+            ("dbs_created", Datum::Number(1.0)),
+            ("config_changes", change(Datum::Null, rec)),
+        ]))
+    }
+
+    fn db_drop(&self, name: &str) -> reql::Result<Datum> {
+        let _g = self.ddl.lock();
+        let (entry, tables) = {
+            let st = self.state.read();
+            let e = st.dbs.get(name).cloned().ok_or_else(|| Self::no_db(name))?;
+            let t: Vec<TableEntry> = st
+                .tables
+                .values()
+                .filter(|(t, _)| t.db == name)
+                .map(|(t, _)| t.clone())
+                .collect();
+            (e, t)
+        };
+        let mut b = WriteBatch::new();
+        b.delete(CATALOG, db_key(name));
+        for t in &tables {
+            b.delete(CATALOG, table_key(&t.db, &t.name));
+        }
+        self.commit_catalog(b)?;
+        {
+            let mut st = self.state.write();
+            st.dbs.remove(name);
+            st.tables.retain(|(d, _), _| d != name);
+        }
+        for t in &tables {
+            let _ = self.engine.drop_space(&space_of(&t.id));
+        }
+        Ok(Datum::from_pairs([
+            ("dbs_dropped", Datum::Number(1.0)),
+            ("tables_dropped", Datum::from(tables.len() as f64)),
+            (
+                "config_changes",
+                change(db_record(name, &entry.id), Datum::Null),
+            ),
+        ]))
+    }
+
+    fn db_list(&self) -> reql::Result<Vec<String>> {
+        Ok(self.state.read().dbs.keys().cloned().collect())
+    }
+
+    fn check_db(&self, name: &str) -> reql::Result<()> {
+        if self.state.read().dbs.contains_key(name) {
+            Ok(())
+        } else {
+            Err(Self::no_db(name))
+        }
+    }
+
+    fn table_create(&self, db: &str, name: &str, opts: TableOptions) -> reql::Result<Datum> {
+        let _g = self.ddl.lock();
+        {
+            let st = self.state.read();
+            if !st.dbs.contains_key(db) {
+                return Err(Self::no_db(db));
+            }
+            if st.tables.contains_key(&(db.to_string(), name.to_string())) {
+                return Err(op_failed(format!("Table `{db}.{name}` already exists.")));
+            }
+        }
+        let e = TableEntry {
+            id: uuid::Uuid::new_v4().to_string(),
+            db: db.to_string(),
+            name: name.to_string(),
+            primary_key: opts.primary_key,
+            durability: opts.durability,
+            shards: opts.shards,
+            replicas: opts.replicas,
+        };
+        let h = self
+            .open_table(&e)
+            .map_err(|err| internal(format!("Could not create the table's storage: {err}")))?;
+        let mut b = WriteBatch::new();
+        b.put(
+            CATALOG,
+            table_key(db, name),
+            table_record(&e).to_json_bytes(),
+        );
+        self.commit_catalog(b)?;
+        let cfg = self.config_of(&e);
+        self.state
+            .write()
+            .tables
+            .insert((db.to_string(), name.to_string()), (e, h));
+        Ok(Datum::from_pairs([
+            ("tables_created", Datum::Number(1.0)),
+            ("config_changes", change(Datum::Null, cfg)),
+        ]))
+    }
+
+    fn table_drop(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        let _g = self.ddl.lock();
+        let e = {
+            let st = self.state.read();
+            if !st.dbs.contains_key(db) {
+                return Err(Self::no_db(db));
+            }
+            st.tables
+                .get(&(db.to_string(), name.to_string()))
+                .map(|(e, _)| e.clone())
+                .ok_or_else(|| op_failed(format!("Table `{db}.{name}` does not exist.")))?
+        };
+        let mut b = WriteBatch::new();
+        b.delete(CATALOG, table_key(db, name));
+        self.commit_catalog(b)?;
+        let cfg = self.config_of(&e);
+        self.state
+            .write()
+            .tables
+            .remove(&(db.to_string(), name.to_string()));
+        let _ = self.engine.drop_space(&space_of(&e.id));
+        Ok(Datum::from_pairs([
+            ("tables_dropped", Datum::Number(1.0)),
+            ("config_changes", change(cfg, Datum::Null)),
+        ]))
+    }
+
+    fn table_list(&self, db: &str) -> reql::Result<Vec<String>> {
+        self.check_db(db)?;
+        Ok(self
+            .state
+            .read()
+            .tables
+            .keys()
+            .filter(|(d, _)| d == db)
+            .map(|(_, n)| n.clone())
+            .collect())
+    }
+
+    fn table(&self, db: &str, name: &str) -> reql::Result<Arc<dyn reql::Table>> {
+        let st = self.state.read();
+        if !st.dbs.contains_key(db) {
+            return Err(Self::no_db(db));
+        }
+        match st.tables.get(&(db.to_string(), name.to_string())) {
+            Some((_, h)) => Ok(h.clone() as Arc<dyn reql::Table>),
+            None => Err(op_failed(format!("Table `{db}.{name}` does not exist."))),
+        }
+    }
+
+    fn table_config(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        let st = self.state.read();
+        let (e, _) = st
+            .tables
+            .get(&(db.to_string(), name.to_string()))
+            .ok_or_else(|| op_failed(format!("Table `{db}.{name}` does not exist.")))?;
+        let mut cfg = self.config_of(e);
+        if let (Datum::Object(m), Some(dbe)) = (&mut cfg, st.dbs.get(db)) {
+            std::sync::Arc::make_mut(m).insert(Str::from("db_id"), Datum::str(&dbe.id));
+        }
+        Ok(cfg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reql::TableAccess;
+
+    #[test]
+    fn catalog_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let e: Arc<dyn Engine> = Arc::new(storage::Fjall::open(dir.path(), 1 << 24).unwrap());
+            let c = Cluster::open(e, "s1").unwrap();
+            c.db_create("d").unwrap();
+            c.table_create(
+                "d",
+                "t",
+                TableOptions {
+                    primary_key: "k".into(),
+                    durability: Durability::Soft,
+                    shards: 1,
+                    replicas: 1,
+                },
+            )
+            .unwrap();
+            assert!(c.db_create("d").is_err());
+            c.shutdown();
+        }
+        let e: Arc<dyn Engine> = Arc::new(storage::Fjall::open(dir.path(), 1 << 24).unwrap());
+        let c = Cluster::open(e, "s1").unwrap();
+        assert_eq!(
+            c.db_list().unwrap(),
+            vec!["d".to_string(), "test".to_string()]
+        );
+        let t = c.table("d", "t").unwrap();
+        assert_eq!(t.primary_key(), "k");
+        c.table_drop("d", "t").unwrap();
+        assert!(c.table("d", "t").is_err());
+    }
+}

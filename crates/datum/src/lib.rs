@@ -1,0 +1,21 @@
+//! The Datum: ReQL's JSON value with its pseudo-types, total order and key encoding.
+//!
+//! Invariants:
+//! - Objects keep their keys sorted (a `BTreeMap`), as RethinkDB does, so printing and
+//!   comparison are deterministic.
+//! - Numbers are finite `f64`; NaN and infinities never enter a Datum (the evaluator
+//!   rejects them with RethinkDB's errors before constructing one).
+//! - Pseudo-types (`TIME`, `BINARY`, `GEOMETRY`) are objects carrying `$reql_type$`, the
+//!   same representation RethinkDB puts on the wire; `ptype` gives typed access.
+//! - `MinVal`/`MaxVal` exist only inside queries (range bounds); they never reach storage
+//!   or the wire.
+
+mod json;
+pub mod keys;
+mod order;
+pub mod ptype;
+mod value;
+
+pub use json::{from_json_slice, from_json_value, to_json_value, JsonError};
+pub use order::cmp;
+pub use value::{Datum, Object, Str};

@@ -1,0 +1,59 @@
+//! Query-wide context: the table access, global optargs and the write-durability record.
+
+use std::sync::Arc;
+
+use datum::Datum;
+use parking_lot::Mutex;
+
+use crate::access::{Durability, TableAccess, Ticket};
+
+/// RethinkDB's default `array_limit`.
+pub const DEFAULT_ARRAY_LIMIT: usize = 100_000;
+
+/// State shared by every term of one query (and by its lazy streams).
+pub struct QueryCtx {
+    /// Catalog and tables.
+    pub access: Arc<dyn TableAccess>,
+    /// The default database (`db` global optarg, else `test`).
+    pub db: String,
+    /// The largest array a query may build.
+    pub array_limit: usize,
+    /// The `durability` global optarg.
+    pub durability: Option<Durability>,
+    /// `r.now()` of this query (fixed for the whole query, as in RethinkDB).
+    pub now: f64,
+    /// The highest ticket of a hard-durability write, which the reply must wait for.
+    hard_ticket: Mutex<Option<Ticket>>,
+}
+
+impl QueryCtx {
+    /// A context with default options.
+    pub fn new(access: Arc<dyn TableAccess>, db: String, now: f64) -> QueryCtx {
+        QueryCtx {
+            access,
+            db,
+            array_limit: DEFAULT_ARRAY_LIMIT,
+            durability: None,
+            now,
+            hard_ticket: Mutex::new(None),
+        }
+    }
+
+    /// Records a write that must be durable before the reply when `d` is hard.
+    pub fn note_write(&self, ticket: Option<Ticket>, d: Durability) {
+        if let (Some(t), Durability::Hard) = (ticket, d) {
+            let mut g = self.hard_ticket.lock();
+            *g = Some(g.map_or(t, |old| old.max(t)));
+        }
+    }
+
+    /// The ticket the reply must wait for, if any.
+    pub fn hard_ticket(&self) -> Option<Ticket> {
+        *self.hard_ticket.lock()
+    }
+
+    /// A datum for `r.now()`.
+    pub fn now_datum(&self) -> Datum {
+        datum::ptype::make_time(self.now, "+00:00")
+    }
+}

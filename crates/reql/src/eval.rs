@@ -1,0 +1,306 @@
+//! The evaluator: one exhaustive dispatch from term type to the function that implements
+//! it (in `terms/`), and the argument helpers every term uses.
+//!
+//! Errors gain a backtrace frame at each argument boundary (`Ev::arg` and friends), so the
+//! frame list names the path from the failing term up to the root.
+
+use std::sync::Arc;
+
+use datum::Datum;
+use proto::ql2::TermType as T;
+
+use crate::ctx::QueryCtx;
+use crate::error::{logic, Result, WithFrame};
+use crate::term::Term;
+use crate::terms;
+use crate::value::{Env, Func, Sequence, Val, IMPLICIT_VAR_ID};
+
+/// The evaluation state of one term: query context, variables, and the term.
+pub struct Ev<'a> {
+    /// Query-wide context.
+    pub ctx: &'a Arc<QueryCtx>,
+    /// Variables in scope.
+    pub env: &'a Env,
+    /// The term being evaluated.
+    pub term: &'a Term,
+}
+
+/// Evaluates a term.
+pub fn eval(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Val> {
+    let ev = Ev { ctx, env, term };
+    terms::dispatch(&ev)
+}
+
+impl<'a> Ev<'a> {
+    /// Number of positional arguments.
+    pub fn nargs(&self) -> usize {
+        self.term.args.len()
+    }
+
+    /// Evaluates positional argument `i`.
+    pub fn arg(&self, i: usize) -> Result<Val> {
+        match self.term.args.get(i) {
+            Some(t) => eval(self.ctx, self.env, t).at(i),
+            None => Err(logic(format!("Missing argument {i}."))),
+        }
+    }
+
+    /// Evaluates argument `i` as a datum.
+    pub fn datum(&self, i: usize) -> Result<Datum> {
+        let v = self.arg(i)?;
+        self.to_datum(v).at(i)
+    }
+
+    /// Evaluates argument `i` as a sequence.
+    pub fn seq(&self, i: usize) -> Result<Sequence> {
+        let v = self.arg(i)?;
+        self.to_seq(v).at(i)
+    }
+
+    /// Evaluates argument `i` as a number.
+    pub fn num(&self, i: usize) -> Result<f64> {
+        let d = self.datum(i)?;
+        expect_num(&d).at(i)
+    }
+
+    /// Evaluates argument `i` as a string.
+    pub fn string(&self, i: usize) -> Result<String> {
+        let d = self.datum(i)?;
+        expect_str(&d).map(str::to_string).at(i)
+    }
+
+    /// Evaluates the named optarg, if present.
+    pub fn opt(&self, name: &str) -> Result<Option<Val>> {
+        match self.term.optarg(name) {
+            Some(t) => eval(self.ctx, self.env, t).at_opt(name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Evaluates the named optarg as a datum, if present.
+    pub fn opt_datum(&self, name: &str) -> Result<Option<Datum>> {
+        match self.opt(name)? {
+            Some(v) => Ok(Some(self.to_datum(v).at_opt(name)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Evaluates the named optarg as a boolean (default when absent).
+    pub fn opt_bool(&self, name: &str, default: bool) -> Result<bool> {
+        match self.opt_datum(name)? {
+            None => Ok(default),
+            Some(Datum::Bool(b)) => Ok(b),
+            Some(d) => Err(type_error("BOOL", &d)).at_opt(name),
+        }
+    }
+
+    /// Converts a value to a datum (collecting array-derived sequences).
+    pub fn to_datum(&self, v: Val) -> Result<Datum> {
+        to_datum(self.ctx, v)
+    }
+
+    /// Converts a value to a sequence.
+    pub fn to_seq(&self, v: Val) -> Result<Sequence> {
+        to_seq(v)
+    }
+
+    /// Calls a function value with datum arguments.
+    pub fn call(&self, f: &Val, args: Vec<Datum>) -> Result<Val> {
+        call(self.ctx, f, args)
+    }
+
+    /// Calls a function value and converts the result to a datum.
+    pub fn call_datum(&self, f: &Val, args: Vec<Datum>) -> Result<Datum> {
+        let v = call(self.ctx, f, args)?;
+        to_datum(self.ctx, v)
+    }
+}
+
+/// Converts a value to a datum.
+pub fn to_datum(ctx: &QueryCtx, v: Val) -> Result<Datum> {
+    match v {
+        Val::Datum(d) => Ok(d),
+        Val::Single(s) => Ok(s.doc),
+        Val::Seq(s) if s.is_array => Ok(Datum::array(s.collect(ctx.array_limit)?)),
+        other => Err(logic(format!(
+            "Expected type DATUM but found {}:\n{}",
+            other.kind_name(),
+            describe(&other)
+        ))),
+    }
+}
+
+/// A short printed form of a non-datum value for error messages.
+pub fn describe(v: &Val) -> String {
+    match v {
+        Val::Table(t) => format!("table(\"{}\")", t.name()),
+        Val::Db(d) => format!("db(\"{d}\")"),
+        Val::Func(_) => "<function>".into(),
+        Val::Seq(_) => "<stream>".into(),
+        Val::Single(s) => s.doc.to_pretty_string(),
+        Val::Datum(d) => d.to_pretty_string(),
+    }
+}
+
+/// Converts a value to a sequence (arrays, tables, streams).
+pub fn to_seq(v: Val) -> Result<Sequence> {
+    match v {
+        Val::Seq(s) => Ok(s),
+        Val::Datum(Datum::Array(a)) => Ok(Sequence::from_array(a)),
+        Val::Table(t) => {
+            let stream = t.scan(
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                false,
+            )?;
+            Ok(Sequence {
+                stream,
+                is_array: false,
+                table: Some(t),
+                infinite: false,
+            })
+        }
+        Val::Datum(d) => Err(logic(format!(
+            "Cannot convert {} to SEQUENCE",
+            d.type_name()
+        ))),
+        Val::Single(s) => Err(logic(format!(
+            "Cannot convert {} to SEQUENCE",
+            s.doc.type_name()
+        ))),
+        other => Err(logic(format!(
+            "Expected type SEQUENCE but found {}:\n{}",
+            other.kind_name(),
+            describe(&other)
+        ))),
+    }
+}
+
+/// Calls a function value. A non-function datum acts as a constant function.
+pub fn call(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Datum>) -> Result<Val> {
+    call_vals(ctx, f, args.into_iter().map(Val::Datum).collect())
+}
+
+/// Calls a function value with arguments of any kind (sequences must be collected first).
+pub fn call_vals(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>) -> Result<Val> {
+    match f {
+        Val::Func(func) => {
+            if func.params.len() != args.len() && !func.params.is_empty() {
+                return Err(logic(format!(
+                    "Expected function with {} argument{} but found function with {} argument{}.",
+                    args.len(),
+                    if args.len() == 1 { "" } else { "s" },
+                    func.params.len(),
+                    if func.params.len() == 1 { "" } else { "s" },
+                )));
+            }
+            let mut env = func.env.clone();
+            if args.len() == 1 {
+                if let Some(a) = args.first().and_then(Val::share) {
+                    env = env.bind(IMPLICIT_VAR_ID, a);
+                }
+            }
+            for (id, a) in func.params.iter().zip(args) {
+                env = env.bind(*id, a);
+            }
+            eval(ctx, &env, &func.body)
+        }
+        Val::Datum(d) => Ok(Val::Datum(d.clone())),
+        other => Err(logic(format!(
+            "Expected type FUNCTION but found {}.",
+            other.kind_name()
+        ))),
+    }
+}
+
+/// Builds a function value from a FUNC term.
+pub fn make_func(ev: &Ev) -> Result<Val> {
+    let params_term = ev
+        .term
+        .args
+        .first()
+        .ok_or_else(|| logic("FUNC without parameters"))?;
+    let params = match &params_term.datum {
+        Datum::Array(a) => a
+            .iter()
+            .map(|p| p.as_f64().map(|n| n as i64))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| logic("Function parameters must be numbers."))?,
+        _ => {
+            let v = ev.datum(0)?;
+            match v {
+                Datum::Array(a) => a
+                    .iter()
+                    .map(|p| p.as_f64().map(|n| n as i64))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| logic("Function parameters must be numbers."))?,
+                _ => return Err(logic("Function parameters must be an array.")),
+            }
+        }
+    };
+    let body = ev
+        .term
+        .args
+        .get(1)
+        .cloned()
+        .ok_or_else(|| logic("FUNC without body"))?;
+    Ok(Val::Func(Func {
+        params: Arc::new(params),
+        body,
+        env: ev.env.clone(),
+    }))
+}
+
+/// "Expected type X but found Y." for a datum.
+pub fn type_error(expected: &str, found: &Datum) -> crate::error::ReqlError {
+    let kind = if matches!(found, Datum::Null) {
+        crate::error::ErrorKind::NonExistence
+    } else {
+        crate::error::ErrorKind::QueryLogic
+    };
+    crate::error::ReqlError::new(
+        kind,
+        format!(
+            "Expected type {} but found {}.",
+            expected,
+            found.type_name()
+        ),
+    )
+}
+
+/// The number in a datum, or RethinkDB's type error.
+pub fn expect_num(d: &Datum) -> Result<f64> {
+    d.as_f64().ok_or_else(|| type_error("NUMBER", d))
+}
+
+/// The string in a datum, or RethinkDB's type error.
+pub fn expect_str(d: &Datum) -> Result<&str> {
+    d.as_str().ok_or_else(|| type_error("STRING", d))
+}
+
+/// The array in a datum, or RethinkDB's type error.
+pub fn expect_array(d: &Datum) -> Result<&[Datum]> {
+    d.as_array().ok_or_else(|| type_error("ARRAY", d))
+}
+
+/// The object in a datum, or RethinkDB's type error.
+pub fn expect_object(d: &Datum) -> Result<&datum::Object> {
+    d.as_object().ok_or_else(|| type_error("OBJECT", d))
+}
+
+/// An integer argument (RethinkDB: "Number not an integer").
+pub fn expect_int(d: &Datum) -> Result<i64> {
+    let n = expect_num(d)?;
+    if n.fract() != 0.0 || n.abs() > 9_007_199_254_740_992.0 {
+        return Err(logic(format!(
+            "Number not an integer: {}",
+            d.to_json_string()
+        )));
+    }
+    Ok(n as i64)
+}
+
+/// True when the term is FUNC.
+pub fn is_func_term(t: &Term) -> bool {
+    t.tt == T::FUNC
+}

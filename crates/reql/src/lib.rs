@@ -1,0 +1,23 @@
+//! ReQL: compiling a query's JSON term tree into a checked `Term` tree and evaluating it
+//! into values, selections and lazy streams.
+//!
+//! The crate reaches tables only through the `TableAccess` trait it defines
+//! (`access.rs`), so it is tested without storage and knows nothing of the engine.
+//! Every error is a `ReqlError` carrying RethinkDB's error class, exact message and a
+//! backtrace; the server maps it to the wire in one place.
+
+pub mod access;
+pub mod ctx;
+pub mod error;
+pub mod eval;
+pub mod spec;
+pub mod term;
+pub mod terms;
+pub mod value;
+
+pub use access::{Change, Durability, Table, TableAccess, TableOptions, Ticket};
+pub use ctx::QueryCtx;
+pub use error::{ErrorKind, Frame, ReqlError, Result};
+pub use eval::eval;
+pub use term::{compile_term, Term};
+pub use value::{DatumStream, Env, Sequence, Val};

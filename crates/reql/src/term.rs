@@ -1,0 +1,237 @@
+//! Compilation: the JSON term tree of a query → a checked `Term` tree.
+//!
+//! Checks done here, before anything runs (RethinkDB reports these as compile errors):
+//! known term types, arity (`spec::arity`), and optarg names (`spec::optargs`).
+//! Literal subtrees (MAKE_ARRAY/MAKE_OBJ of datums) are folded into one DATUM so that a
+//! large inserted document costs one allocation per value, not one term per value.
+
+use std::sync::Arc;
+
+use datum::{Datum, Object, Str};
+use proto::ql2::TermType;
+use serde_json::Value as Json;
+
+use crate::error::{compile, Frame, ReqlError, Result};
+use crate::spec;
+
+/// A compiled term.
+#[derive(Debug)]
+pub struct Term {
+    /// The term type (`DATUM` for literals).
+    pub tt: TermType,
+    /// Positional arguments.
+    pub args: Vec<Arc<Term>>,
+    /// Optional arguments in the order received (MAKE_OBJ keeps its fields here).
+    pub optargs: Vec<(String, Arc<Term>)>,
+    /// The value of a `DATUM` term (null otherwise).
+    pub datum: Datum,
+}
+
+impl Term {
+    /// A literal term.
+    pub fn datum(d: Datum) -> Arc<Term> {
+        Arc::new(Term {
+            tt: TermType::DATUM,
+            args: Vec::new(),
+            optargs: Vec::new(),
+            datum: d,
+        })
+    }
+
+    /// The optarg of this name, if given.
+    pub fn optarg(&self, name: &str) -> Option<&Arc<Term>> {
+        self.optargs.iter().find(|(k, _)| k == name).map(|(_, t)| t)
+    }
+
+    /// True if this term or a descendant is an IMPLICIT_VAR (`r.row`).
+    pub fn uses_implicit_var(&self) -> bool {
+        if self.tt == TermType::IMPLICIT_VAR {
+            return true;
+        }
+        if self.tt == TermType::FUNC {
+            return false;
+        }
+        self.args.iter().any(|a| a.uses_implicit_var())
+            || self.optargs.iter().any(|(_, a)| a.uses_implicit_var())
+    }
+}
+
+/// Compiles a term from its JSON form.
+pub fn compile_term(j: &Json) -> Result<Arc<Term>> {
+    match j {
+        Json::Array(items) => compile_array(items),
+        Json::Object(map) => {
+            let mut fields = Vec::with_capacity(map.len());
+            let mut all_datum = true;
+            for (k, v) in map {
+                let t = compile_term(v).map_err(|e| e.with_frame(Frame::Opt(k.clone())))?;
+                all_datum &= t.tt == TermType::DATUM;
+                fields.push((k.clone(), t));
+            }
+            if all_datum {
+                let obj: Object = fields
+                    .into_iter()
+                    .map(|(k, t)| (Str::from(k.as_str()), t.datum.clone()))
+                    .collect();
+                return Ok(Term::datum(check_ptype(Datum::object(obj))?));
+            }
+            Ok(Arc::new(Term {
+                tt: TermType::MAKE_OBJ,
+                args: Vec::new(),
+                optargs: fields,
+                datum: Datum::Null,
+            }))
+        }
+        other => Ok(Term::datum(
+            datum::from_json_value(other).map_err(|e| compile(e.0))?,
+        )),
+    }
+}
+
+fn check_ptype(d: Datum) -> Result<Datum> {
+    match d.reql_type() {
+        None => Ok(d),
+        Some("TIME") => {
+            if d.get("epoch_time").and_then(Datum::as_f64).is_none() {
+                return Err(crate::error::logic(format!(
+                    "pseudotype TIME object {} does not have the expected field `epoch_time`.",
+                    d.to_pretty_string()
+                )));
+            }
+            if d.get("timezone").and_then(Datum::as_str).is_none() {
+                return Err(crate::error::logic(format!(
+                    "pseudotype TIME object {} does not have the expected field `timezone`.",
+                    d.to_pretty_string()
+                )));
+            }
+            Ok(d)
+        }
+        Some("BINARY") => {
+            if datum::ptype::binary_bytes(&d).is_none() {
+                return Err(crate::error::logic(
+                    "Invalid base64 format for BINARY data.",
+                ));
+            }
+            Ok(d)
+        }
+        Some("GEOMETRY") | Some("LITERAL") => Ok(d),
+        Some(t) => Err(crate::error::logic(format!("Unknown $reql_type$ `{t}`."))),
+    }
+}
+
+fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
+    let code = items.first().and_then(Json::as_i64).ok_or_else(|| {
+        compile("Expected a term type number as the first element of a term array.")
+    })?;
+    let tt = TermType::from_i64(code)
+        .ok_or_else(|| compile(format!("Unrecognized TermType: {code}.")))?;
+    if items.len() > 3 {
+        return Err(compile(format!(
+            "Expected a term array of at most 3 elements but found {}.",
+            items.len()
+        )));
+    }
+    if tt == TermType::DATUM {
+        let v = items.get(1).unwrap_or(&Json::Null);
+        return Ok(Term::datum(
+            datum::from_json_value(v).map_err(|e| compile(e.0))?,
+        ));
+    }
+    let mut args = Vec::new();
+    match items.get(1) {
+        None | Some(Json::Null) => {}
+        Some(Json::Array(a)) => {
+            args.reserve(a.len());
+            for (i, x) in a.iter().enumerate() {
+                args.push(compile_term(x).map_err(|e| e.with_frame(Frame::Pos(i)))?);
+            }
+        }
+        Some(_) => return Err(compile("Expected the arguments of a term to be an array.")),
+    }
+    let mut optargs = Vec::new();
+    match items.get(2) {
+        None | Some(Json::Null) => {}
+        Some(Json::Object(o)) => {
+            for (k, v) in o {
+                optargs.push((
+                    k.clone(),
+                    compile_term(v).map_err(|e| e.with_frame(Frame::Opt(k.clone())))?,
+                ));
+            }
+        }
+        Some(_) => {
+            return Err(compile(
+                "Expected the optional arguments of a term to be an object.",
+            ))
+        }
+    }
+    if tt == TermType::MAKE_ARRAY && args.iter().all(|a| a.tt == TermType::DATUM) {
+        return Ok(Term::datum(Datum::array(
+            args.iter().map(|a| a.datum.clone()).collect(),
+        )));
+    }
+    check_arity(tt, args.len())?;
+    if let Some(allowed) = spec::optargs(tt) {
+        for (k, _) in &optargs {
+            if !allowed.contains(&k.as_str()) {
+                return Err(compile(format!("Unrecognized optional argument `{k}`.")));
+            }
+        }
+    }
+    Ok(Arc::new(Term {
+        tt,
+        args,
+        optargs,
+        datum: Datum::Null,
+    }))
+}
+
+fn check_arity(tt: TermType, n: usize) -> Result<()> {
+    let (min, max) = spec::arity(tt);
+    let ok = n >= min && max.is_none_or(|m| n <= m);
+    if ok {
+        return Ok(());
+    }
+    Err(arity_error(min, max, n))
+}
+
+/// RethinkDB's arity message (`argspec_t::print`).
+pub fn arity_error(min: usize, max: Option<usize>, n: usize) -> ReqlError {
+    let msg = match max {
+        Some(m) if m == min => format!(
+            "Expected {} argument{} but found {}.",
+            min,
+            if min == 1 { "" } else { "s" },
+            n
+        ),
+        None => format!("Expected {min} or more arguments but found {n}."),
+        Some(m) => format!("Expected between {min} and {m} arguments but found {n}."),
+    };
+    compile(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(s: &str) -> Result<Arc<Term>> {
+        compile_term(&serde_json::from_str(s).unwrap())
+    }
+
+    #[test]
+    fn folds_literals() {
+        let t = c(r#"[2,[1,{"a":[2,[2,3]]}]]"#).unwrap();
+        assert_eq!(t.tt, TermType::DATUM);
+        assert_eq!(t.datum.to_json_string(), r#"[1,{"a":[2,3]}]"#);
+    }
+
+    #[test]
+    fn arity_and_optargs() {
+        let e = c(r#"[16,[1,2,3]]"#).unwrap_err();
+        assert_eq!(e.message, "Expected 2 arguments but found 3.");
+        let e = c(r#"[16,[1,2],{"bogus":1}]"#).unwrap_err();
+        assert_eq!(e.message, "Unrecognized optional argument `bogus`.");
+        let e = c(r#"[99999,[]]"#).unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::Compile);
+    }
+}

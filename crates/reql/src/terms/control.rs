@@ -1,0 +1,419 @@
+//! Control flow and value utilities: literals, variables, `do`, `branch`, `and`/`or`,
+//! `error`, `default`, `type_of`, `coerce_to`, `info`, `json`, `uuid`, `range`.
+
+use std::sync::Arc;
+
+use datum::{Datum, Object, Str};
+
+use crate::error::{logic, ErrorKind, ReqlError, Result, WithFrame};
+use crate::eval::{call_vals, describe, expect_int, expect_str, Ev};
+use crate::value::{Sequence, Val, IMPLICIT_VAR_ID};
+
+/// MAKE_ARRAY.
+pub fn make_array(ev: &Ev) -> Result<Val> {
+    let mut out = Vec::with_capacity(ev.nargs());
+    for i in 0..ev.nargs() {
+        out.push(ev.datum(i)?);
+    }
+    check_array_size(ev, out.len())?;
+    Ok(Val::Datum(Datum::array(out)))
+}
+
+/// Fails when an array exceeds the query's array limit.
+pub fn check_array_size(ev: &Ev, n: usize) -> Result<()> {
+    if n > ev.ctx.array_limit {
+        return Err(crate::error::resource(format!(
+            "Array over size limit `{}`.",
+            ev.ctx.array_limit
+        )));
+    }
+    Ok(())
+}
+
+/// MAKE_OBJ.
+pub fn make_obj(ev: &Ev) -> Result<Val> {
+    let mut m = Object::new();
+    for (k, _) in &ev.term.optargs {
+        if let Some(d) = ev.opt_datum(k)? {
+            m.insert(Str::from(k.as_str()), d);
+        }
+    }
+    Ok(Val::Datum(Datum::object(m)))
+}
+
+/// VAR.
+pub fn var(ev: &Ev) -> Result<Val> {
+    let id = ev
+        .term
+        .args
+        .first()
+        .and_then(|t| t.datum.as_f64())
+        .ok_or_else(|| logic("VAR needs a numeric id."))? as i64;
+    ev.env
+        .lookup(id)
+        .ok_or_else(|| logic(format!("Variable {id} is not in scope.")))
+}
+
+/// IMPLICIT_VAR (`r.row`).
+pub fn implicit_var(ev: &Ev) -> Result<Val> {
+    ev.env.lookup(IMPLICIT_VAR_ID).ok_or_else(|| {
+        crate::error::compile("r.row is not defined in this context. Use a function instead.")
+    })
+}
+
+/// FUNCALL (`r.do`): the function comes first, then its arguments.
+pub fn funcall(ev: &Ev) -> Result<Val> {
+    let f = ev.arg(0)?;
+    let mut args = Vec::with_capacity(ev.nargs().saturating_sub(1));
+    for i in 1..ev.nargs() {
+        let v = ev.arg(i)?;
+        let v = match v {
+            Val::Seq(s) => Val::Datum(Datum::array(s.collect(ev.ctx.array_limit).at(i)?)),
+            other => other,
+        };
+        args.push(v);
+    }
+    call_vals(ev.ctx, &f, args).at(0)
+}
+
+/// BRANCH: `r.branch(c1, v1, c2, v2, …, else)`.
+pub fn branch(ev: &Ev) -> Result<Val> {
+    let n = ev.nargs();
+    if n % 2 == 0 {
+        return Err(logic(
+            "Cannot call `branch` with an even number of arguments.",
+        ));
+    }
+    let mut i = 0;
+    while i + 1 < n {
+        if ev.datum(i)?.truthy() {
+            return ev.arg(i + 1);
+        }
+        i += 2;
+    }
+    ev.arg(n - 1)
+}
+
+/// AND: the first falsy value, else the last value (`true` with no arguments).
+pub fn and(ev: &Ev) -> Result<Val> {
+    let mut last = Datum::Bool(true);
+    for i in 0..ev.nargs() {
+        last = ev.datum(i)?;
+        if !last.truthy() {
+            return Ok(Val::Datum(last));
+        }
+    }
+    Ok(Val::Datum(last))
+}
+
+/// OR: the first truthy value, else the last value (`false` with no arguments).
+pub fn or(ev: &Ev) -> Result<Val> {
+    let mut last = Datum::Bool(false);
+    for i in 0..ev.nargs() {
+        last = ev.datum(i)?;
+        if last.truthy() {
+            return Ok(Val::Datum(last));
+        }
+    }
+    Ok(Val::Datum(last))
+}
+
+/// NOT.
+pub fn not(ev: &Ev) -> Result<Val> {
+    Ok(Val::Datum(Datum::Bool(!ev.datum(0)?.truthy())))
+}
+
+/// ERROR: a ReqlUserError.
+pub fn error(ev: &Ev) -> Result<Val> {
+    if ev.nargs() == 0 {
+        return Err(ReqlError::new(
+            ErrorKind::User,
+            "Empty ERROR term outside a default block.",
+        ));
+    }
+    let msg = ev.string(0)?;
+    Err(ReqlError::new(ErrorKind::User, msg))
+}
+
+/// DEFAULT: the fallback when the value is null or a non-existence error occurred.
+pub fn default(ev: &Ev) -> Result<Val> {
+    let first = ev.arg(0).and_then(|v| match v {
+        Val::Datum(d) => Ok(Val::Datum(d)),
+        Val::Single(s) => Ok(Val::Datum(s.doc)),
+        other => Ok(other),
+    });
+    let err_msg = match first {
+        Ok(Val::Datum(Datum::Null)) => Datum::Null,
+        Ok(v) => return Ok(v),
+        Err(e) if e.kind == ErrorKind::NonExistence => Datum::from(e.message.clone()),
+        Err(e) => return Err(e),
+    };
+    let fallback = ev.arg(1)?;
+    match fallback {
+        Val::Func(_) => call_vals(ev.ctx, &fallback, vec![Val::Datum(err_msg)]).at(1),
+        other => Ok(other),
+    }
+}
+
+/// TYPE_OF.
+pub fn type_of(ev: &Ev) -> Result<Val> {
+    let v = ev.arg(0)?;
+    let name = match &v {
+        Val::Seq(s) if s.is_array => "ARRAY".to_string(),
+        other => other.type_name(),
+    };
+    Ok(Val::Datum(Datum::from(name)))
+}
+
+/// COERCE_TO.
+pub fn coerce_to(ev: &Ev) -> Result<Val> {
+    let v = ev.arg(0)?;
+    let target = ev.string(1)?.to_ascii_uppercase();
+    let d = match v {
+        Val::Seq(s) => match target.as_str() {
+            "ARRAY" => return Ok(Val::Datum(Datum::array(s.collect(ev.ctx.array_limit)?))),
+            "OBJECT" => Datum::array(s.collect(ev.ctx.array_limit)?),
+            _ => {
+                let name = if s.table.is_some() {
+                    "SELECTION<STREAM>"
+                } else {
+                    "SEQUENCE"
+                };
+                return Err(logic(format!("Cannot coerce {name} to {target}.")));
+            }
+        },
+        Val::Table(t) if target == "ARRAY" || target == "OBJECT" => {
+            let s = crate::eval::to_seq(Val::Table(t))?;
+            Datum::array(s.collect(ev.ctx.array_limit)?)
+        }
+        other @ (Val::Table(_) | Val::Db(_) | Val::Func(_)) => {
+            return Err(logic(format!(
+                "Cannot coerce {} to {}.",
+                other.type_name(),
+                target
+            )))
+        }
+        other => ev.to_datum(other)?,
+    };
+    coerce_datum(d, &target).map(Val::Datum)
+}
+
+/// Converts a datum to the named type, as `coerce_to` does.
+pub fn coerce_datum(d: Datum, target: &str) -> Result<Datum> {
+    let from = d.type_name();
+    let fail = || logic(format!("Cannot coerce {from} to {target}."));
+    match target {
+        "STRING" => Ok(match &d {
+            Datum::String(_) => d,
+            Datum::Number(_) => Datum::from(d.to_json_string()),
+            _ if d.reql_type() == Some("BINARY") => {
+                let bytes = datum::ptype::binary_bytes(&d).unwrap_or_default();
+                Datum::from(String::from_utf8_lossy(&bytes).into_owned())
+            }
+            _ => Datum::from(d.to_json_string()),
+        }),
+        "NUMBER" => match &d {
+            Datum::Number(_) => Ok(d),
+            Datum::String(s) => parse_number(s)
+                .map(Datum::Number)
+                .ok_or_else(|| logic(format!("Could not coerce `{s}` to NUMBER."))),
+            _ => Err(fail()),
+        },
+        "ARRAY" => match &d {
+            Datum::Array(_) => Ok(d),
+            Datum::Object(o) if !d.is_ptype() => Ok(Datum::array(
+                o.iter()
+                    .map(|(k, v)| Datum::array(vec![Datum::String(k.clone()), v.clone()]))
+                    .collect(),
+            )),
+            _ => Err(fail()),
+        },
+        "OBJECT" => match &d {
+            Datum::Object(_) if !d.is_ptype() => Ok(d),
+            Datum::Array(a) => {
+                let mut m = Object::new();
+                for pair in a.iter() {
+                    match pair.as_array() {
+                        Some([Datum::String(k), v]) => {
+                            m.insert(k.clone(), v.clone());
+                        }
+                        Some([k, _]) => {
+                            return Err(logic(format!(
+                                "Expected type STRING but found {}.",
+                                k.type_name()
+                            )))
+                        }
+                        _ => {
+                            return Err(logic(format!(
+                                "Expected array of size 2, but got size {}.",
+                                pair.as_array().map_or(0, <[Datum]>::len)
+                            )))
+                        }
+                    }
+                }
+                Ok(Datum::object(m))
+            }
+            _ => Err(fail()),
+        },
+        "BOOL" => match &d {
+            Datum::Bool(_) => Ok(d),
+            _ => Ok(Datum::Bool(d.truthy())),
+        },
+        "NULL" => match &d {
+            Datum::Null => Ok(d),
+            _ => Err(fail()),
+        },
+        "BINARY" => match &d {
+            Datum::String(s) => Ok(datum::ptype::make_binary(s.as_bytes())),
+            _ if d.reql_type() == Some("BINARY") => Ok(d),
+            _ => Err(fail()),
+        },
+        "DATUM" => Ok(d),
+        _ if target == from => Ok(d),
+        _ => Err(logic(format!("Unknown Type: {target}"))),
+    }
+}
+
+/// Parses a number the way RethinkDB's `coerce_to('number')` accepts it.
+fn parse_number(s: &str) -> Option<f64> {
+    let t = s.trim();
+    if t.is_empty() || t.starts_with('+') {
+        return None;
+    }
+    let lower = t.to_ascii_lowercase();
+    if lower.contains("inf") || lower.contains("nan") {
+        return None;
+    }
+    if lower.starts_with("0x") || lower.starts_with("-0x") {
+        let neg = lower.starts_with('-');
+        let digits = lower.trim_start_matches('-').trim_start_matches("0x");
+        let v = i64::from_str_radix(digits, 16).ok()? as f64;
+        return Some(if neg { -v } else { v });
+    }
+    t.parse::<f64>().ok().filter(|f| f.is_finite())
+}
+
+/// INFO.
+pub fn info(ev: &Ev) -> Result<Val> {
+    let v = ev.arg(0)?;
+    let d = match v {
+        Val::Table(t) => {
+            let mut m = Object::new();
+            let cfg = ev.ctx.access.table_config(t.db(), t.name())?;
+            let db_id = ev.ctx.access.db_list().map(|_| Datum::Null)?;
+            let _ = db_id;
+            m.insert(Str::from("type"), Datum::str("TABLE"));
+            m.insert(Str::from("name"), Datum::str(t.name()));
+            m.insert(Str::from("primary_key"), Datum::str(t.primary_key()));
+            m.insert(Str::from("indexes"), Datum::array(vec![]));
+            if let Some(id) = cfg.get("id") {
+                m.insert(Str::from("id"), id.clone());
+            }
+            m.insert(
+                Str::from("doc_count_estimates"),
+                Datum::array(vec![Datum::from(t.count()? as f64)]),
+            );
+            let mut db = Object::new();
+            db.insert(Str::from("name"), Datum::str(t.db()));
+            db.insert(Str::from("type"), Datum::str("DB"));
+            if let Some(dbid) = cfg.get("db_id") {
+                db.insert(Str::from("id"), dbid.clone());
+            }
+            m.insert(Str::from("db"), Datum::object(db));
+            Datum::object(m)
+        }
+        Val::Db(name) => {
+            let mut m = Object::new();
+            m.insert(Str::from("name"), Datum::str(&name));
+            m.insert(Str::from("type"), Datum::str("DB"));
+            Datum::object(m)
+        }
+        Val::Func(_) => Datum::from_pairs([("type", Datum::str("FUNCTION"))]),
+        Val::Seq(s) if !s.is_array => {
+            let name = if s.table.is_some() {
+                "SELECTION<STREAM>"
+            } else {
+                "STREAM"
+            };
+            Datum::from_pairs([("type", Datum::str(name))])
+        }
+        other => {
+            let d = ev.to_datum(other)?;
+            let mut m = Object::new();
+            m.insert(Str::from("type"), Datum::from(d.type_name()));
+            m.insert(Str::from("value"), Datum::from(d.to_json_string()));
+            if d.reql_type() == Some("BINARY") {
+                let n = datum::ptype::binary_bytes(&d).map_or(0, |b| b.len());
+                m.insert(Str::from("count"), Datum::from(n));
+            }
+            Datum::object(m)
+        }
+    };
+    Ok(Val::Datum(d))
+}
+
+/// JSON: parses a string.
+pub fn json(ev: &Ev) -> Result<Val> {
+    let s = ev.string(0)?;
+    datum::from_json_slice(s.as_bytes())
+        .map(Val::Datum)
+        .map_err(|e| logic(format!("Failed to parse \"{s}\" as JSON: {e}")))
+}
+
+/// TO_JSON_STRING.
+pub fn to_json_string(ev: &Ev) -> Result<Val> {
+    let d = ev.datum(0)?;
+    Ok(Val::Datum(Datum::from(d.to_json_string())))
+}
+
+/// UUID: random (v4), or deterministic (v5) from a string.
+pub fn uuid(ev: &Ev) -> Result<Val> {
+    if ev.nargs() == 1 {
+        let s = ev.string(0)?;
+        // RethinkDB's namespace for name-based UUIDs.
+        let ns = uuid::Uuid::from_u128(0x91461c99_f89d_49d2_af96_d8e2e14e9b58);
+        return Ok(Val::Datum(Datum::from(
+            uuid::Uuid::new_v5(&ns, s.as_bytes()).to_string(),
+        )));
+    }
+    Ok(Val::Datum(Datum::from(uuid::Uuid::new_v4().to_string())))
+}
+
+/// RANGE: `r.range()`, `r.range(end)`, `r.range(start, end)`.
+pub fn range(ev: &Ev) -> Result<Val> {
+    let (start, end) = match ev.nargs() {
+        0 => (0, None),
+        1 => (0, Some(expect_int(&ev.datum(0)?).at(0)?)),
+        _ => (
+            expect_int(&ev.datum(0)?).at(0)?,
+            Some(expect_int(&ev.datum(1)?).at(1)?),
+        ),
+    };
+    let mut i = start;
+    let stream = std::iter::from_fn(move || {
+        if end.is_some_and(|e| i >= e) {
+            return None;
+        }
+        let d = Datum::Number(i as f64);
+        i += 1;
+        Some(Ok(d))
+    });
+    let mut seq = Sequence::stream(Box::new(stream));
+    seq.infinite = end.is_none();
+    Ok(Val::Seq(seq))
+}
+
+/// A datum rendering for error messages about any value.
+pub fn show(v: &Val) -> String {
+    describe(v)
+}
+
+/// The string argument used by several terms, checked.
+pub fn str_of(d: &Datum) -> Result<&str> {
+    expect_str(d)
+}
+
+/// Makes an `Arc<str>`.
+pub fn s(x: &str) -> Str {
+    Arc::from(x)
+}

@@ -1,0 +1,347 @@
+//! Catalog and table-access terms: `db`, `table`, `db_create`/`db_drop`/`db_list`,
+//! `table_create`/`table_drop`/`table_list`, `config`, `sync`, `get`, `get_all`, `between`.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use datum::{Datum, Object, Str};
+
+use crate::access::{Durability, TableOptions};
+use crate::error::{logic, op_failed, Result, WithFrame};
+use crate::eval::{describe, Ev};
+use crate::value::{Sequence, SingleSel, Val};
+
+/// RethinkDB's rule for database and table names.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+}
+
+fn check_name(kind: &str, name: &str) -> Result<()> {
+    if valid_name(name) {
+        Ok(())
+    } else {
+        Err(logic(format!(
+            "{kind} name `{name}` invalid (Use A-Z, a-z, 0-9, _ and - only)."
+        )))
+    }
+}
+
+/// DB.
+pub fn db(ev: &Ev) -> Result<Val> {
+    let name = ev.string(0)?;
+    check_name("Database", &name).at(0)?;
+    Ok(Val::Db(name))
+}
+
+/// The database of a term whose optional first argument is a DB (else the default).
+fn db_and_rest(ev: &Ev) -> Result<(String, usize)> {
+    if ev.nargs() >= 1 {
+        if let Some(t) = ev.term.args.first() {
+            if t.tt == proto::ql2::TermType::DB {
+                if let Val::Db(d) = ev.arg(0)? {
+                    return Ok((d, 1));
+                }
+            }
+        }
+    }
+    Ok((ev.ctx.db.clone(), 0))
+}
+
+fn expect_db(ev: &Ev, i: usize) -> Result<String> {
+    match ev.arg(i)? {
+        Val::Db(d) => Ok(d),
+        other => Err(logic(format!(
+            "Expected type DATABASE but found {}:\n{}",
+            other.kind_name(),
+            describe(&other)
+        )))
+        .at(i),
+    }
+}
+
+/// TABLE: `r.table(name)` or `db.table(name)`.
+pub fn table(ev: &Ev) -> Result<Val> {
+    let (db, name) = if ev.nargs() == 2 {
+        (expect_db(ev, 0)?, ev.string(1)?)
+    } else {
+        (ev.ctx.db.clone(), ev.string(0)?)
+    };
+    let i = ev.nargs() - 1;
+    check_name("Table", &name).at(i)?;
+    if let Some(mode) = ev.opt_datum("read_mode")? {
+        match mode.as_str() {
+            Some("single" | "majority" | "outdated" | "_debug_direct") => {}
+            _ => {
+                return Err(logic(format!(
+                    "Read mode `{}` unrecognized (options are \"majority\", \"single\", and \"outdated\").",
+                    mode.as_str().unwrap_or(&mode.to_json_string())
+                )))
+            }
+        }
+    }
+    let t = ev.ctx.access.table(&db, &name)?;
+    Ok(Val::Table(t))
+}
+
+/// DB_CREATE.
+pub fn db_create(ev: &Ev) -> Result<Val> {
+    let name = ev.string(0)?;
+    check_name("Database", &name).at(0)?;
+    ev.ctx.access.db_create(&name).map(Val::Datum)
+}
+
+/// DB_DROP.
+pub fn db_drop(ev: &Ev) -> Result<Val> {
+    let name = ev.string(0)?;
+    check_name("Database", &name).at(0)?;
+    ev.ctx.access.db_drop(&name).map(Val::Datum)
+}
+
+/// DB_LIST.
+pub fn db_list(ev: &Ev) -> Result<Val> {
+    let names = ev.ctx.access.db_list()?;
+    Ok(Val::Datum(Datum::array(
+        names.into_iter().map(Datum::from).collect(),
+    )))
+}
+
+/// TABLE_CREATE.
+pub fn table_create(ev: &Ev) -> Result<Val> {
+    let (db, first) = if ev.nargs() == 2 {
+        (expect_db(ev, 0)?, 1)
+    } else {
+        db_and_rest(ev)?
+    };
+    let name = ev.string(first)?;
+    check_name("Table", &name).at(first)?;
+    let primary_key = match ev.opt_datum("primary_key")? {
+        None => "id".to_string(),
+        Some(Datum::String(s)) => s.to_string(),
+        Some(d) => return Err(crate::eval::type_error("STRING", &d)).at_opt("primary_key"),
+    };
+    let durability = match ev.opt_datum("durability")? {
+        None => Durability::Hard,
+        Some(d) => parse_durability(&d)?,
+    };
+    let count = |name: &str| -> Result<u32> {
+        match ev.opt_datum(name)? {
+            None => Ok(1),
+            Some(Datum::Number(n)) if n >= 1.0 && n.fract() == 0.0 && n <= 64.0 => Ok(n as u32),
+            Some(Datum::Number(n)) if name == "shards" => Err(logic(format!(
+                "Every table must have at least one shard and at most 64 (got {}).",
+                Datum::Number(n).to_json_string()
+            ))),
+            Some(Datum::Object(_)) if name == "replicas" => Ok(1),
+            Some(d) => Err(crate::eval::type_error("NUMBER", &d)).at_opt(name),
+        }
+    };
+    let opts = TableOptions {
+        primary_key,
+        durability,
+        shards: count("shards")?,
+        replicas: count("replicas")?,
+    };
+    ev.ctx.access.table_create(&db, &name, opts).map(Val::Datum)
+}
+
+/// Parses a `durability` option value with RethinkDB's error.
+pub fn parse_durability(d: &Datum) -> Result<Durability> {
+    match d.as_str().and_then(Durability::parse) {
+        Some(x) => Ok(x),
+        None => Err(logic(format!(
+            "Durability option `{}` unrecognized (options are \"hard\" and \"soft\").",
+            d.as_str()
+                .map_or_else(|| d.to_json_string(), str::to_string)
+        ))),
+    }
+}
+
+/// TABLE_DROP.
+pub fn table_drop(ev: &Ev) -> Result<Val> {
+    let (db, name) = if ev.nargs() == 2 {
+        (expect_db(ev, 0)?, ev.string(1)?)
+    } else {
+        (ev.ctx.db.clone(), ev.string(0)?)
+    };
+    check_name("Table", &name)?;
+    ev.ctx.access.table_drop(&db, &name).map(Val::Datum)
+}
+
+/// TABLE_LIST.
+pub fn table_list(ev: &Ev) -> Result<Val> {
+    let db = if ev.nargs() == 1 {
+        expect_db(ev, 0)?
+    } else {
+        ev.ctx.db.clone()
+    };
+    ev.ctx.access.check_db(&db)?;
+    let names = ev.ctx.access.table_list(&db)?;
+    Ok(Val::Datum(Datum::array(
+        names.into_iter().map(Datum::from).collect(),
+    )))
+}
+
+/// CONFIG of a table or database.
+pub fn config(ev: &Ev) -> Result<Val> {
+    match ev.arg(0)? {
+        Val::Table(t) => ev.ctx.access.table_config(t.db(), t.name()).map(Val::Datum),
+        Val::Db(d) => {
+            ev.ctx.access.check_db(&d)?;
+            let mut m = Object::new();
+            m.insert(Str::from("name"), Datum::from(d));
+            Ok(Val::Datum(Datum::object(m)))
+        }
+        other => Err(logic(format!(
+            "Expected type TABLE but found {}:\n{}",
+            other.kind_name(),
+            describe(&other)
+        ))),
+    }
+}
+
+/// SYNC: waits until every write to the table so far is durable.
+pub fn sync(ev: &Ev) -> Result<Val> {
+    match ev.arg(0)? {
+        Val::Table(t) => {
+            ev.ctx.note_write(Some(t.sync_ticket()), Durability::Hard);
+            Ok(Val::Datum(Datum::from_pairs([(
+                "synced",
+                Datum::Number(1.0),
+            )])))
+        }
+        other => Err(logic(format!(
+            "Expected type TABLE but found {}:\n{}",
+            other.kind_name(),
+            describe(&other)
+        )))
+        .at(0),
+    }
+}
+
+fn expect_table(ev: &Ev, i: usize) -> Result<Arc<dyn crate::access::Table>> {
+    match ev.arg(i)? {
+        Val::Table(t) => Ok(t),
+        other => Err(logic(format!(
+            "Expected type TABLE but found {}:\n{}",
+            other.kind_name(),
+            describe(&other)
+        )))
+        .at(i),
+    }
+}
+
+/// GET by primary key.
+pub fn get(ev: &Ev) -> Result<Val> {
+    let t = expect_table(ev, 0)?;
+    let key = ev.datum(1)?;
+    datum::keys::encode_primary(&key)
+        .map_err(|e| logic(e.message().to_string()))
+        .at(1)?;
+    let doc = t.get(&key)?.unwrap_or(Datum::Null);
+    Ok(Val::Single(SingleSel { table: t, key, doc }))
+}
+
+/// GET_ALL on the primary key.
+pub fn get_all(ev: &Ev) -> Result<Val> {
+    let t = expect_table(ev, 0)?;
+    if let Some(idx) = ev.opt_datum("index")? {
+        if idx.as_str() != Some(t.primary_key()) {
+            return Err(op_failed(format!(
+                "Index `{}` was not found on table `{}.{}`.",
+                idx.as_str().unwrap_or_default(),
+                t.db(),
+                t.name()
+            )));
+        }
+    }
+    let mut keys = Vec::new();
+    for i in 1..ev.nargs() {
+        let k = ev.datum(i)?;
+        datum::keys::encode_primary(&k)
+            .map_err(|e| logic(e.message().to_string()))
+            .at(i)?;
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let table = t.clone();
+    let mut it = keys.into_iter();
+    let stream = std::iter::from_fn(move || loop {
+        let k = it.next()?;
+        match table.get(&k) {
+            Ok(Some(d)) => return Some(Ok(d)),
+            Ok(None) => continue,
+            Err(e) => return Some(Err(e)),
+        }
+    });
+    Ok(Val::Seq(Sequence {
+        stream: Box::new(stream),
+        is_array: false,
+        table: Some(t),
+        infinite: false,
+    }))
+}
+
+/// BETWEEN on the primary key.
+pub fn between(ev: &Ev) -> Result<Val> {
+    let v = ev.arg(0)?;
+    let t = match &v {
+        Val::Table(t) => t.clone(),
+        other => {
+            return Err(logic(format!(
+                "Expected type TABLE_SLICE but found {}:\n{}",
+                other.kind_name(),
+                describe(other)
+            )))
+            .at(0)
+        }
+    };
+    if let Some(idx) = ev.opt_datum("index")? {
+        if idx.as_str() != Some(t.primary_key()) {
+            return Err(op_failed(format!(
+                "Index `{}` was not found on table `{}.{}`.",
+                idx.as_str().unwrap_or_default(),
+                t.db(),
+                t.name()
+            )));
+        }
+    }
+    let lo = ev.datum(1)?;
+    let hi = ev.datum(2)?;
+    let left_open = bound_opt(ev, "left_bound", false)?;
+    let right_closed = bound_opt(ev, "right_bound", true)?;
+    let lower = match lo {
+        Datum::MinVal => Bound::Unbounded,
+        d if left_open => Bound::Excluded(d),
+        d => Bound::Included(d),
+    };
+    let upper = match hi {
+        Datum::MaxVal => Bound::Unbounded,
+        d if right_closed => Bound::Included(d),
+        d => Bound::Excluded(d),
+    };
+    let stream = t.scan(lower, upper, false)?;
+    Ok(Val::Seq(Sequence {
+        stream,
+        is_array: false,
+        table: Some(t),
+        infinite: false,
+    }))
+}
+
+/// Reads `left_bound`/`right_bound`: returns true for the non-default side
+/// (`open` on the left, `closed` on the right).
+fn bound_opt(ev: &Ev, name: &str, right: bool) -> Result<bool> {
+    match ev.opt_datum(name)? {
+        None => Ok(false),
+        Some(Datum::String(s)) if &*s == "open" => Ok(!right),
+        Some(Datum::String(s)) if &*s == "closed" => Ok(right),
+        Some(d) => Err(logic(format!(
+            "Expected `open` or `closed` for optarg `{}` (got `{}`).",
+            name,
+            d.to_json_string()
+        ))),
+    }
+}

@@ -1,0 +1,277 @@
+//! Arithmetic, comparison, rounding, bit operations and `random`.
+//!
+//! Numbers are doubles; every result is checked finite (RethinkDB rejects NaN and
+//! infinities). Integer operations (`mod`, bit ops) require exact integers within 2^53.
+
+use datum::{ptype, Datum};
+use proto::ql2::TermType as T;
+use rand::Rng;
+
+use crate::error::{logic, Result, WithFrame};
+use crate::eval::{expect_num, type_error, Ev};
+use crate::value::Val;
+
+const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
+
+/// Checks a computed number is finite.
+pub fn finite(n: f64) -> Result<Datum> {
+    if n.is_finite() {
+        Ok(Datum::Number(n))
+    } else {
+        Err(logic(format!("Number overflow: {n}")))
+    }
+}
+
+/// EQ, NE, LT, LE, GT, GE (chained over all arguments).
+pub fn compare(ev: &Ev) -> Result<Val> {
+    let mut prev = ev.datum(0)?;
+    let tt = ev.term.tt;
+    let mut result = true;
+    for i in 1..ev.nargs() {
+        let cur = ev.datum(i)?;
+        let ord = prev.cmp(&cur);
+        let ok = match tt {
+            T::EQ => ord.is_eq(),
+            T::NE => ord.is_ne(),
+            T::LT => ord.is_lt(),
+            T::LE => ord.is_le(),
+            T::GT => ord.is_gt(),
+            _ => ord.is_ge(),
+        };
+        if tt == T::NE {
+            // r.ne(a, b, c) is not(a == b == c).
+            result = result && !ok;
+        } else if !ok {
+            result = false;
+        }
+        prev = cur;
+    }
+    if tt == T::NE {
+        return Ok(Val::Datum(Datum::Bool(!result)));
+    }
+    Ok(Val::Datum(Datum::Bool(result)))
+}
+
+fn is_time(d: &Datum) -> bool {
+    d.reql_type() == Some("TIME")
+}
+
+/// ADD: numbers, strings, arrays, and time + seconds.
+pub fn add(ev: &Ev) -> Result<Val> {
+    let mut acc = ev.datum(0)?;
+    for i in 1..ev.nargs() {
+        let x = ev.datum(i)?;
+        acc = match (&acc, &x) {
+            (Datum::Number(a), Datum::Number(b)) => finite(a + b).at(i)?,
+            (Datum::String(a), Datum::String(b)) => Datum::from(format!("{a}{b}")),
+            (Datum::Array(a), Datum::Array(b)) => {
+                let mut v = Vec::with_capacity(a.len() + b.len());
+                v.extend(a.iter().cloned());
+                v.extend(b.iter().cloned());
+                crate::terms::control::check_array_size(ev, v.len())?;
+                Datum::array(v)
+            }
+            (t, Datum::Number(b)) if is_time(t) => {
+                let e = ptype::time_epoch(t).unwrap_or(0.0);
+                ptype::make_time(e + b, ptype::time_zone(t).unwrap_or("+00:00"))
+            }
+            (Datum::Number(a), t) if is_time(t) => {
+                let e = ptype::time_epoch(t).unwrap_or(0.0);
+                ptype::make_time(e + a, ptype::time_zone(t).unwrap_or("+00:00"))
+            }
+            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)).at(i),
+            (Datum::String(_), other) => return Err(type_error("STRING", other)).at(i),
+            (Datum::Array(_), other) => return Err(type_error("ARRAY", other)).at(i),
+            (a, _) => return Err(type_error("NUMBER", a)).at(0),
+        };
+    }
+    Ok(Val::Datum(acc))
+}
+
+/// SUB: numbers, time − seconds, time − time.
+pub fn sub(ev: &Ev) -> Result<Val> {
+    let mut acc = ev.datum(0)?;
+    for i in 1..ev.nargs() {
+        let x = ev.datum(i)?;
+        acc = match (&acc, &x) {
+            (Datum::Number(a), Datum::Number(b)) => finite(a - b).at(i)?,
+            (t, Datum::Number(b)) if is_time(t) => {
+                let e = ptype::time_epoch(t).unwrap_or(0.0);
+                ptype::make_time(e - b, ptype::time_zone(t).unwrap_or("+00:00"))
+            }
+            (t, u) if is_time(t) && is_time(u) => Datum::Number(
+                ptype::time_epoch(t).unwrap_or(0.0) - ptype::time_epoch(u).unwrap_or(0.0),
+            ),
+            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)).at(i),
+            (t, other) if is_time(t) => return Err(type_error("NUMBER", other)).at(i),
+            (a, _) => return Err(type_error("NUMBER", a)).at(0),
+        };
+    }
+    Ok(Val::Datum(acc))
+}
+
+/// MUL: numbers, and array × integer (repetition).
+pub fn mul(ev: &Ev) -> Result<Val> {
+    let mut acc = ev.datum(0)?;
+    for i in 1..ev.nargs() {
+        let x = ev.datum(i)?;
+        acc = match (&acc, &x) {
+            (Datum::Number(a), Datum::Number(b)) => finite(a * b).at(i)?,
+            (Datum::Array(a), Datum::Number(_)) | (Datum::Number(_), Datum::Array(a)) => {
+                let n = if let Datum::Number(_) = x { &x } else { &acc };
+                let times = int_of(n).at(if let Datum::Number(_) = x { i } else { 0 })?;
+                if times < 0 {
+                    return Err(logic(format!(
+                        "Cannot multiply an ARRAY by a negative number: {times}"
+                    )));
+                }
+                let total = a.len().saturating_mul(times as usize);
+                crate::terms::control::check_array_size(ev, total)?;
+                let mut v = Vec::with_capacity(total);
+                for _ in 0..times {
+                    v.extend(a.iter().cloned());
+                }
+                Datum::array(v)
+            }
+            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)).at(i),
+            (a, _) => return Err(type_error("NUMBER", a)).at(0),
+        };
+    }
+    Ok(Val::Datum(acc))
+}
+
+/// DIV.
+pub fn div(ev: &Ev) -> Result<Val> {
+    let mut acc = ev.num(0)?;
+    for i in 1..ev.nargs() {
+        let x = ev.num(i)?;
+        if x == 0.0 {
+            return Err(logic("Cannot divide by zero.")).at(i);
+        }
+        acc /= x;
+        finite(acc).at(i)?;
+    }
+    Ok(Val::Datum(Datum::Number(acc)))
+}
+
+/// The exact integer in a number datum (RethinkDB's integer checks and messages).
+pub fn int_of(d: &Datum) -> Result<i64> {
+    let n = expect_num(d)?;
+    if n.fract() != 0.0 {
+        return Err(logic(format!(
+            "Number not an integer: {}",
+            d.to_json_string()
+        )));
+    }
+    if n.abs() > MAX_SAFE {
+        return Err(logic(format!(
+            "Number not an integer (>2^53): {}",
+            d.to_json_string()
+        )));
+    }
+    Ok(n as i64)
+}
+
+/// MOD: integer remainder, sign of the dividend.
+pub fn modulo(ev: &Ev) -> Result<Val> {
+    let a = ev.datum(0)?;
+    let b = ev.datum(1)?;
+    let a = int_of(&a).at(0)?;
+    let b = int_of(&b).at(1)?;
+    if b == 0 {
+        return Err(logic("Cannot take a number modulo 0.")).at(1);
+    }
+    Ok(Val::Datum(Datum::Number((a % b) as f64)))
+}
+
+/// FLOOR, CEIL, ROUND.
+pub fn rounding(ev: &Ev) -> Result<Val> {
+    let n = ev.num(0)?;
+    let r = match ev.term.tt {
+        T::FLOOR => n.floor(),
+        T::CEIL => n.ceil(),
+        _ => n.round(),
+    };
+    Ok(Val::Datum(Datum::Number(r)))
+}
+
+fn bit_int(d: &Datum) -> Result<i64> {
+    let n = int_of(d)?;
+    if (n as f64).abs() >= MAX_SAFE {
+        return Err(logic(format!("Integer too large: {}", d.to_json_string())));
+    }
+    Ok(n)
+}
+
+/// BIT_AND, BIT_OR, BIT_XOR, BIT_SAL, BIT_SAR.
+pub fn bits(ev: &Ev) -> Result<Val> {
+    let first = ev.datum(0)?;
+    let mut acc = bit_int(&first).at(0)?;
+    for i in 1..ev.nargs() {
+        let d = ev.datum(i)?;
+        let x = bit_int(&d).at(i)?;
+        acc = match ev.term.tt {
+            T::BIT_AND => acc & x,
+            T::BIT_OR => acc | x,
+            T::BIT_XOR => acc ^ x,
+            T::BIT_SAL | T::BIT_SAR if x < 0 => {
+                return Err(logic("Cannot bit-shift by a negative value")).at(i)
+            }
+            T::BIT_SAL => acc.checked_shl(x.min(63) as u32).unwrap_or(0),
+            _ => acc >> x.min(63),
+        };
+    }
+    Ok(Val::Datum(Datum::Number(acc as f64)))
+}
+
+/// BIT_NOT.
+pub fn bit_not(ev: &Ev) -> Result<Val> {
+    let d = ev.datum(0)?;
+    let n = bit_int(&d).at(0)?;
+    Ok(Val::Datum(Datum::Number(!n as f64)))
+}
+
+/// RANDOM: `r.random()`, `r.random(n)`, `r.random(a, b)`, `float: true`.
+pub fn random(ev: &Ev) -> Result<Val> {
+    let float = ev.opt_bool("float", false)? || ev.nargs() == 0;
+    let (lo, hi) = match ev.nargs() {
+        0 => (0.0, 1.0),
+        1 => (0.0, ev.num(0)?),
+        _ => (ev.num(0)?, ev.num(1)?),
+    };
+    let mut rng = rand::thread_rng();
+    if float {
+        if lo > hi {
+            return Err(logic(format!(
+                "Lower bound ({}) is not less than upper bound ({}).",
+                Datum::Number(lo).to_json_string(),
+                Datum::Number(hi).to_json_string()
+            )));
+        }
+        if lo == hi {
+            return Ok(Val::Datum(Datum::Number(lo)));
+        }
+        return Ok(Val::Datum(Datum::Number(rng.gen_range(lo..hi))));
+    }
+    let check = |n: f64, i: usize| -> Result<i64> {
+        if n.fract() != 0.0 {
+            return Err(logic(format!(
+                "Upper bound ({}) could not be safely converted to an integer.",
+                Datum::Number(n).to_json_string()
+            )))
+            .at(i);
+        }
+        Ok(n as i64)
+    };
+    let (l, h) = if ev.nargs() == 1 {
+        (0, check(hi, 0)?)
+    } else {
+        (check(lo, 0)?, check(hi, 1)?)
+    };
+    if l >= h {
+        return Err(logic(format!(
+            "Lower bound ({l}) is not less than upper bound ({h})."
+        )));
+    }
+    Ok(Val::Datum(Datum::Number(rng.gen_range(l..h) as f64)))
+}

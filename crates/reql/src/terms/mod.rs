@@ -1,0 +1,110 @@
+//! Term implementations, one module per family, and the one dispatch table.
+//!
+//! Adding a term: implement it in its family's module and add one line here.
+
+use proto::ql2::TermType as T;
+
+use crate::error::{logic, Result};
+use crate::eval::Ev;
+use crate::value::Val;
+
+pub mod control;
+pub mod db;
+pub mod math;
+pub mod object;
+pub mod seq;
+pub mod write;
+
+/// Evaluates `ev.term` by its type.
+pub fn dispatch(ev: &Ev) -> Result<Val> {
+    let t = ev.term;
+    match t.tt {
+        T::DATUM => Ok(Val::Datum(t.datum.clone())),
+        T::MAKE_ARRAY => control::make_array(ev),
+        T::MAKE_OBJ => control::make_obj(ev),
+        T::VAR => control::var(ev),
+        T::IMPLICIT_VAR => control::implicit_var(ev),
+        T::FUNC => crate::eval::make_func(ev),
+        T::FUNCALL => control::funcall(ev),
+        T::BRANCH => control::branch(ev),
+        T::AND => control::and(ev),
+        T::OR => control::or(ev),
+        T::NOT => control::not(ev),
+        T::ERROR => control::error(ev),
+        T::DEFAULT => control::default(ev),
+        T::TYPE_OF => control::type_of(ev),
+        T::COERCE_TO => control::coerce_to(ev),
+        T::INFO => control::info(ev),
+        T::JSON => control::json(ev),
+        T::TO_JSON_STRING => control::to_json_string(ev),
+        T::UUID => control::uuid(ev),
+        T::RANGE => control::range(ev),
+        T::MINVAL => Ok(Val::Datum(datum::Datum::MinVal)),
+        T::MAXVAL => Ok(Val::Datum(datum::Datum::MaxVal)),
+        T::NOW => Ok(Val::Datum(ev.ctx.now_datum())),
+        T::ARGS => Err(logic("r.args is only valid as an argument.")),
+
+        T::EQ | T::NE | T::LT | T::LE | T::GT | T::GE => math::compare(ev),
+        T::ADD => math::add(ev),
+        T::SUB => math::sub(ev),
+        T::MUL => math::mul(ev),
+        T::DIV => math::div(ev),
+        T::MOD => math::modulo(ev),
+        T::FLOOR | T::CEIL | T::ROUND => math::rounding(ev),
+        T::BIT_AND | T::BIT_OR | T::BIT_XOR | T::BIT_SAL | T::BIT_SAR => math::bits(ev),
+        T::BIT_NOT => math::bit_not(ev),
+        T::RANDOM => math::random(ev),
+
+        T::GET_FIELD => object::get_field(ev),
+        T::BRACKET => object::bracket(ev),
+        T::PLUCK => object::pluck(ev),
+        T::WITHOUT => object::without(ev),
+        T::MERGE => object::merge(ev),
+        T::HAS_FIELDS => object::has_fields(ev),
+        T::KEYS => object::keys(ev),
+        T::VALUES => object::values(ev),
+        T::LITERAL => object::literal(ev),
+        T::OBJECT => object::object(ev),
+
+        T::FILTER => seq::filter(ev),
+        T::MAP => seq::map(ev),
+        T::COUNT => seq::count(ev),
+        T::LIMIT => seq::limit(ev),
+        T::SKIP => seq::skip(ev),
+        T::NTH => seq::nth(ev),
+        T::SLICE => seq::slice(ev),
+        T::IS_EMPTY => seq::is_empty(ev),
+        T::CONCAT_MAP => seq::concat_map(ev),
+        T::UNION => seq::union(ev),
+        T::ORDER_BY => seq::order_by(ev),
+        T::DISTINCT => seq::distinct(ev),
+        T::REDUCE => seq::reduce(ev),
+        T::SUM | T::AVG | T::MIN | T::MAX => seq::aggregate(ev),
+        T::CONTAINS => seq::contains(ev),
+        T::WITH_FIELDS => seq::with_fields(ev),
+
+        T::DB => db::db(ev),
+        T::TABLE => db::table(ev),
+        T::DB_CREATE => db::db_create(ev),
+        T::DB_DROP => db::db_drop(ev),
+        T::DB_LIST => db::db_list(ev),
+        T::TABLE_CREATE => db::table_create(ev),
+        T::TABLE_DROP => db::table_drop(ev),
+        T::TABLE_LIST => db::table_list(ev),
+        T::CONFIG => db::config(ev),
+        T::SYNC => db::sync(ev),
+        T::GET => db::get(ev),
+        T::GET_ALL => db::get_all(ev),
+        T::BETWEEN => db::between(ev),
+
+        T::INSERT => write::insert(ev),
+        T::UPDATE => write::update(ev),
+        T::REPLACE => write::replace(ev),
+        T::DELETE => write::delete(ev),
+
+        other => Err(logic(format!(
+            "The term `{}` is not supported by this server yet.",
+            other.name()
+        ))),
+    }
+}

@@ -1,0 +1,745 @@
+//! Sequence terms: `filter`, `map`, `concat_map`, `count`, `limit`, `skip`, `nth`,
+//! `slice`, `is_empty`, `union`, `order_by`, `distinct`, `reduce`, `sum`/`avg`/`min`/`max`,
+//! `contains`, `with_fields`.
+//!
+//! Streams stay lazy: per-item terms wrap the input iterator; only `order_by`, `distinct`
+//! and aggregations consume it, bounded by the array limit where they must hold items.
+
+use std::sync::Arc;
+
+use datum::Datum;
+use proto::ql2::TermType as T;
+
+use crate::ctx::QueryCtx;
+use crate::error::{logic, nonexist, ErrorKind, Result, WithFrame};
+use crate::eval::{call, expect_int, expect_num, to_datum, Ev};
+use crate::terms::object::{field_of, pluck_datum};
+use crate::value::{Sequence, Val};
+
+/// Maps items lazily; `f` returning `None` drops the item.
+pub fn map_items(
+    seq: Sequence,
+    mut f: impl FnMut(Datum) -> Result<Option<Datum>> + Send + 'static,
+) -> Sequence {
+    let mut inner = seq.stream;
+    let mut failed = false;
+    let stream = std::iter::from_fn(move || loop {
+        if failed {
+            return None;
+        }
+        let d = match inner.next()? {
+            Ok(d) => d,
+            Err(e) => {
+                failed = true;
+                return Some(Err(e));
+            }
+        };
+        match f(d) {
+            Ok(Some(x)) => return Some(Ok(x)),
+            Ok(None) => continue,
+            Err(e) => {
+                failed = true;
+                return Some(Err(e));
+            }
+        }
+    });
+    Sequence {
+        stream: Box::new(stream),
+        is_array: seq.is_array,
+        table: seq.table,
+        infinite: seq.infinite,
+    }
+}
+
+/// Filters items lazily (the selection is kept).
+pub fn filter_items(
+    seq: Sequence,
+    mut pred: impl FnMut(&Datum) -> Result<bool> + Send + 'static,
+) -> Sequence {
+    map_items(seq, move |d| Ok(if pred(&d)? { Some(d) } else { None }))
+}
+
+/// A function argument: a FUNC value, or a datum shortcut.
+fn func_arg(ev: &Ev, i: usize) -> Result<Val> {
+    ev.arg(i)
+}
+
+fn shared(v: &Val) -> Result<Val> {
+    v.share()
+        .ok_or_else(|| logic("Expected type FUNCTION but found SEQUENCE."))
+}
+
+/// Calls `f` on one item and returns a datum.
+pub fn apply(ctx: &Arc<QueryCtx>, f: &Val, d: Datum) -> Result<Datum> {
+    let r = call(ctx, f, vec![d])?;
+    to_datum(ctx, r)
+}
+
+/// Does `doc` match the object pattern of `filter({...})`?
+fn matches_pattern(doc: &Datum, pat: &Datum) -> bool {
+    match (doc, pat) {
+        (Datum::Object(d), Datum::Object(p)) if !pat.is_ptype() => p.iter().all(|(k, v)| {
+            d.get(&**k).is_some_and(|x| match v {
+                Datum::Object(_) if !v.is_ptype() => matches_pattern(x, v),
+                _ => x == v,
+            })
+        }),
+        _ => doc == pat,
+    }
+}
+
+/// FILTER.
+pub fn filter(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    let pred = func_arg(ev, 1)?;
+    let default = ev.opt("default")?;
+    let default = match default {
+        None => Some(Datum::Bool(false)),
+        Some(Val::Datum(d)) => Some(d),
+        Some(_) => None, // r.error(): propagate
+    };
+    let ctx = ev.ctx.clone();
+    Ok(Val::Seq(filter_items(seq, move |d| {
+        let r = match &pred {
+            Val::Datum(p @ Datum::Object(_)) => Ok(Datum::Bool(matches_pattern(d, p))),
+            other => apply(&ctx, other, d.clone()),
+        };
+        match r {
+            Ok(v) => Ok(v.truthy()),
+            Err(e) if e.kind == ErrorKind::NonExistence => match &default {
+                Some(x) => Ok(x.truthy()),
+                None => Err(e),
+            },
+            Err(e) => Err(e).at(1),
+        }
+    })))
+}
+
+/// MAP (one or more sequences, zipped).
+pub fn map(ev: &Ev) -> Result<Val> {
+    let n = ev.nargs();
+    let f = ev.arg(n - 1)?;
+    let ctx = ev.ctx.clone();
+    if n == 2 {
+        let seq = ev.seq(0)?;
+        let mut out = map_items(seq, move |d| apply(&ctx, &f, d).map(Some));
+        out.table = None;
+        return Ok(Val::Seq(out));
+    }
+    let mut seqs = Vec::new();
+    for i in 0..n - 1 {
+        seqs.push(ev.seq(i)?);
+    }
+    let all_arrays = seqs.iter().all(|s| s.is_array);
+    let mut streams: Vec<_> = seqs.into_iter().map(|s| s.stream).collect();
+    let stream = std::iter::from_fn(move || {
+        let mut args = Vec::with_capacity(streams.len());
+        for s in streams.iter_mut() {
+            match s.next()? {
+                Ok(d) => args.push(d),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(call(&ctx, &f, args).and_then(|v| to_datum(&ctx, v)))
+    });
+    let mut seq = Sequence::stream(Box::new(stream));
+    seq.is_array = all_arrays;
+    Ok(Val::Seq(seq))
+}
+
+/// CONCAT_MAP.
+pub fn concat_map(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    let f = ev.arg(1)?;
+    let ctx = ev.ctx.clone();
+    let is_array = seq.is_array;
+    let mut inner = seq.stream;
+    let mut pending: std::vec::IntoIter<Datum> = Vec::new().into_iter();
+    let stream = std::iter::from_fn(move || loop {
+        if let Some(d) = pending.next() {
+            return Some(Ok(d));
+        }
+        let d = match inner.next()? {
+            Ok(d) => d,
+            Err(e) => return Some(Err(e)),
+        };
+        let r = call(&ctx, &f, vec![d]).and_then(|v| match v {
+            Val::Seq(s) => s.collect(ctx.array_limit),
+            other => match to_datum(&ctx, other)? {
+                Datum::Array(a) => Ok(a.to_vec()),
+                other => Err(logic(format!(
+                    "Cannot convert {} to SEQUENCE",
+                    other.type_name()
+                ))),
+            },
+        });
+        match r {
+            Ok(v) => pending = v.into_iter(),
+            Err(e) => return Some(Err(e)),
+        }
+    });
+    let mut out = Sequence::stream(Box::new(stream));
+    out.is_array = is_array;
+    Ok(Val::Seq(out))
+}
+
+/// COUNT (all, equal to a value, or matching a predicate).
+pub fn count(ev: &Ev) -> Result<Val> {
+    let v = ev.arg(0)?;
+    if ev.nargs() == 1 {
+        match v {
+            Val::Table(t) => return Ok(Val::Datum(Datum::from(t.count()? as f64))),
+            Val::Datum(Datum::String(s)) => return Ok(Val::Datum(Datum::from(s.chars().count()))),
+            Val::Datum(Datum::Object(ref o)) if v_is_binary(o) => {
+                let Val::Datum(d) = v else { unreachable_val() };
+                let n = datum::ptype::binary_bytes(&d).map_or(0, |b| b.len());
+                return Ok(Val::Datum(Datum::from(n)));
+            }
+            Val::Datum(Datum::Object(_)) => {
+                return Err(logic("Cannot convert OBJECT to SEQUENCE"));
+            }
+            _ => {}
+        }
+    }
+    let seq = ev.to_seq(v).at(0)?;
+    if seq.infinite {
+        return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
+    }
+    let pred = if ev.nargs() > 1 {
+        Some(ev.arg(1)?)
+    } else {
+        None
+    };
+    let mut n = 0u64;
+    for d in seq.stream {
+        let d = d?;
+        let hit = match &pred {
+            None => true,
+            Some(Val::Func(_)) => apply(
+                ev.ctx,
+                pred.as_ref().map_or(&Val::Datum(Datum::Null), |p| p),
+                d,
+            )?
+            .truthy(),
+            Some(Val::Datum(x)) => &d == x,
+            Some(_) => false,
+        };
+        if hit {
+            n += 1;
+        }
+    }
+    Ok(Val::Datum(Datum::from(n as f64)))
+}
+
+fn v_is_binary(o: &datum::Object) -> bool {
+    o.get("$reql_type$").and_then(Datum::as_str) == Some("BINARY")
+}
+
+fn unreachable_val() -> ! {
+    // Only reached after a pattern already proved the shape.
+    std::process::abort()
+}
+
+/// A non-negative integer argument of LIMIT/SKIP.
+fn non_negative(ev: &Ev, i: usize, what: &str) -> Result<usize> {
+    let d = ev.datum(i)?;
+    let n = expect_int(&d).at(i)?;
+    if n < 0 {
+        return Err(logic(format!(
+            "{what} takes a non-negative argument (got {n})"
+        )))
+        .at(i);
+    }
+    Ok(n as usize)
+}
+
+/// LIMIT.
+pub fn limit(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    let n = non_negative(ev, 1, "LIMIT")?;
+    let stream = seq.stream.take(n);
+    Ok(Val::Seq(Sequence {
+        stream: Box::new(stream),
+        infinite: false,
+        ..seq_flags(&seq.is_array, seq.table)
+    }))
+}
+
+fn seq_flags(is_array: &bool, table: Option<Arc<dyn crate::access::Table>>) -> Sequence {
+    Sequence {
+        stream: Box::new(std::iter::empty()),
+        is_array: *is_array,
+        table,
+        infinite: false,
+    }
+}
+
+/// SKIP.
+pub fn skip(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    let n = non_negative(ev, 1, "SKIP")?;
+    let infinite = seq.infinite;
+    let mut out = seq_flags(&seq.is_array, seq.table);
+    out.stream = Box::new(seq.stream.skip(n));
+    out.infinite = infinite;
+    Ok(Val::Seq(out))
+}
+
+/// NTH.
+pub fn nth(ev: &Ev) -> Result<Val> {
+    let v = ev.arg(0)?;
+    let idx = ev.datum(1)?;
+    nth_of(ev, v, &idx)
+}
+
+/// The item at an index of a sequence (negative indexes count from the end of arrays).
+pub fn nth_of(ev: &Ev, v: Val, idx: &Datum) -> Result<Val> {
+    let i = expect_int(idx).at(1)?;
+    let table = match &v {
+        Val::Table(t) => Some(t.clone()),
+        Val::Seq(s) => s.table.clone(),
+        _ => None,
+    };
+    let wrap = |d: Datum| -> Result<Val> {
+        match &table {
+            Some(t) => {
+                let key = d.get(t.primary_key()).cloned().unwrap_or(Datum::Null);
+                Ok(Val::Single(crate::value::SingleSel {
+                    table: t.clone(),
+                    key,
+                    doc: d,
+                }))
+            }
+            None => Ok(Val::Datum(d)),
+        }
+    };
+    if let Val::Datum(Datum::Array(a)) = &v {
+        let len = a.len() as i64;
+        let j = if i < 0 { len + i } else { i };
+        return match a.get(usize::try_from(j).unwrap_or(usize::MAX)) {
+            Some(d) => Ok(Val::Datum(d.clone())),
+            None => Err(nonexist(format!("Index out of bounds: {i}"))),
+        };
+    }
+    let seq = ev.to_seq(v).at(0)?;
+    if i < 0 {
+        if seq.is_array {
+            let items = seq.collect(ev.ctx.array_limit)?;
+            let j = items.len() as i64 + i;
+            return match items.get(usize::try_from(j).unwrap_or(usize::MAX)) {
+                Some(d) => Ok(Val::Datum(d.clone())),
+                None => Err(nonexist(format!("Index out of bounds: {i}"))),
+            };
+        }
+        return Err(logic("Cannot use a negative index on a stream.")).at(1);
+    }
+    let mut stream = seq.stream;
+    let mut k = 0;
+    while let Some(d) = stream.next() {
+        let d = d?;
+        if k == i {
+            return wrap(d);
+        }
+        k += 1;
+    }
+    Err(nonexist(format!("Index out of bounds: {i}")))
+}
+
+/// SLICE on sequences, strings and binary.
+pub fn slice(ev: &Ev) -> Result<Val> {
+    let v = ev.arg(0)?;
+    let start = expect_int(&ev.datum(1)?).at(1)?;
+    let end = if ev.nargs() > 2 {
+        Some(ev.datum(2)?)
+    } else {
+        None
+    };
+    let left_open = match ev.opt_datum("left_bound")? {
+        None => false,
+        Some(Datum::String(s)) if &*s == "open" => true,
+        Some(Datum::String(s)) if &*s == "closed" => false,
+        Some(d) => {
+            return Err(logic(format!(
+                "Expected `open` or `closed` for optarg `left_bound` (got `{}`).",
+                d.to_json_string()
+            )))
+        }
+    };
+    let right_closed = match ev.opt_datum("right_bound")? {
+        None => false,
+        Some(Datum::String(s)) if &*s == "closed" => true,
+        Some(Datum::String(s)) if &*s == "open" => false,
+        Some(d) => {
+            return Err(logic(format!(
+                "Expected `open` or `closed` for optarg `right_bound` (got `{}`).",
+                d.to_json_string()
+            )))
+        }
+    };
+    let end_i = match &end {
+        None => None,
+        Some(Datum::Number(_)) => Some(expect_int(end.as_ref().unwrap_or(&Datum::Null)).at(2)?),
+        Some(d) => return Err(crate::eval::type_error("NUMBER", d)).at(2),
+    };
+    let bounds = |len: i64| -> (i64, i64) {
+        let mut s = if start < 0 { len + start } else { start };
+        if left_open {
+            s += 1;
+        }
+        let mut e = match end_i {
+            None => len,
+            Some(e) if e < 0 => len + e,
+            Some(e) => e,
+        };
+        if right_closed && end_i.is_some() {
+            e += 1;
+        }
+        (s.max(0), e.min(len))
+    };
+    match &v {
+        Val::Datum(Datum::String(st)) => {
+            let chars: Vec<char> = st.chars().collect();
+            let (s, e) = bounds(chars.len() as i64);
+            let out: String = if s < e {
+                chars[s as usize..e as usize].iter().collect()
+            } else {
+                String::new()
+            };
+            return Ok(Val::Datum(Datum::from(out)));
+        }
+        Val::Datum(d) if d.reql_type() == Some("BINARY") => {
+            let b = datum::ptype::binary_bytes(d).unwrap_or_default();
+            let (s, e) = bounds(b.len() as i64);
+            let out = if s < e {
+                &b[s as usize..e as usize]
+            } else {
+                &[][..]
+            };
+            return Ok(Val::Datum(datum::ptype::make_binary(out)));
+        }
+        _ => {}
+    }
+    let seq = ev.to_seq(v).at(0)?;
+    let negative = start < 0 || end_i.is_some_and(|e| e < 0);
+    if negative && !seq.is_array {
+        return Err(logic("Cannot use a negative left index on a stream.")).at(1);
+    }
+    if seq.is_array || negative {
+        let items = seq.collect(ev.ctx.array_limit)?;
+        let (s, e) = bounds(items.len() as i64);
+        let out = if s < e {
+            items[s as usize..e as usize].to_vec()
+        } else {
+            Vec::new()
+        };
+        return Ok(Val::Datum(Datum::array(out)));
+    }
+    let s = if left_open { start + 1 } else { start } as usize;
+    let table = seq.table.clone();
+    let stream: crate::value::DatumStream = match end_i {
+        None => Box::new(seq.stream.skip(s)),
+        Some(e) => {
+            let e = if right_closed { e + 1 } else { e } as usize;
+            Box::new(seq.stream.skip(s).take(e.saturating_sub(s)))
+        }
+    };
+    Ok(Val::Seq(Sequence {
+        stream,
+        is_array: false,
+        table,
+        infinite: false,
+    }))
+}
+
+/// IS_EMPTY.
+pub fn is_empty(ev: &Ev) -> Result<Val> {
+    let mut seq = ev.seq(0)?;
+    let first = seq.stream.next().transpose()?;
+    Ok(Val::Datum(Datum::Bool(first.is_none())))
+}
+
+/// UNION: concatenation of sequences.
+pub fn union(ev: &Ev) -> Result<Val> {
+    let mut seqs = Vec::new();
+    for i in 0..ev.nargs() {
+        seqs.push(ev.seq(i)?);
+    }
+    let is_array = seqs.iter().all(|s| s.is_array);
+    let infinite = seqs.iter().any(|s| s.infinite);
+    let stream = seqs.into_iter().flat_map(|s| s.stream);
+    let mut out = Sequence::stream(Box::new(stream));
+    out.is_array = is_array;
+    out.infinite = infinite;
+    Ok(Val::Seq(out))
+}
+
+/// A sort key: ascending or descending on a field or function.
+enum SortKey {
+    Field(String, bool),
+    Func(Val, bool),
+}
+
+fn sort_key_of(ev: &Ev, i: usize) -> Result<SortKey> {
+    let t = ev
+        .term
+        .args
+        .get(i)
+        .ok_or_else(|| logic("missing sort key"))?;
+    let (inner_desc, term) = match t.tt {
+        T::DESC => (true, t.args.first().cloned()),
+        T::ASC => (false, t.args.first().cloned()),
+        _ => (false, Some(t.clone())),
+    };
+    let term = term.ok_or_else(|| logic("missing sort key"))?;
+    let v = crate::eval::eval(ev.ctx, ev.env, &term).at(i)?;
+    Ok(match v {
+        Val::Datum(Datum::String(s)) => SortKey::Field(s.to_string(), inner_desc),
+        Val::Func(f) => SortKey::Func(Val::Func(f), inner_desc),
+        Val::Datum(d) => {
+            return Err(logic(format!(
+                "Expected type STRING but found {}.",
+                d.type_name()
+            )))
+            .at(i)
+        }
+        other => SortKey::Func(shared(&other)?, inner_desc),
+    })
+}
+
+/// ORDER_BY (without an index): sorts into an array.
+pub fn order_by(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    if ev.term.optarg("index").is_some() && ev.nargs() == 1 {
+        return order_by_index(ev, seq);
+    }
+    let mut keys = Vec::new();
+    for i in 1..ev.nargs() {
+        keys.push(sort_key_of(ev, i)?);
+    }
+    let table = seq.table.clone();
+    let items = seq.collect(ev.ctx.array_limit)?;
+    let mut keyed = Vec::with_capacity(items.len());
+    for d in items {
+        let mut ks = Vec::with_capacity(keys.len());
+        for k in &keys {
+            ks.push(match k {
+                SortKey::Field(f, _) => match field_of(&d, f, "get_field") {
+                    Ok(x) => x,
+                    Err(e) if e.kind == ErrorKind::NonExistence => Datum::Null,
+                    Err(e) => return Err(e),
+                },
+                SortKey::Func(f, _) => apply(ev.ctx, f, d.clone())?,
+            });
+        }
+        keyed.push((ks, d));
+    }
+    keyed.sort_by(|(a, _), (b, _)| {
+        for (i, k) in keys.iter().enumerate() {
+            let desc = match k {
+                SortKey::Field(_, d) | SortKey::Func(_, d) => *d,
+            };
+            let (x, y) = (a.get(i), b.get(i));
+            let o = x.cmp(&y);
+            let o = if desc { o.reverse() } else { o };
+            if o.is_ne() {
+                return o;
+            }
+        }
+        std::cmp::Ordering::Equal
+    });
+    let out: Vec<Datum> = keyed.into_iter().map(|(_, d)| d).collect();
+    let mut s = Sequence::from_array(Arc::new(out));
+    s.table = table;
+    Ok(Val::Seq(s))
+}
+
+fn order_by_index(ev: &Ev, seq: Sequence) -> Result<Val> {
+    let idx = ev.opt("index")?;
+    let t = seq
+        .table
+        .clone()
+        .ok_or_else(|| logic("Cannot use an index on a non-table sequence."))?;
+    let (name, desc) = match (idx, ev.term.optarg("index").map(|t| t.tt)) {
+        (Some(Val::Datum(Datum::String(s))), Some(tt)) => (s.to_string(), tt == T::DESC),
+        _ => {
+            let term = ev.term.optarg("index").cloned();
+            let inner = term
+                .as_ref()
+                .and_then(|t| t.args.first().cloned())
+                .ok_or_else(|| logic("Expected an index name."))?;
+            let desc = term.as_ref().is_some_and(|t| t.tt == T::DESC);
+            let d = crate::eval::eval(ev.ctx, ev.env, &inner)?;
+            match d {
+                Val::Datum(Datum::String(s)) => (s.to_string(), desc),
+                _ => return Err(logic("Expected an index name.")),
+            }
+        }
+    };
+    if name != t.primary_key() {
+        return Err(crate::error::op_failed(format!(
+            "Index `{}` was not found on table `{}.{}`.",
+            name,
+            t.db(),
+            t.name()
+        )));
+    }
+    let stream = t.scan(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, desc)?;
+    Ok(Val::Seq(Sequence {
+        stream,
+        is_array: false,
+        table: Some(t),
+        infinite: false,
+    }))
+}
+
+/// DISTINCT (without an index): sorted unique items as an array.
+pub fn distinct(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    let mut items = seq.collect(ev.ctx.array_limit)?;
+    items.sort();
+    items.dedup();
+    Ok(Val::Datum(Datum::array(items)))
+}
+
+/// REDUCE.
+pub fn reduce(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    if seq.infinite {
+        return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
+    }
+    let f = ev.arg(1)?;
+    let mut acc: Option<Datum> = None;
+    for d in seq.stream {
+        let d = d?;
+        acc = Some(match acc {
+            None => d,
+            Some(a) => {
+                let r = call(ev.ctx, &f, vec![a, d]).at(1)?;
+                to_datum(ev.ctx, r)?
+            }
+        });
+    }
+    acc.map(Val::Datum)
+        .ok_or_else(|| nonexist("Cannot reduce over an empty stream."))
+}
+
+/// SUM, AVG, MIN, MAX (optionally by field or function).
+pub fn aggregate(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    if seq.infinite {
+        return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
+    }
+    let tt = ev.term.tt;
+    let by = if ev.nargs() > 1 {
+        Some(ev.arg(1)?)
+    } else {
+        None
+    };
+    let mut sum = 0.0;
+    let mut n = 0usize;
+    let mut best: Option<(Datum, Datum)> = None;
+    for d in seq.stream {
+        let d = d?;
+        let key = match &by {
+            None => d.clone(),
+            Some(Val::Datum(Datum::String(f))) => match field_of(&d, f, "get_field") {
+                Ok(x) => x,
+                Err(e) if e.kind == ErrorKind::NonExistence => continue,
+                Err(e) => return Err(e),
+            },
+            Some(f) => match apply(ev.ctx, f, d.clone()) {
+                Ok(x) => x,
+                Err(e) if e.kind == ErrorKind::NonExistence => continue,
+                Err(e) => return Err(e).at(1),
+            },
+        };
+        match tt {
+            T::SUM | T::AVG => {
+                sum += expect_num(&key)?;
+                n += 1;
+            }
+            _ => {
+                let better = match &best {
+                    None => true,
+                    Some((bk, _)) => {
+                        if tt == T::MIN {
+                            key < *bk
+                        } else {
+                            key > *bk
+                        }
+                    }
+                };
+                if better {
+                    best = Some((key, d));
+                }
+            }
+        }
+    }
+    match tt {
+        T::SUM => Ok(Val::Datum(crate::terms::math::finite(sum)?)),
+        T::AVG => {
+            if n == 0 {
+                return Err(nonexist("Cannot take the average of an empty stream.  (If you passed `avg` a field name, it may be that no elements of the stream had that field.)"));
+            }
+            Ok(Val::Datum(Datum::Number(sum / n as f64)))
+        }
+        _ => {
+            let name = if tt == T::MIN { "min" } else { "max" };
+            best.map(|(_, d)| Val::Datum(d)).ok_or_else(|| {
+                nonexist(format!("Cannot take the {name} of an empty stream.  (If you passed `{name}` a field name, it may be that no elements of the stream had that field.)"))
+            })
+        }
+    }
+}
+
+/// CONTAINS: every argument (value or predicate) matches some item.
+pub fn contains(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    let mut wanted = Vec::new();
+    for i in 1..ev.nargs() {
+        wanted.push(ev.arg(i)?);
+    }
+    let mut found = vec![false; wanted.len()];
+    for d in seq.stream {
+        let d = d?;
+        for (w, f) in wanted.iter().zip(found.iter_mut()) {
+            if *f {
+                continue;
+            }
+            *f = match w {
+                Val::Func(_) => apply(ev.ctx, w, d.clone())?.truthy(),
+                Val::Datum(x) => &d == x,
+                _ => false,
+            };
+        }
+        if found.iter().all(|f| *f) {
+            return Ok(Val::Datum(Datum::Bool(true)));
+        }
+    }
+    Ok(Val::Datum(Datum::Bool(found.iter().all(|f| *f))))
+}
+
+/// WITH_FIELDS: `has_fields` then `pluck`.
+pub fn with_fields(ev: &Ev) -> Result<Val> {
+    let seq = ev.seq(0)?;
+    let mut sel = Vec::new();
+    for i in 1..ev.nargs() {
+        sel.push(ev.datum(i)?);
+    }
+    let mut out = map_items(seq, move |d| {
+        let ok = match &d {
+            Datum::Object(o) => sel.iter().all(|s| match s {
+                Datum::String(k) => o.get(&**k).is_some_and(|v| !matches!(v, Datum::Null)),
+                _ => true,
+            }),
+            _ => false,
+        };
+        if ok {
+            pluck_datum(&d, &sel).map(Some)
+        } else {
+            Ok(None)
+        }
+    });
+    out.table = None;
+    Ok(Val::Seq(out))
+}

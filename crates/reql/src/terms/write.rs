@@ -1,0 +1,539 @@
+//! Write terms: `insert`, `update`, `replace`, `delete`, with RethinkDB's write-result
+//! objects (`inserted`, `replaced`, `unchanged`, `skipped`, `deleted`, `errors`,
+//! `first_error`, `generated_keys`, `changes`).
+//!
+//! Each document is changed by one atomic read-modify-write (`Table::modify`); a failure
+//! on one document is counted in `errors` and does not stop the others. Functions given
+//! to `update`/`replace` must be deterministic unless `non_atomic` is set, as in
+//! RethinkDB, because they run under the document's lock.
+
+use std::sync::Arc;
+
+use datum::{Datum, Object, Str};
+use proto::ql2::TermType as T;
+
+use crate::access::{Change, Durability, Table};
+use crate::error::{logic, ErrorKind, ReqlError, Result, WithFrame};
+use crate::eval::{call, to_datum, Ev};
+use crate::term::Term;
+use crate::terms::db::parse_durability;
+use crate::terms::object::merge_datum;
+use crate::value::Val;
+
+#[derive(Clone, Copy, PartialEq)]
+enum ReturnChanges {
+    No,
+    Yes,
+    Always,
+}
+
+#[derive(Default)]
+struct Stats {
+    inserted: u64,
+    replaced: u64,
+    unchanged: u64,
+    skipped: u64,
+    deleted: u64,
+    errors: u64,
+    first_error: Option<String>,
+    generated_keys: Vec<Datum>,
+    changes: Vec<Datum>,
+}
+
+impl Stats {
+    fn error(&mut self, e: &ReqlError, rc: ReturnChanges, old: Option<&Datum>) {
+        self.errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(e.message.clone());
+        }
+        if rc == ReturnChanges::Always {
+            let old = old.cloned().unwrap_or(Datum::Null);
+            self.changes
+                .push(change_obj(old.clone(), old, Some(&e.message)));
+        }
+    }
+
+    fn record(&mut self, old: Option<Datum>, new: Option<Datum>, rc: ReturnChanges) {
+        let changed = match (&old, &new) {
+            (None, Some(_)) => {
+                self.inserted += 1;
+                true
+            }
+            (Some(o), Some(n)) if o == n && o.to_json_string() == n.to_json_string() => {
+                self.unchanged += 1;
+                false
+            }
+            (Some(_), Some(_)) => {
+                self.replaced += 1;
+                true
+            }
+            (Some(_), None) => {
+                self.deleted += 1;
+                true
+            }
+            (None, None) => {
+                self.skipped += 1;
+                false
+            }
+        };
+        if rc == ReturnChanges::Always || (rc == ReturnChanges::Yes && changed) {
+            self.changes.push(change_obj(
+                old.unwrap_or(Datum::Null),
+                new.unwrap_or(Datum::Null),
+                None,
+            ));
+        }
+    }
+
+    fn into_datum(self, rc: ReturnChanges) -> Datum {
+        let mut m = Object::new();
+        let n = |x: u64| Datum::Number(x as f64);
+        m.insert(Str::from("inserted"), n(self.inserted));
+        m.insert(Str::from("replaced"), n(self.replaced));
+        m.insert(Str::from("unchanged"), n(self.unchanged));
+        m.insert(Str::from("skipped"), n(self.skipped));
+        m.insert(Str::from("deleted"), n(self.deleted));
+        m.insert(Str::from("errors"), n(self.errors));
+        if let Some(e) = self.first_error {
+            m.insert(Str::from("first_error"), Datum::from(e));
+        }
+        if !self.generated_keys.is_empty() {
+            m.insert(
+                Str::from("generated_keys"),
+                Datum::array(self.generated_keys),
+            );
+        }
+        if rc != ReturnChanges::No {
+            m.insert(Str::from("changes"), Datum::array(self.changes));
+        }
+        Datum::object(m)
+    }
+}
+
+fn change_obj(old: Datum, new: Datum, err: Option<&str>) -> Datum {
+    let mut m = Object::new();
+    m.insert(Str::from("old_val"), old);
+    m.insert(Str::from("new_val"), new);
+    if let Some(e) = err {
+        m.insert(Str::from("error"), Datum::str(e));
+    }
+    Datum::object(m)
+}
+
+fn return_changes(ev: &Ev) -> Result<ReturnChanges> {
+    if ev.term.optarg("return_vals").is_some() {
+        return Err(logic(
+            "Error: encountered obsolete optarg `return_vals`.  Use `return_changes` instead.",
+        ));
+    }
+    Ok(match ev.opt_datum("return_changes")? {
+        None | Some(Datum::Bool(false)) => ReturnChanges::No,
+        Some(Datum::Bool(true)) => ReturnChanges::Yes,
+        Some(Datum::String(s)) if &*s == "always" => ReturnChanges::Always,
+        Some(d) => return Err(crate::eval::type_error("BOOL", &d)).at_opt("return_changes"),
+    })
+}
+
+fn durability(ev: &Ev, t: &dyn Table) -> Result<Durability> {
+    match ev.opt_datum("durability")? {
+        Some(d) => parse_durability(&d).at_opt("durability"),
+        None => Ok(ev.ctx.durability.unwrap_or(t.durability())),
+    }
+}
+
+/// Fails when a value cannot be stored (extrema, stray literals).
+fn check_storable(d: &Datum) -> Result<()> {
+    match d {
+        Datum::MinVal | Datum::MaxVal => Err(logic(
+            "`r.minval` and `r.maxval` cannot be written to disk.",
+        )),
+        Datum::Array(a) => a.iter().try_for_each(check_storable),
+        Datum::Object(o) => {
+            if d.reql_type() == Some("LITERAL") {
+                return Err(logic("Stray literal keyword found: literal is only legal inside of the object passed to merge or update and cannot nest inside other literals."));
+            }
+            o.values().try_for_each(check_storable)
+        }
+        _ => Ok(()),
+    }
+}
+
+enum Conflict {
+    Error,
+    Replace,
+    Update,
+    Func(Val),
+}
+
+/// INSERT.
+pub fn insert(ev: &Ev) -> Result<Val> {
+    let t = match ev.arg(0)? {
+        Val::Table(t) => t,
+        other => {
+            return Err(logic(format!(
+                "Expected type TABLE but found {}:\n{}",
+                other.kind_name(),
+                crate::eval::describe(&other)
+            )))
+            .at(0)
+        }
+    };
+    let rc = return_changes(ev)?;
+    let dur = durability(ev, t.as_ref())?;
+    let conflict = match ev.opt("conflict")? {
+        None => Conflict::Error,
+        Some(Val::Func(f)) => {
+            if f.params.len() != 3 {
+                return Err(logic(
+                    "The conflict function passed to `insert` should expect 3 arguments.",
+                ));
+            }
+            if !is_deterministic(&f.body) {
+                return Err(logic(
+                    "The conflict function passed to `insert` must be deterministic.",
+                ));
+            }
+            Conflict::Func(Val::Func(f))
+        }
+        Some(v) => match ev.to_datum(v)?.as_str() {
+            Some("error") => Conflict::Error,
+            Some("replace") => Conflict::Replace,
+            Some("update") => Conflict::Update,
+            other => {
+                return Err(logic(format!(
+                    "Conflict option `{}` unrecognized (options are \"error\", \"replace\" and \"update\").",
+                    other.unwrap_or_default()
+                )))
+            }
+        },
+    };
+    let docs = ev.arg(1)?;
+    let mut stats = Stats::default();
+    let one = |d: Datum, stats: &mut Stats| -> Result<()> {
+        let r = insert_one(ev, t.as_ref(), d, &conflict, stats, dur);
+        match r {
+            Ok((old, new)) => stats.record(old, new, rc),
+            Err(e) => stats.error(&e, rc, None),
+        }
+        Ok(())
+    };
+    match docs {
+        Val::Datum(Datum::Array(items)) => {
+            for d in items.iter() {
+                one(d.clone(), &mut stats)?;
+            }
+        }
+        Val::Datum(d) => one(d, &mut stats)?,
+        Val::Single(s) => one(s.doc, &mut stats)?,
+        other => {
+            let seq = ev.to_seq(other).at(1)?;
+            for d in seq.stream {
+                one(d?, &mut stats)?;
+            }
+        }
+    }
+    Ok(Val::Datum(stats.into_datum(rc)))
+}
+
+fn insert_one(
+    ev: &Ev,
+    t: &dyn Table,
+    d: Datum,
+    conflict: &Conflict,
+    stats: &mut Stats,
+    dur: Durability,
+) -> Result<(Option<Datum>, Option<Datum>)> {
+    let Datum::Object(o) = &d else {
+        return Err(logic(format!(
+            "Expected type OBJECT but found {}.",
+            d.type_name()
+        )));
+    };
+    check_storable(&d)?;
+    let pk = t.primary_key();
+    let (doc, key) = match o.get(pk) {
+        Some(k) => (d.clone(), k.clone()),
+        None => {
+            let k = Datum::from(uuid::Uuid::new_v4().to_string());
+            let mut m = (**o).clone();
+            m.insert(Str::from(pk), k.clone());
+            stats.generated_keys.push(k.clone());
+            (Datum::object(m), k)
+        }
+    };
+    datum::keys::encode_primary(&key).map_err(|e| logic(e.message().to_string()))?;
+    let ctx = ev.ctx.clone();
+    let (old, new, ticket) = t.modify(&key, &mut |old| match old {
+        None => Ok(Change::Put(doc.clone())),
+        Some(old) => match conflict {
+            Conflict::Error => Err(logic(format!(
+                "Duplicate primary key `{}`:\n{}\n{}",
+                pk,
+                old.to_pretty_string(),
+                doc.to_pretty_string()
+            ))),
+            Conflict::Replace => Ok(Change::Put(doc.clone())),
+            Conflict::Update => Ok(Change::Put(merge_datum(old, &doc)?)),
+            Conflict::Func(f) => {
+                let r = call(&ctx, f, vec![key.clone(), old.clone(), doc.clone()])?;
+                let r = to_datum(&ctx, r)?;
+                match r {
+                    Datum::Null => Ok(Change::Delete),
+                    Datum::Object(_) => {
+                        check_storable(&r)?;
+                        if r.get(pk) != Some(&key) {
+                            return Err(pk_changed(pk, old, &r));
+                        }
+                        Ok(Change::Put(r))
+                    }
+                    other => Err(logic(format!(
+                        "Inserted value must be an OBJECT (got {}):\n{}",
+                        other.type_name(),
+                        other.to_pretty_string()
+                    ))),
+                }
+            }
+        },
+    })?;
+    ev.ctx.note_write(ticket, dur);
+    Ok((old, new))
+}
+
+fn pk_changed(pk: &str, old: &Datum, new: &Datum) -> ReqlError {
+    logic(format!(
+        "Primary key `{}` cannot be changed (`{}` -> `{}`).",
+        pk,
+        old.to_pretty_string(),
+        new.to_pretty_string()
+    ))
+}
+
+/// The documents a write term applies to: (table, items).
+enum Target {
+    One(Arc<dyn Table>, Datum, Datum),
+    Many(Arc<dyn Table>, crate::value::DatumStream),
+}
+
+fn target(ev: &Ev) -> Result<Target> {
+    match ev.arg(0)? {
+        Val::Single(s) => Ok(Target::One(s.table, s.key, s.doc)),
+        Val::Table(t) => {
+            let s = crate::eval::to_seq(Val::Table(t.clone()))?;
+            Ok(Target::Many(t, s.stream))
+        }
+        Val::Seq(s) if s.table.is_some() => match s.table.clone() {
+            Some(t) => Ok(Target::Many(t, s.stream)),
+            None => Err(logic("Expected a selection.")),
+        },
+        other => Err(logic(format!(
+            "Expected type SELECTION but found {}:\n{}",
+            other.kind_name(),
+            crate::eval::describe(&other)
+        )))
+        .at(0),
+    }
+}
+
+/// Collects the documents of a target (keys and current values).
+fn for_each_doc(
+    ev: &Ev,
+    target: Target,
+    mut f: impl FnMut(&Arc<dyn Table>, Datum, Option<Datum>) -> Result<()>,
+) -> Result<()> {
+    match target {
+        Target::One(t, key, doc) => {
+            let d = if matches!(doc, Datum::Null) {
+                None
+            } else {
+                Some(doc)
+            };
+            f(&t, key, d)
+        }
+        Target::Many(t, stream) => {
+            let _ = ev;
+            for d in stream {
+                let d = d?;
+                let key = d.get(t.primary_key()).cloned().unwrap_or(Datum::Null);
+                f(&t, key, Some(d))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// True when a function body can be re-run with the same result (no reads of tables, no
+/// randomness, no JavaScript or HTTP).
+pub fn is_deterministic(t: &Term) -> bool {
+    let bad = matches!(
+        t.tt,
+        T::JAVASCRIPT
+            | T::HTTP
+            | T::RANDOM
+            | T::TABLE
+            | T::DB
+            | T::GET
+            | T::GET_ALL
+            | T::BETWEEN
+            | T::INSERT
+            | T::UPDATE
+            | T::REPLACE
+            | T::DELETE
+            | T::SAMPLE
+    ) || (t.tt == T::UUID && t.args.is_empty());
+    !bad && t.args.iter().all(|a| is_deterministic(a))
+        && t.optargs.iter().all(|(_, a)| is_deterministic(a))
+}
+
+/// The function or value argument of update/replace, checked for determinism.
+fn mutation_arg(ev: &Ev) -> Result<Val> {
+    let non_atomic = ev.opt_bool("non_atomic", false)?;
+    if !non_atomic {
+        if let Some(t) = ev.term.args.get(1) {
+            if !is_deterministic(t) {
+                return Err(logic(
+                    "Could not prove argument deterministic.  Maybe you want to use the non_atomic flag?",
+                ))
+                .at(1);
+            }
+        }
+    }
+    ev.arg(1)
+}
+
+fn patch_of(ev: &Ev, f: &Val, old: &Datum) -> Result<Datum> {
+    match f {
+        Val::Func(_) => {
+            let r = call(ev.ctx, f, vec![old.clone()])?;
+            to_datum(ev.ctx, r)
+        }
+        Val::Datum(d) => Ok(d.clone()),
+        _ => Err(logic("Expected a function or an object.")),
+    }
+}
+
+/// UPDATE.
+pub fn update(ev: &Ev) -> Result<Val> {
+    let f = mutation_arg(ev)?;
+    let rc = return_changes(ev)?;
+    let target = target(ev)?;
+    let mut stats = Stats::default();
+    for_each_doc(ev, target, |t, key, doc| {
+        if doc.is_none() {
+            stats.record(None, None, rc);
+            return Ok(());
+        }
+        let dur = durability(ev, t.as_ref())?;
+        let pk = t.primary_key().to_string();
+        let r = t.modify(&key, &mut |old| {
+            let Some(old) = old else {
+                return Ok(Change::Keep);
+            };
+            let patch = patch_of(ev, &f, old)?;
+            if matches!(patch, Datum::Null) {
+                return Ok(Change::Keep);
+            }
+            if !matches!(patch, Datum::Object(_)) {
+                return Err(logic(format!(
+                    "Inserted value must be an OBJECT (got {}):\n{}",
+                    patch.type_name(),
+                    patch.to_pretty_string()
+                )));
+            }
+            let new = merge_datum(old, &patch)?;
+            check_storable(&new)?;
+            if new.get(&pk) != old.get(&pk) {
+                return Err(pk_changed(&pk, old, &new));
+            }
+            Ok(Change::Put(new))
+        });
+        match r {
+            Ok((old, new, ticket)) => {
+                ev.ctx.note_write(ticket, dur);
+                stats.record(old, new, rc)
+            }
+            Err(e) if e.kind == ErrorKind::Internal => return Err(e),
+            Err(e) => stats.error(&e, rc, doc.as_ref()),
+        }
+        Ok(())
+    })?;
+    Ok(Val::Datum(stats.into_datum(rc)))
+}
+
+/// REPLACE.
+pub fn replace(ev: &Ev) -> Result<Val> {
+    let f = mutation_arg(ev)?;
+    let rc = return_changes(ev)?;
+    let target = target(ev)?;
+    let mut stats = Stats::default();
+    for_each_doc(ev, target, |t, key, doc| {
+        let dur = durability(ev, t.as_ref())?;
+        let pk = t.primary_key().to_string();
+        let r = t.modify(&key, &mut |old| {
+            let cur = old.cloned().unwrap_or(Datum::Null);
+            let new = patch_of(ev, &f, &cur)?;
+            if matches!(new, Datum::Null) {
+                return Ok(if old.is_some() {
+                    Change::Delete
+                } else {
+                    Change::Keep
+                });
+            }
+            if !matches!(new, Datum::Object(_)) {
+                return Err(logic(format!(
+                    "Inserted value must be an OBJECT (got {}):\n{}",
+                    new.type_name(),
+                    new.to_pretty_string()
+                )));
+            }
+            let new = crate::terms::object::merge_datum(&Datum::Null, &new)?;
+            check_storable(&new)?;
+            match new.get(&pk) {
+                None => Err(logic(format!(
+                    "Inserted object must have primary key `{}`:\n{}",
+                    pk,
+                    new.to_pretty_string()
+                ))),
+                Some(k) if *k != key => Err(match old {
+                    Some(o) => pk_changed(&pk, o, &new),
+                    None => pk_changed(&pk, &Datum::Null, &new),
+                }),
+                Some(_) => Ok(Change::Put(new)),
+            }
+        });
+        match r {
+            Ok((old, new, ticket)) => {
+                ev.ctx.note_write(ticket, dur);
+                stats.record(old, new, rc)
+            }
+            Err(e) if e.kind == ErrorKind::Internal => return Err(e),
+            Err(e) => stats.error(&e, rc, doc.as_ref()),
+        }
+        Ok(())
+    })?;
+    Ok(Val::Datum(stats.into_datum(rc)))
+}
+
+/// DELETE.
+pub fn delete(ev: &Ev) -> Result<Val> {
+    let rc = return_changes(ev)?;
+    let target = target(ev)?;
+    let mut stats = Stats::default();
+    for_each_doc(ev, target, |t, key, doc| {
+        if doc.is_none() {
+            stats.record(None, None, rc);
+            return Ok(());
+        }
+        let dur = durability(ev, t.as_ref())?;
+        let (old, new, ticket) = t.modify(&key, &mut |old| {
+            Ok(if old.is_some() {
+                Change::Delete
+            } else {
+                Change::Keep
+            })
+        })?;
+        ev.ctx.note_write(ticket, dur);
+        stats.record(old, new, rc);
+        Ok(())
+    })?;
+    Ok(Val::Datum(stats.into_datum(rc)))
+}

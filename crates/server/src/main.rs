@@ -1,0 +1,138 @@
+//! `ponder`: the server binary. Parses the command line, opens storage and the catalog,
+//! and serves driver connections until SIGINT/SIGTERM, then flushes and exits.
+
+mod config;
+mod conn;
+mod session;
+mod state;
+mod users;
+mod wire;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::config::{Cli, Command, ServeArgs};
+use crate::state::ServerState;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Serve(a)) => a,
+        None => cli.serve,
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn log(args: &ServeArgs, msg: &str) {
+    let line = format!("{msg}\n");
+    match &args.log_file {
+        Some(p) => {
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+            {
+                let _ = f.write_all(line.as_bytes());
+            }
+        }
+        None => eprint!("{line}"),
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    let addr = args.bind_addr()?;
+    let port = args.driver_port()?;
+    std::fs::create_dir_all(&args.directory).map_err(|e| {
+        format!(
+            "cannot create data directory {}: {e}",
+            args.directory.display()
+        )
+    })?;
+    let engine: Arc<dyn storage::Engine> = Arc::new(
+        storage::Fjall::open(
+            &args.directory.join("data"),
+            args.cache_size.saturating_mul(1 << 20),
+        )
+        .map_err(|e| format!("cannot open storage: {e}"))?,
+    );
+    let cluster =
+        cluster::Cluster::open(engine.clone(), &args.server_name).map_err(|e| e.to_string())?;
+    let users = users::Users::open(&engine, args.initial_password.as_deref().unwrap_or(""))
+        .map_err(|e| format!("cannot open users: {e}"))?;
+    let state = Arc::new(ServerState {
+        cluster: cluster.clone(),
+        users,
+        server_id: uuid::Uuid::new_v4().to_string(),
+        server_name: args.server_name.clone(),
+    });
+    let listener = TcpListener::bind((addr, port))
+        .await
+        .map_err(|e| format!("cannot listen on {addr}:{port}: {e}"))?;
+    log(
+        &args,
+        &format!(
+            "Ponder {} listening for client driver connections on {addr}:{port} (data in {})",
+            env!("CARGO_PKG_VERSION"),
+            args.directory.display()
+        ),
+    );
+    let limit = Arc::new(Semaphore::new(args.max_connections));
+    let shutdown = async {
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let Ok(permit) = limit.clone().try_acquire_owned() else {
+                    drop(stream);
+                    continue;
+                };
+                let st = state.clone();
+                tokio::spawn(async move {
+                    conn::serve(stream, st).await;
+                    drop(permit);
+                });
+            }
+        }
+    }
+    log(&args, "Shutting down: flushing storage.");
+    cluster.shutdown();
+    Ok(())
+}

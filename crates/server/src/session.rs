@@ -1,0 +1,365 @@
+//! The query lifecycle of one connection: START, CONTINUE, STOP, NOREPLY_WAIT and
+//! SERVER_INFO, with cursors answered in batches.
+//!
+//! Each query runs as its own task, so a slow query never holds up the others on the
+//! connection (answers go out by token, in completion order). Evaluation is synchronous
+//! and runs on tokio's blocking pool; hard-durability writes are acknowledged only after
+//! the group commit covering their ticket has reached the disk.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datum::Datum;
+use parking_lot::Mutex;
+use proto::frame::Frame;
+use proto::ql2::{QueryType, ResponseType};
+use proto::query::{parse_query, Query};
+use proto::response::ResponseWriter;
+use reql::{QueryCtx, ReqlError, Sequence, Val};
+use tokio::sync::{mpsc, Notify};
+
+use crate::state::ServerState;
+use crate::wire::{check_json, error_frame, finish, profile_json};
+
+/// Batch limits from the global optargs (RethinkDB's names and defaults).
+#[derive(Clone, Copy)]
+struct BatchOpts {
+    max_rows: usize,
+    max_bytes: usize,
+    max_time: Duration,
+    first_scaledown: usize,
+}
+
+impl Default for BatchOpts {
+    fn default() -> Self {
+        BatchOpts {
+            max_rows: usize::MAX,
+            max_bytes: 1 << 20,
+            max_time: Duration::from_millis(500),
+            first_scaledown: 4,
+        }
+    }
+}
+
+/// An open cursor: the rest of a stream.
+struct Cursor {
+    seq: Sequence,
+    opts: BatchOpts,
+}
+
+/// One connection's queries.
+pub struct Session {
+    state: Arc<ServerState>,
+    out: mpsc::Sender<Vec<u8>>,
+    cursors: Mutex<HashMap<u64, Cursor>>,
+    noreply_running: AtomicUsize,
+    noreply_done: Notify,
+}
+
+enum Outcome {
+    /// A single value.
+    Atom(Vec<u8>),
+    /// A batch of a stream: items, whether it is the last, the cursor if not.
+    Batch(Vec<Vec<u8>>, Option<Cursor>),
+}
+
+impl Session {
+    /// A session writing its responses to `out`.
+    pub fn new(state: Arc<ServerState>, out: mpsc::Sender<Vec<u8>>) -> Arc<Session> {
+        Arc::new(Session {
+            state,
+            out,
+            cursors: Mutex::new(HashMap::new()),
+            noreply_running: AtomicUsize::new(0),
+            noreply_done: Notify::new(),
+        })
+    }
+
+    async fn send(&self, frame: Vec<u8>) {
+        let _ = self.out.send(frame).await;
+    }
+
+    /// Handles one query frame (spawning a task for anything that may take time).
+    pub async fn handle(self: &Arc<Self>, f: Frame) {
+        let token = f.token;
+        let q = match parse_query(&f.payload) {
+            Ok(q) => q,
+            Err(e) => {
+                let mut body = e.response_json();
+                let mut frame = Vec::with_capacity(12 + body.len());
+                frame.extend_from_slice(&token.to_le_bytes());
+                frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                frame.append(&mut body);
+                self.send(frame).await;
+                return;
+            }
+        };
+        match q.kind {
+            QueryType::START => {
+                let me = self.clone();
+                let noreply = q.noreply();
+                if noreply {
+                    self.noreply_running.fetch_add(1, Ordering::SeqCst);
+                }
+                tokio::spawn(async move {
+                    let frame = me.start(token, q).await;
+                    if noreply {
+                        if me.noreply_running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                            me.noreply_done.notify_waiters();
+                        }
+                    } else {
+                        me.send(frame).await;
+                    }
+                });
+            }
+            QueryType::CONTINUE => {
+                let me = self.clone();
+                tokio::spawn(async move {
+                    let frame = me.continue_(token).await;
+                    me.send(frame).await;
+                });
+            }
+            QueryType::STOP => {
+                self.cursors.lock().remove(&token);
+                let w = ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE);
+                self.send(finish(w, token)).await;
+            }
+            QueryType::NOREPLY_WAIT => {
+                let me = self.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let notified = me.noreply_done.notified();
+                        if me.noreply_running.load(Ordering::SeqCst) == 0 {
+                            break;
+                        }
+                        notified.await;
+                    }
+                    let w = ResponseWriter::new(ResponseType::WAIT_COMPLETE);
+                    me.send(finish(w, token)).await;
+                });
+            }
+            QueryType::SERVER_INFO => {
+                let info = serde_json::json!({
+                    "id": self.state.server_id,
+                    "name": self.state.server_name,
+                    "proxy": false,
+                });
+                let w = ResponseWriter::new(ResponseType::SERVER_INFO).item(&info);
+                self.send(finish(w, token)).await;
+            }
+        }
+    }
+
+    async fn start(self: &Arc<Self>, token: u64, q: Query) -> Vec<u8> {
+        let began = Instant::now();
+        let profile = q.profile();
+        let state = self.state.clone();
+        let run = tokio::task::spawn_blocking(move || run_start(&state, q)).await;
+        let (outcome, ticket) = match run {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => return error_frame(token, &e),
+            Err(_) => {
+                return error_frame(
+                    token,
+                    &reql::error::internal("The query failed unexpectedly."),
+                )
+            }
+        };
+        if let Some(t) = ticket {
+            if let Err(e) = self.state.cluster.wait_durable(t).await {
+                return error_frame(token, &e);
+            }
+        }
+        let prof = profile.then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0));
+        self.respond(token, outcome, prof)
+    }
+
+    fn respond(&self, token: u64, outcome: Outcome, profile: Option<Vec<u8>>) -> Vec<u8> {
+        let mut w = match outcome {
+            Outcome::Atom(json) => {
+                let mut w = ResponseWriter::new(ResponseType::SUCCESS_ATOM);
+                w.push_raw(&json);
+                w
+            }
+            Outcome::Batch(items, cursor) => {
+                let t = if cursor.is_some() {
+                    ResponseType::SUCCESS_PARTIAL
+                } else {
+                    ResponseType::SUCCESS_SEQUENCE
+                };
+                let mut w = ResponseWriter::new(t);
+                for i in &items {
+                    w.push_raw(i);
+                }
+                if let Some(c) = cursor {
+                    self.cursors.lock().insert(token, c);
+                }
+                w
+            }
+        };
+        if let Some(p) = profile {
+            w.set_profile_raw(&p);
+        }
+        finish(w, token)
+    }
+
+    async fn continue_(self: &Arc<Self>, token: u64) -> Vec<u8> {
+        let cursor = self.cursors.lock().remove(&token);
+        let Some(mut cursor) = cursor else {
+            return error_frame(
+                token,
+                &ReqlError::new(
+                    reql::ErrorKind::Client,
+                    format!("Token {token} not in stream cache."),
+                ),
+            );
+        };
+        let run = tokio::task::spawn_blocking(move || {
+            let r = next_batch(&mut cursor, false);
+            (r, cursor)
+        })
+        .await;
+        match run {
+            Ok((Ok((items, done)), cursor)) => {
+                let c = if done { None } else { Some(cursor) };
+                self.respond(token, Outcome::Batch(items, c), None)
+            }
+            Ok((Err(e), _)) => error_frame(token, &e),
+            Err(_) => error_frame(
+                token,
+                &reql::error::internal("The query failed unexpectedly."),
+            ),
+        }
+    }
+
+    /// Drops every cursor (the connection closed).
+    pub fn close(&self) {
+        self.cursors.lock().clear();
+    }
+}
+
+/// Compiles and evaluates a START query; returns its first answer and the ticket that
+/// must be durable before answering.
+fn run_start(state: &ServerState, q: Query) -> Result<(Outcome, Option<u64>), ReqlError> {
+    let term_json = q
+        .term
+        .as_ref()
+        .ok_or_else(|| ReqlError::new(reql::ErrorKind::Client, "START without a term."))?;
+    let term = reql::compile_term(term_json)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let access: Arc<dyn reql::TableAccess> = state.cluster.clone();
+    let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
+    let mut opts = BatchOpts::default();
+    for (k, v) in &q.optargs {
+        let t = reql::compile_term(v)?;
+        let probe = Arc::new(QueryCtx::new(access.clone(), "test".into(), now));
+        let val = reql::eval(&probe, &reql::Env::default(), &t)?;
+        let num = |v: &Val| match v {
+            Val::Datum(Datum::Number(n)) => Some(*n),
+            _ => None,
+        };
+        match k.as_str() {
+            "db" => match val {
+                Val::Db(name) => ctx.db = name,
+                Val::Datum(Datum::String(s)) => ctx.db = s.to_string(),
+                _ => {
+                    return Err(reql::error::logic(
+                        "Expected type DATABASE for optarg `db`.",
+                    ))
+                }
+            },
+            "array_limit" => {
+                let n = num(&val).unwrap_or(0.0);
+                if n < 1.0 {
+                    return Err(reql::error::logic(format!(
+                        "Illegal array size limit `{}`.  (Must be >= 1.)",
+                        Datum::Number(n).to_json_string()
+                    )));
+                }
+                ctx.array_limit = n as usize;
+            }
+            "durability" => {
+                if let Val::Datum(d) = &val {
+                    ctx.durability = Some(reql::terms::db::parse_durability(d)?);
+                }
+            }
+            "max_batch_rows" => {
+                opts.max_rows = num(&val).map_or(opts.max_rows, |n| n.max(1.0) as usize)
+            }
+            "max_batch_bytes" => {
+                opts.max_bytes = num(&val).map_or(opts.max_bytes, |n| n.max(1.0) as usize)
+            }
+            "max_batch_seconds" => {
+                opts.max_time = num(&val).map_or(opts.max_time, |n| {
+                    Duration::from_secs_f64(n.clamp(0.0, 3600.0))
+                })
+            }
+            "first_batch_scaledown_factor" => {
+                opts.first_scaledown =
+                    num(&val).map_or(opts.first_scaledown, |n| n.max(1.0) as usize)
+            }
+            _ => {}
+        }
+    }
+    let ctx = Arc::new(ctx);
+    let val = reql::eval(&ctx, &reql::Env::default(), &term)?;
+    let outcome = match val {
+        Val::Seq(s) if !s.is_array => {
+            let mut c = Cursor { seq: s, opts };
+            let (items, done) = next_batch(&mut c, true)?;
+            Outcome::Batch(items, if done { None } else { Some(c) })
+        }
+        Val::Table(t) => {
+            let seq = reql::eval::to_seq(Val::Table(t))?;
+            let mut c = Cursor { seq, opts };
+            let (items, done) = next_batch(&mut c, true)?;
+            Outcome::Batch(items, if done { None } else { Some(c) })
+        }
+        Val::Db(_) | Val::Func(_) => {
+            return Err(reql::error::logic(format!(
+                "Query result must be of type DATUM, GROUPED_DATA, or STREAM (got {}).",
+                val.kind_name()
+            )))
+        }
+        other => {
+            let d = reql::eval::to_datum(&ctx, other)?;
+            check_json(&d)?;
+            Outcome::Atom(d.to_json_bytes())
+        }
+    };
+    Ok((outcome, ctx.hard_ticket()))
+}
+
+/// Pulls the next batch of a cursor; `done` when the stream is exhausted.
+fn next_batch(c: &mut Cursor, first: bool) -> Result<(Vec<Vec<u8>>, bool), ReqlError> {
+    let scale = if first {
+        c.opts.first_scaledown.max(1)
+    } else {
+        1
+    };
+    let max_bytes = (c.opts.max_bytes / scale).max(1);
+    let max_time = c.opts.max_time / scale as u32;
+    let began = Instant::now();
+    let mut items = Vec::new();
+    let mut bytes = 0;
+    loop {
+        match c.seq.stream.next() {
+            None => return Ok((items, true)),
+            Some(d) => {
+                let d = d?;
+                check_json(&d)?;
+                let j = d.to_json_bytes();
+                bytes += j.len();
+                items.push(j);
+            }
+        }
+        if items.len() >= c.opts.max_rows || bytes >= max_bytes || began.elapsed() >= max_time {
+            return Ok((items, false));
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Group commit: tickets, one fsync thread, and async waiting for durability.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+use storage::Engine;
+use tokio::sync::watch;
+
+use crate::StoreError;
+
+/// How long a soft-durability write may stay unflushed.
+pub const SOFT_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The durability watermark: every ticket `<= durable` is on stable storage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Mark {
+    durable: u64,
+    failed: bool,
+}
+
+/// Assigns tickets to applied writes and flushes them in groups.
+pub struct GroupCommit {
+    last_ticket: AtomicU64,
+    wanted: Mutex<bool>,
+    wake: Condvar,
+    mark: watch::Sender<Mark>,
+    stop: Mutex<bool>,
+}
+
+impl GroupCommit {
+    /// Starts the flush thread for `engine`.
+    pub fn start(engine: Arc<dyn Engine>) -> Arc<GroupCommit> {
+        let (tx, _rx) = watch::channel(Mark {
+            durable: 0,
+            failed: false,
+        });
+        let gc = Arc::new(GroupCommit {
+            last_ticket: AtomicU64::new(0),
+            wanted: Mutex::new(false),
+            wake: Condvar::new(),
+            mark: tx,
+            stop: Mutex::new(false),
+        });
+        let me = gc.clone();
+        let spawned = std::thread::Builder::new()
+            .name("group-commit".into())
+            .spawn(move || me.run(engine));
+        if let Err(e) = spawned {
+            gc.mark.send_replace(Mark {
+                durable: 0,
+                failed: true,
+            });
+            eprintln!("cannot start the group-commit thread: {e}");
+        }
+        gc
+    }
+
+    /// A ticket for a write that has just been applied.
+    pub fn ticket(&self) -> u64 {
+        self.last_ticket.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// The ticket of the latest applied write.
+    pub fn last_ticket(&self) -> u64 {
+        self.last_ticket.load(Ordering::SeqCst)
+    }
+
+    fn request(&self) {
+        let mut w = self.wanted.lock();
+        *w = true;
+        self.wake.notify_one();
+    }
+
+    /// Waits until `ticket` is durable.
+    pub async fn wait(&self, ticket: u64) -> Result<(), StoreError> {
+        let mut rx = self.mark.subscribe();
+        if rx.borrow().durable >= ticket {
+            return Ok(());
+        }
+        self.request();
+        let m = rx
+            .wait_for(|m| m.durable >= ticket || m.failed)
+            .await
+            .map_err(|_| StoreError::NotDurable("flush thread stopped".into()))?;
+        if m.durable >= ticket {
+            Ok(())
+        } else {
+            Err(StoreError::NotDurable(
+                "the storage engine failed to sync".into(),
+            ))
+        }
+    }
+
+    /// Blocking variant of `wait`, for threads outside the async runtime.
+    pub fn wait_blocking(&self, ticket: u64) -> Result<(), StoreError> {
+        let mut rx = self.mark.subscribe();
+        loop {
+            let m = *rx.borrow_and_update();
+            if m.durable >= ticket {
+                return Ok(());
+            }
+            if m.failed {
+                return Err(StoreError::NotDurable(
+                    "the storage engine failed to sync".into(),
+                ));
+            }
+            self.request();
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// Stops the flush thread after a final flush.
+    pub fn shutdown(&self) {
+        *self.stop.lock() = true;
+        self.request();
+    }
+
+    fn run(&self, engine: Arc<dyn Engine>) {
+        loop {
+            {
+                let mut w = self.wanted.lock();
+                if !*w {
+                    self.wake.wait_for(&mut w, SOFT_FLUSH_INTERVAL);
+                }
+                *w = false;
+            }
+            let target = self.last_ticket.load(Ordering::SeqCst);
+            let cur = *self.mark.borrow();
+            if target > cur.durable && !cur.failed {
+                match engine.persist() {
+                    Ok(()) => {
+                        self.mark.send_replace(Mark {
+                            durable: target,
+                            failed: false,
+                        });
+                    }
+                    Err(e) => {
+                        eprintln!("storage sync failed: {e}");
+                        self.mark.send_replace(Mark {
+                            durable: cur.durable,
+                            failed: true,
+                        });
+                    }
+                }
+            }
+            if *self.stop.lock() {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::{Faulty, Memory, WriteBatch};
+
+    #[test]
+    fn tickets_become_durable() {
+        let e: Arc<dyn Engine> = Arc::new(Memory::new());
+        let gc = GroupCommit::start(e.clone());
+        e.create_space("s").unwrap();
+        let mut b = WriteBatch::new();
+        b.put("s", b"k".to_vec(), b"v".to_vec());
+        e.apply(b).unwrap();
+        let t = gc.ticket();
+        gc.wait_blocking(t).unwrap();
+        gc.shutdown();
+    }
+
+    #[test]
+    fn failed_sync_is_reported_not_acknowledged() {
+        let f = Arc::new(Faulty::new(Memory::new()));
+        f.fail_next_persists(1000);
+        let e: Arc<dyn Engine> = f.clone();
+        let gc = GroupCommit::start(e);
+        let t = gc.ticket();
+        assert!(gc.wait_blocking(t).is_err());
+        gc.shutdown();
+    }
+}

@@ -1,0 +1,34 @@
+//! One shard of one table, and the group committer that makes writes durable.
+//!
+//! - `Shard`: documents by primary key (keys from `datum::keys`, values compact JSON),
+//!   atomic single-document read-modify-write under a striped key lock, ordered range
+//!   reads from a snapshot, and an exact document count kept in memory.
+//! - `GroupCommit`: every write gets a ticket after it is applied; one background thread
+//!   fsyncs the engine for all waiting writers at once, so hard-durability throughput
+//!   grows with concurrency. Soft writes are flushed within `SOFT_FLUSH_INTERVAL`.
+//!
+//! Invariant: a ticket is marked durable only after an `Engine::persist` that started
+//! after the write was applied returned successfully.
+
+mod commit;
+mod shard;
+
+pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
+pub use shard::{Shard, StoreChange};
+
+/// Errors of the store layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The storage engine failed.
+    #[error("storage error: {0}")]
+    Storage(#[from] storage::StorageError),
+    /// A stored document could not be decoded.
+    #[error("corrupt document: {0}")]
+    Corrupt(String),
+    /// A key could not be encoded.
+    #[error("{0}")]
+    Key(String),
+    /// Durability could not be established (the engine failed to persist).
+    #[error("write could not be made durable: {0}")]
+    NotDurable(String),
+}

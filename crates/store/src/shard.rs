@@ -1,0 +1,218 @@
+//! A table shard: documents keyed by their encoded primary key in one storage space.
+
+use std::hash::{Hash, Hasher};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use datum::Datum;
+use parking_lot::Mutex;
+use storage::{Engine, WriteBatch};
+
+use crate::commit::GroupCommit;
+use crate::StoreError;
+
+const LOCK_STRIPES: usize = 256;
+
+/// What a read-modify-write decided for one document.
+#[derive(Debug, Clone)]
+pub enum StoreChange {
+    /// Leave it.
+    Keep,
+    /// Store this document.
+    Put(Datum),
+    /// Delete it.
+    Delete,
+}
+
+/// One shard of a table.
+pub struct Shard {
+    engine: Arc<dyn Engine>,
+    space: String,
+    locks: Vec<Mutex<()>>,
+    count: AtomicI64,
+    commit: Arc<GroupCommit>,
+}
+
+impl Shard {
+    /// Opens (creating if needed) the shard stored in `space`, counting its documents.
+    pub fn open(
+        engine: Arc<dyn Engine>,
+        space: &str,
+        commit: Arc<GroupCommit>,
+    ) -> Result<Shard, StoreError> {
+        engine.create_space(space)?;
+        let snap = engine.snapshot();
+        let mut n = 0i64;
+        for kv in snap.range(space, Bound::Unbounded, Bound::Unbounded, false)? {
+            kv?;
+            n += 1;
+        }
+        Ok(Shard {
+            engine,
+            space: space.to_string(),
+            locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            count: AtomicI64::new(n),
+            commit,
+        })
+    }
+
+    /// The storage space name.
+    pub fn space(&self) -> &str {
+        &self.space
+    }
+
+    fn encode(key: &Datum) -> Result<Vec<u8>, StoreError> {
+        datum::keys::encode_primary(key).map_err(|e| StoreError::Key(e.message().to_string()))
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Datum, StoreError> {
+        datum::from_json_slice(bytes).map_err(|e| StoreError::Corrupt(e.0))
+    }
+
+    /// The document under `key`.
+    pub fn get(&self, key: &Datum) -> Result<Option<Datum>, StoreError> {
+        let k = Self::encode(key)?;
+        match self.engine.get(&self.space, &k)? {
+            Some(v) => Ok(Some(Self::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Documents between two key bounds, in key order, from one snapshot, lazily.
+    pub fn scan(
+        &self,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        reverse: bool,
+    ) -> Result<impl Iterator<Item = Result<Datum, StoreError>> + Send + 'static, StoreError> {
+        let enc = |b: Bound<Datum>| -> Result<Bound<Vec<u8>>, StoreError> {
+            Ok(match b {
+                Bound::Unbounded => Bound::Unbounded,
+                Bound::Included(d) => Bound::Included(
+                    datum::keys::encode_bound(&d)
+                        .map_err(|e| StoreError::Key(e.message().to_string()))?,
+                ),
+                Bound::Excluded(d) => Bound::Excluded(
+                    datum::keys::encode_bound(&d)
+                        .map_err(|e| StoreError::Key(e.message().to_string()))?,
+                ),
+            })
+        };
+        let snap = self.engine.snapshot();
+        let it = snap.range(&self.space, enc(lower)?, enc(upper)?, reverse)?;
+        Ok(it.map(|kv| {
+            let (_, v) = kv?;
+            Self::decode(&v)
+        }))
+    }
+
+    /// The number of documents.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::SeqCst).max(0) as u64
+    }
+
+    fn stripe(&self, k: &[u8]) -> &Mutex<()> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        k.hash(&mut h);
+        let i = (h.finish() as usize) % LOCK_STRIPES;
+        // `locks` has LOCK_STRIPES entries, so `i` is in range.
+        &self.locks[i]
+    }
+
+    /// Atomically reads the document under `key`, asks `f`, and applies its decision.
+    /// Returns the old and new documents and the write's ticket when something was
+    /// written.
+    pub fn modify<E: From<StoreError>>(
+        &self,
+        key: &Datum,
+        f: &mut dyn FnMut(Option<&Datum>) -> Result<StoreChange, E>,
+    ) -> Result<(Option<Datum>, Option<Datum>, Option<u64>), E> {
+        let k = Self::encode(key)?;
+        let _guard = self.stripe(&k).lock();
+        let old = match self.engine.get(&self.space, &k).map_err(StoreError::from)? {
+            Some(v) => Some(Self::decode(&v)?),
+            None => None,
+        };
+        let change = f(old.as_ref())?;
+        let mut batch = WriteBatch::new();
+        let new = match change {
+            StoreChange::Keep => return Ok((old.clone(), old, None)),
+            StoreChange::Put(d) => {
+                batch.put(&self.space, k, d.to_json_bytes());
+                Some(d)
+            }
+            StoreChange::Delete => {
+                if old.is_none() {
+                    return Ok((None, None, None));
+                }
+                batch.delete(&self.space, k);
+                None
+            }
+        };
+        self.engine.apply(batch).map_err(StoreError::from)?;
+        let ticket = self.commit.ticket();
+        match (&old, &new) {
+            (None, Some(_)) => {
+                self.count.fetch_add(1, Ordering::SeqCst);
+            }
+            (Some(_), None) => {
+                self.count.fetch_sub(1, Ordering::SeqCst);
+            }
+            _ => {}
+        }
+        Ok((old, new, Some(ticket)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use storage::Memory;
+
+    fn shard() -> Shard {
+        let e: Arc<dyn Engine> = Arc::new(Memory::new());
+        let gc = GroupCommit::start(e.clone());
+        Shard::open(e, "t", gc).unwrap()
+    }
+
+    fn doc(id: f64) -> Datum {
+        datum::from_json_slice(format!("{{\"id\":{id},\"v\":1}}").as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn modify_get_scan_count() {
+        let s = shard();
+        for i in [3.0, 1.0, 2.0] {
+            let (old, new, t) = s
+                .modify::<StoreError>(&Datum::Number(i), &mut |_| Ok(StoreChange::Put(doc(i))))
+                .unwrap();
+            assert!(old.is_none() && new.is_some() && t.is_some());
+        }
+        assert_eq!(s.count(), 3);
+        let ids: Vec<f64> = s
+            .scan(Bound::Unbounded, Bound::Unbounded, false)
+            .unwrap()
+            .map(|d| d.unwrap().get("id").unwrap().as_f64().unwrap())
+            .collect();
+        assert_eq!(ids, vec![1.0, 2.0, 3.0]);
+        let (_, _, t) = s
+            .modify::<StoreError>(&Datum::Number(9.0), &mut |_| Ok(StoreChange::Delete))
+            .unwrap();
+        assert!(t.is_none());
+        s.modify::<StoreError>(&Datum::Number(1.0), &mut |_| Ok(StoreChange::Delete))
+            .unwrap();
+        assert_eq!(s.count(), 2);
+        assert!(s.get(&Datum::Number(1.0)).unwrap().is_none());
+    }
+
+    #[test]
+    fn failed_function_writes_nothing() {
+        let s = shard();
+        let r = s.modify::<StoreError>(&Datum::Number(1.0), &mut |_| {
+            Err(StoreError::Corrupt("no".into()))
+        });
+        assert!(r.is_err());
+        assert_eq!(s.count(), 0);
+    }
+}
