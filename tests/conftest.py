@@ -1,0 +1,77 @@
+"""Fixtures for end-to-end tests: a scratch Ponder server per test module, reached
+through the official RethinkDB Python driver."""
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+from rethinkdb import r
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.environ.get("PONDER_BIN", os.path.join(ROOT, "target", "release", "ponder"))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """A ponder process on a private port and data directory."""
+
+    def __init__(self, directory, extra=()):
+        self.directory = directory
+        self.port = free_port()
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [BINARY, "serve", "--directory", self.directory, "--driver-port", str(self.port)]
+            + self.extra,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("ponder exited: " + self.proc.stderr.read().decode())
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("ponder did not start listening")
+
+    def kill9(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def connect(self, **kw):
+        return r.connect("127.0.0.1", self.port, **kw)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with tempfile.TemporaryDirectory() as d:
+        s = Server(d).start()
+        yield s
+        s.stop()
+
+
+@pytest.fixture
+def conn(server):
+    c = server.connect()
+    yield c
+    c.close()
