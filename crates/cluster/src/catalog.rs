@@ -17,6 +17,9 @@ use crate::table::{store_err, TableHandle};
 pub const FORMAT_VERSION: u64 = 1;
 
 const CATALOG: &str = "catalog";
+
+/// RethinkDB's system database (its tables are served by the admin layer).
+pub const SYSTEM_DB: &str = "rethinkdb";
 const FORMAT_KEY: &[u8] = b"format";
 
 /// Errors opening the catalog.
@@ -248,7 +251,7 @@ fn change(old: Datum, new: Datum) -> Datum {
 impl reql::TableAccess for Cluster {
     fn db_create(&self, name: &str) -> reql::Result<Datum> {
         let _g = self.ddl.lock();
-        if self.state.read().dbs.contains_key(name) {
+        if name == SYSTEM_DB || self.state.read().dbs.contains_key(name) {
             return Err(op_failed(format!("Database `{name}` already exists.")));
         }
         let id = uuid::Uuid::new_v4().to_string();
@@ -267,6 +270,11 @@ impl reql::TableAccess for Cluster {
     }
 
     fn db_drop(&self, name: &str) -> reql::Result<Datum> {
+        if name == SYSTEM_DB {
+            return Err(op_failed(format!(
+                "Database `{name}` is special; you can't delete it."
+            )));
+        }
         let _g = self.ddl.lock();
         let (entry, tables) = {
             let st = self.state.read();
@@ -304,11 +312,20 @@ impl reql::TableAccess for Cluster {
     }
 
     fn db_list(&self) -> reql::Result<Vec<String>> {
-        Ok(self.state.read().dbs.keys().cloned().collect())
+        let mut names: Vec<String> = self.state.read().dbs.keys().cloned().collect();
+        names.push(SYSTEM_DB.to_string());
+        names.sort();
+        Ok(names)
+    }
+
+    fn db_config(&self, name: &str) -> reql::Result<Datum> {
+        let st = self.state.read();
+        let e = st.dbs.get(name).ok_or_else(|| Self::no_db(name))?;
+        Ok(db_record(name, &e.id))
     }
 
     fn check_db(&self, name: &str) -> reql::Result<()> {
-        if self.state.read().dbs.contains_key(name) {
+        if name == SYSTEM_DB || self.state.read().dbs.contains_key(name) {
             Ok(())
         } else {
             Err(Self::no_db(name))

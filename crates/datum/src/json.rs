@@ -78,8 +78,8 @@ fn number_value(n: f64) -> serde_json::Value {
 
 /// The integer a double holds exactly, when it is integral and within ±2^53.
 pub(crate) fn as_exact_int(n: f64) -> Option<i64> {
-    const LIMIT: f64 = 9_007_199_254_740_992.0;
-    if n.fract() == 0.0 && n.abs() <= LIMIT {
+    const LIMIT: f64 = 9_223_372_036_854_775_807.0;
+    if n.fract() == 0.0 && n.abs() < LIMIT {
         if n == 0.0 && n.is_sign_negative() {
             return None;
         }

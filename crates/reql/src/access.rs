@@ -102,6 +102,8 @@ pub trait TableAccess: Send + Sync {
     fn db_drop(&self, name: &str) -> Result<Datum>;
     /// `db_list`.
     fn db_list(&self) -> Result<Vec<String>>;
+    /// The configuration document of a database (`{id, name}`).
+    fn db_config(&self, name: &str) -> Result<Datum>;
     /// Fails with RethinkDB's error when the database does not exist.
     fn check_db(&self, name: &str) -> Result<()>;
     /// `table_create`: the result object.

@@ -28,6 +28,9 @@ pub enum ErrorKind {
     OpIndeterminate,
     /// ReqlUserError (`r.error`).
     User,
+    /// `r.error()` with no message: inside a `default` fallback it re-raises the
+    /// original error; elsewhere it is a ReqlUserError.
+    EmptyUser,
     /// ReqlPermissionError.
     Permission,
 }

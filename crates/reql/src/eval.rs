@@ -27,8 +27,65 @@ pub struct Ev<'a> {
 
 /// Evaluates a term.
 pub fn eval(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Val> {
+    if term.args.iter().any(|a| a.tt == T::ARGS) {
+        let expanded = expand_args(ctx, env, term)?;
+        let ev = Ev {
+            ctx,
+            env,
+            term: &expanded,
+        };
+        return terms::dispatch(&ev);
+    }
     let ev = Ev { ctx, env, term };
     terms::dispatch(&ev)
+}
+
+/// Splices `r.args(array)` arguments into the argument list, then checks arity.
+fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Term> {
+    let mut args = Vec::with_capacity(term.args.len());
+    for (i, a) in term.args.iter().enumerate() {
+        if a.tt != T::ARGS {
+            args.push(a.clone());
+            continue;
+        }
+        let inner = a
+            .args
+            .first()
+            .ok_or_else(|| logic("r.args needs an array."))?;
+        let v = eval(ctx, env, inner).at(i)?;
+        match v {
+            Val::Func(f) => args.push(Arc::new(Term {
+                tt: T::FUNC,
+                args: vec![
+                    Term::datum(Datum::array(
+                        f.params.iter().map(|p| Datum::from(*p)).collect(),
+                    )),
+                    f.body.clone(),
+                ],
+                optargs: Vec::new(),
+                datum: Datum::Null,
+            })),
+            other => {
+                let d = to_datum(ctx, other).at(i)?;
+                let items = expect_array(&d).at(i)?;
+                args.extend(items.iter().cloned().map(Term::datum));
+            }
+        }
+    }
+    let (min, max) = crate::spec::arity(term.tt);
+    if args.len() < min || max.is_some_and(|m| args.len() > m) {
+        return Err(crate::term::arity_error(min, max, args.len()));
+    }
+    Ok(Term {
+        tt: term.tt,
+        args,
+        optargs: term
+            .optargs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        datum: term.datum.clone(),
+    })
 }
 
 impl<'a> Ev<'a> {
@@ -207,8 +264,9 @@ pub fn call_vals(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>) -> Result<Val> {
         }
         Val::Datum(d) => Ok(Val::Datum(d.clone())),
         other => Err(logic(format!(
-            "Expected type FUNCTION but found {}.",
-            other.kind_name()
+            "Expected type FUNCTION but found {}:\n{}",
+            other.kind_name(),
+            describe(other)
         ))),
     }
 }
@@ -298,6 +356,18 @@ pub fn expect_int(d: &Datum) -> Result<i64> {
         )));
     }
     Ok(n as i64)
+}
+
+/// Requires a function value (terms such as `map` take no constant shortcut).
+pub fn expect_func(v: Val) -> Result<Val> {
+    match v {
+        Val::Func(_) => Ok(v),
+        other => Err(logic(format!(
+            "Expected type FUNCTION but found {}:\n{}",
+            other.kind_name(),
+            describe(&other)
+        ))),
+    }
 }
 
 /// True when the term is FUNC.

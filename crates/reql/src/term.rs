@@ -107,12 +107,18 @@ fn check_ptype(d: Datum) -> Result<Datum> {
             Ok(d)
         }
         Some("BINARY") => {
-            if datum::ptype::binary_bytes(&d).is_none() {
-                return Err(crate::error::logic(
-                    "Invalid base64 format for BINARY data.",
-                ));
-            }
-            Ok(d)
+            let data = match d.get("data") {
+                Some(Datum::String(s)) => s.clone(),
+                Some(other) => return Err(crate::eval::type_error("STRING", other)),
+                None => {
+                    return Err(crate::error::logic(
+                        "Invalid binary pseudotype: lacking `data` key.",
+                    ))
+                }
+            };
+            crate::terms::control::check_base64(&data)?;
+            let bytes = base64_decode_lenient(&data);
+            Ok(datum::ptype::make_binary(&bytes))
         }
         Some("GEOMETRY") | Some("LITERAL") => Ok(d),
         Some(t) => Err(crate::error::logic(format!("Unknown $reql_type$ `{t}`."))),
@@ -178,12 +184,50 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
             }
         }
     }
+    if matches!(
+        tt,
+        TermType::MAP
+            | TermType::FILTER
+            | TermType::CONCAT_MAP
+            | TermType::REDUCE
+            | TermType::ORDER_BY
+            | TermType::GROUP
+            | TermType::FOLD
+    ) && args.iter().skip(1).any(|a| has_write(a))
+    {
+        return Err(compile(
+            "Cannot nest writes or meta ops in stream operations.  Use FOR_EACH instead.",
+        )
+        .with_frame(Frame::Pos(0)));
+    }
     Ok(Arc::new(Term {
         tt,
         args,
         optargs,
         datum: Datum::Null,
     }))
+}
+
+/// True when a subtree performs a write or a catalog change.
+fn has_write(t: &Term) -> bool {
+    matches!(
+        t.tt,
+        TermType::INSERT
+            | TermType::UPDATE
+            | TermType::REPLACE
+            | TermType::DELETE
+            | TermType::DB_CREATE
+            | TermType::DB_DROP
+            | TermType::TABLE_CREATE
+            | TermType::TABLE_DROP
+            | TermType::INDEX_CREATE
+            | TermType::INDEX_DROP
+            | TermType::INDEX_RENAME
+            | TermType::SYNC
+            | TermType::RECONFIGURE
+            | TermType::REBALANCE
+    ) || t.args.iter().any(|a| has_write(a))
+        || t.optargs.iter().any(|(_, a)| has_write(a))
 }
 
 fn check_arity(tt: TermType, n: usize) -> Result<()> {
@@ -234,4 +278,28 @@ mod tests {
         let e = c(r#"[99999,[]]"#).unwrap_err();
         assert_eq!(e.kind, crate::error::ErrorKind::Compile);
     }
+}
+
+/// Decodes base64 that passed `check_base64` (whitespace and missing padding allowed).
+fn base64_decode_lenient(s: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => continue,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
 }

@@ -20,7 +20,7 @@ pub fn error_types(kind: ErrorKind) -> (ResponseType, Option<ErrorType>) {
             ResponseType::RUNTIME_ERROR,
             Some(ErrorType::OP_INDETERMINATE),
         ),
-        K::User => (ResponseType::RUNTIME_ERROR, Some(ErrorType::USER)),
+        K::User | K::EmptyUser => (ResponseType::RUNTIME_ERROR, Some(ErrorType::USER)),
         K::Permission => (
             ResponseType::RUNTIME_ERROR,
             Some(ErrorType::PERMISSION_ERROR),

@@ -81,7 +81,7 @@ pub fn branch(ev: &Ev) -> Result<Val> {
     let n = ev.nargs();
     if n % 2 == 0 {
         return Err(logic(
-            "Cannot call `branch` with an even number of arguments.",
+            "Cannot call `branch` term with an even number of arguments.",
         ));
     }
     let mut i = 0;
@@ -127,7 +127,7 @@ pub fn not(ev: &Ev) -> Result<Val> {
 pub fn error(ev: &Ev) -> Result<Val> {
     if ev.nargs() == 0 {
         return Err(ReqlError::new(
-            ErrorKind::User,
+            ErrorKind::EmptyUser,
             "Empty ERROR term outside a default block.",
         ));
     }
@@ -142,16 +142,22 @@ pub fn default(ev: &Ev) -> Result<Val> {
         Val::Single(s) => Ok(Val::Datum(s.doc)),
         other => Ok(other),
     });
-    let err_msg = match first {
-        Ok(Val::Datum(Datum::Null)) => Datum::Null,
+    let (err_msg, original) = match first {
+        Ok(Val::Datum(Datum::Null)) => (Datum::Null, None),
         Ok(v) => return Ok(v),
-        Err(e) if e.kind == ErrorKind::NonExistence => Datum::from(e.message.clone()),
+        Err(e) if e.kind == ErrorKind::NonExistence => (Datum::from(e.message.clone()), Some(e)),
         Err(e) => return Err(e),
     };
-    let fallback = ev.arg(1)?;
-    match fallback {
+    let result = ev.arg(1).and_then(|fallback| match fallback {
         Val::Func(_) => call_vals(ev.ctx, &fallback, vec![Val::Datum(err_msg)]).at(1),
         other => Ok(other),
+    });
+    match result {
+        Err(e) if e.kind == ErrorKind::EmptyUser => match original {
+            Some(orig) => Err(orig),
+            None => Ok(Val::Datum(Datum::Null)),
+        },
+        other => other,
     }
 }
 
@@ -200,7 +206,11 @@ pub fn coerce_to(ev: &Ev) -> Result<Val> {
 
 /// Converts a datum to the named type, as `coerce_to` does.
 pub fn coerce_datum(d: Datum, target: &str) -> Result<Datum> {
-    let from = d.type_name();
+    check_json_able(&d)?;
+    let from = match d.reql_type() {
+        Some(t) if t != "GEOMETRY" => t.to_string(),
+        _ => d.type_name(),
+    };
     let fail = || logic(format!("Cannot coerce {from} to {target}."));
     match target {
         "STRING" => Ok(match &d {
@@ -360,9 +370,21 @@ pub fn json(ev: &Ev) -> Result<Val> {
         .map_err(|e| logic(format!("Failed to parse \"{s}\" as JSON: {e}")))
 }
 
+/// Fails for values with no JSON form (`r.minval`, `r.maxval`).
+pub fn check_json_able(d: &Datum) -> Result<()> {
+    match d {
+        Datum::MinVal => Err(logic("Cannot convert `r.minval` to JSON.")),
+        Datum::MaxVal => Err(logic("Cannot convert `r.maxval` to JSON.")),
+        Datum::Array(a) => a.iter().try_for_each(check_json_able),
+        Datum::Object(o) => o.values().try_for_each(check_json_able),
+        _ => Ok(()),
+    }
+}
+
 /// TO_JSON_STRING.
 pub fn to_json_string(ev: &Ev) -> Result<Val> {
     let d = ev.datum(0)?;
+    check_json_able(&d)?;
     Ok(Val::Datum(Datum::from(d.to_json_string())))
 }
 
@@ -416,4 +438,43 @@ pub fn str_of(d: &Datum) -> Result<&str> {
 /// Makes an `Arc<str>`.
 pub fn s(x: &str) -> Str {
     Arc::from(x)
+}
+
+/// BINARY: `r.binary(string)` or an existing binary value.
+pub fn binary(ev: &Ev) -> Result<Val> {
+    let d = ev.datum(0)?;
+    match &d {
+        Datum::String(s) => Ok(Val::Datum(datum::ptype::make_binary(s.as_bytes()))),
+        _ if d.reql_type() == Some("BINARY") => Ok(Val::Datum(d)),
+        other => Err(crate::eval::type_error("STRING", other)).at(0),
+    }
+}
+
+/// Checks base64 text the way RethinkDB's decoder reports problems.
+pub fn check_base64(s: &str) -> Result<()> {
+    let mut seen_pad = false;
+    let mut count = 0usize;
+    for c in s.chars() {
+        match c {
+            '=' => seen_pad = true,
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '+' | '/' => {
+                if seen_pad {
+                    return Err(logic(
+                        "Invalid base64 format, data found after padding character '='.",
+                    ));
+                }
+                count += 1;
+            }
+            '\n' | '\r' | ' ' | '\t' => {}
+            other => {
+                return Err(logic(format!("Invalid base64 character found: '{other}'.")));
+            }
+        }
+    }
+    if count % 4 == 1 {
+        return Err(logic(
+            "Invalid base64 length: 1 character remaining, cannot decode a full byte.",
+        ));
+    }
+    Ok(())
 }

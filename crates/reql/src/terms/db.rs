@@ -4,7 +4,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use datum::{Datum, Object, Str};
+use datum::Datum;
 
 use crate::access::{Durability, TableOptions};
 use crate::error::{logic, op_failed, Result, WithFrame};
@@ -187,12 +187,7 @@ pub fn table_list(ev: &Ev) -> Result<Val> {
 pub fn config(ev: &Ev) -> Result<Val> {
     match ev.arg(0)? {
         Val::Table(t) => ev.ctx.access.table_config(t.db(), t.name()).map(Val::Datum),
-        Val::Db(d) => {
-            ev.ctx.access.check_db(&d)?;
-            let mut m = Object::new();
-            m.insert(Str::from("name"), Datum::from(d));
-            Ok(Val::Datum(Datum::object(m)))
-        }
+        Val::Db(d) => ev.ctx.access.db_config(&d).map(Val::Datum),
         other => Err(logic(format!(
             "Expected type TABLE but found {}:\n{}",
             other.kind_name(),

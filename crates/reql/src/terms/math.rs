@@ -197,7 +197,7 @@ pub fn rounding(ev: &Ev) -> Result<Val> {
 
 fn bit_int(d: &Datum) -> Result<i64> {
     let n = int_of(d)?;
-    if (n as f64).abs() >= MAX_SAFE {
+    if n as f64 >= MAX_SAFE {
         return Err(logic(format!("Integer too large: {}", d.to_json_string())));
     }
     Ok(n)

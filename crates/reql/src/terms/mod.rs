@@ -8,6 +8,7 @@ use crate::error::{logic, Result};
 use crate::eval::Ev;
 use crate::value::Val;
 
+pub mod array;
 pub mod control;
 pub mod db;
 pub mod math;
@@ -96,6 +97,21 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::GET => db::get(ev),
         T::GET_ALL => db::get_all(ev),
         T::BETWEEN => db::between(ev),
+
+        T::APPEND => array::append(ev),
+        T::PREPEND => array::prepend(ev),
+        T::DIFFERENCE => array::difference(ev),
+        T::SET_INSERT => array::set_insert(ev),
+        T::SET_UNION => array::set_union(ev),
+        T::SET_INTERSECTION => array::set_intersection(ev),
+        T::SET_DIFFERENCE => array::set_difference(ev),
+        T::INSERT_AT => array::insert_at(ev),
+        T::SPLICE_AT => array::splice_at(ev),
+        T::DELETE_AT => array::delete_at(ev),
+        T::CHANGE_AT => array::change_at(ev),
+        T::OFFSETS_OF => array::offsets_of(ev),
+        T::FOR_EACH => array::for_each(ev),
+        T::BINARY => control::binary(ev),
 
         T::INSERT => write::insert(ev),
         T::UPDATE => write::update(ev),

@@ -412,7 +412,7 @@ fn datum_reql_type() -> &'static str {
 pub fn object(ev: &Ev) -> Result<Val> {
     if ev.nargs() % 2 != 0 {
         return Err(logic(format!(
-            "OBJECT expects an even number of arguments, but found {}.",
+            "OBJECT expects an even number of arguments (but found {}).",
             ev.nargs()
         )));
     }
@@ -427,7 +427,7 @@ pub fn object(ev: &Ev) -> Result<Val> {
         let v = ev.datum(i + 1)?;
         if let Some(old) = m.get(&*k) {
             return Err(logic(format!(
-                "Duplicate key `{}` in object.  (got `{}` and `{}` as values)",
+                "Duplicate key \"{}\" in object.  (got {} and {} as values)",
                 k,
                 old.to_json_string(),
                 v.to_json_string()

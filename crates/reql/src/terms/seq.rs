@@ -92,13 +92,9 @@ fn matches_pattern(doc: &Datum, pat: &Datum) -> bool {
 pub fn filter(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
     let pred = func_arg(ev, 1)?;
-    let default = ev.opt("default")?;
-    let default = match default {
-        None => Some(Datum::Bool(false)),
-        Some(Val::Datum(d)) => Some(d),
-        Some(_) => None, // r.error(): propagate
-    };
+    let default = ev.term.optarg("default").cloned();
     let ctx = ev.ctx.clone();
+    let env = ev.env.clone();
     Ok(Val::Seq(filter_items(seq, move |d| {
         let r = match &pred {
             Val::Datum(p @ Datum::Object(_)) => Ok(Datum::Bool(matches_pattern(d, p))),
@@ -107,8 +103,13 @@ pub fn filter(ev: &Ev) -> Result<Val> {
         match r {
             Ok(v) => Ok(v.truthy()),
             Err(e) if e.kind == ErrorKind::NonExistence => match &default {
-                Some(x) => Ok(x.truthy()),
-                None => Err(e),
+                None => Ok(false),
+                Some(t) => match crate::eval::eval(&ctx, &env, t) {
+                    Ok(Val::Func(f)) => Ok(apply(&ctx, &Val::Func(f), d.clone())?.truthy()),
+                    Ok(v) => Ok(to_datum(&ctx, v)?.truthy()),
+                    Err(x) if x.kind == ErrorKind::EmptyUser => Err(e),
+                    Err(x) => Err(x).at_opt("default"),
+                },
             },
             Err(e) => Err(e).at(1),
         }
@@ -118,7 +119,7 @@ pub fn filter(ev: &Ev) -> Result<Val> {
 /// MAP (one or more sequences, zipped).
 pub fn map(ev: &Ev) -> Result<Val> {
     let n = ev.nargs();
-    let f = ev.arg(n - 1)?;
+    let f = crate::eval::expect_func(ev.arg(n - 1)?).at(n - 1)?;
     let ctx = ev.ctx.clone();
     if n == 2 {
         let seq = ev.seq(0)?;
@@ -150,7 +151,7 @@ pub fn map(ev: &Ev) -> Result<Val> {
 /// CONCAT_MAP.
 pub fn concat_map(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
-    let f = ev.arg(1)?;
+    let f = crate::eval::expect_func(ev.arg(1)?).at(1)?;
     let ctx = ev.ctx.clone();
     let is_array = seq.is_array;
     let mut inner = seq.stream;
@@ -607,7 +608,7 @@ pub fn reduce(ev: &Ev) -> Result<Val> {
     if seq.infinite {
         return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
     }
-    let f = ev.arg(1)?;
+    let f = crate::eval::expect_func(ev.arg(1)?).at(1)?;
     let mut acc: Option<Datum> = None;
     for d in seq.stream {
         let d = d?;

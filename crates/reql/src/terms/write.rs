@@ -210,10 +210,17 @@ pub fn insert(ev: &Ev) -> Result<Val> {
     let docs = ev.arg(1)?;
     let mut stats = Stats::default();
     let one = |d: Datum, stats: &mut Stats| -> Result<()> {
+        let key = d.get(t.primary_key()).cloned();
         let r = insert_one(ev, t.as_ref(), d, &conflict, stats, dur);
         match r {
             Ok((old, new)) => stats.record(old, new, rc),
-            Err(e) => stats.error(&e, rc, None),
+            Err(e) => {
+                let old = match (&key, rc) {
+                    (Some(k), ReturnChanges::Always) => t.get(k).ok().flatten(),
+                    _ => None,
+                };
+                stats.error(&e, rc, old.as_ref())
+            }
         }
         Ok(())
     };
@@ -397,10 +404,27 @@ fn mutation_arg(ev: &Ev) -> Result<Val> {
             }
         }
     }
-    ev.arg(1)
+    match ev.term.args.get(1) {
+        Some(t) if t.tt != T::FUNC && t.tt != T::DATUM => Ok(Val::Datum(Datum::Null)),
+        _ => ev.arg(1),
+    }
 }
 
+/// The new value (update patch or replacement) for one document. A non-function,
+/// non-literal argument is evaluated per document, so its errors count per document.
 fn patch_of(ev: &Ev, f: &Val, old: &Datum) -> Result<Datum> {
+    if let Some(t) = ev.term.args.get(1) {
+        if t.tt != T::FUNC && t.tt != T::DATUM {
+            let v = crate::eval::eval(ev.ctx, ev.env, t)?;
+            return match v {
+                Val::Func(_) => {
+                    let r = call(ev.ctx, &v, vec![old.clone()])?;
+                    to_datum(ev.ctx, r)
+                }
+                other => to_datum(ev.ctx, other),
+            };
+        }
+    }
     match f {
         Val::Func(_) => {
             let r = call(ev.ctx, f, vec![old.clone()])?;
