@@ -14,7 +14,7 @@ mod commit;
 mod shard;
 
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
-pub use shard::{Shard, StoreChange};
+pub use shard::{ModifyOutcome, Shard, StoreChange};
 
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]

@@ -14,6 +14,9 @@ use crate::StoreError;
 
 const LOCK_STRIPES: usize = 256;
 
+/// The old document, the new document, and the write's ticket (when one was made).
+pub type ModifyOutcome = (Option<Datum>, Option<Datum>, Option<u64>);
+
 /// What a read-modify-write decided for one document.
 #[derive(Debug, Clone)]
 pub enum StoreChange {
@@ -127,7 +130,7 @@ impl Shard {
         &self,
         key: &Datum,
         f: &mut dyn FnMut(Option<&Datum>) -> Result<StoreChange, E>,
-    ) -> Result<(Option<Datum>, Option<Datum>, Option<u64>), E> {
+    ) -> Result<ModifyOutcome, E> {
         let k = Self::encode(key)?;
         let _guard = self.stripe(&k).lock();
         let old = match self.engine.get(&self.space, &k).map_err(StoreError::from)? {

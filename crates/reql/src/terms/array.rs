@@ -128,7 +128,19 @@ pub fn delete_at(ev: &Ev) -> Result<Val> {
         return done(ev, a);
     }
     let i = index(ev, 1, a.len(), true)?;
-    let j = index(ev, 2, a.len(), true)?;
+    let n = a.len() as i64;
+    let jd = ev.datum(2)?;
+    let jk = int_of(&jd).at(2)?;
+    let jr = if jk < 0 { jk + n } else { jk };
+    if jk > n {
+        return Err(nonexist(format!(
+            "Index `{jk}` out of bounds for array of size: `{n}`."
+        )));
+    }
+    if jr < 0 {
+        return Err(nonexist(format!("Index out of bounds: {jk}")));
+    }
+    let j = jr as usize;
     if i > j {
         return Err(logic(format!(
             "Start index `{i}` is greater than end index `{j}`."

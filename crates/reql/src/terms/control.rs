@@ -79,7 +79,7 @@ pub fn funcall(ev: &Ev) -> Result<Val> {
 /// BRANCH: `r.branch(c1, v1, c2, v2, …, else)`.
 pub fn branch(ev: &Ev) -> Result<Val> {
     let n = ev.nargs();
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         return Err(logic(
             "Cannot call `branch` term with an even number of arguments.",
         ));
@@ -137,10 +137,9 @@ pub fn error(ev: &Ev) -> Result<Val> {
 
 /// DEFAULT: the fallback when the value is null or a non-existence error occurred.
 pub fn default(ev: &Ev) -> Result<Val> {
-    let first = ev.arg(0).and_then(|v| match v {
-        Val::Datum(d) => Ok(Val::Datum(d)),
-        Val::Single(s) => Ok(Val::Datum(s.doc)),
-        other => Ok(other),
+    let first = ev.arg(0).map(|v| match v {
+        Val::Single(s) => Val::Datum(s.doc),
+        other => other,
     });
     let (err_msg, original) = match first {
         Ok(Val::Datum(Datum::Null)) => (Datum::Null, None),
@@ -457,15 +456,13 @@ pub fn check_base64(s: &str) -> Result<()> {
     for c in s.chars() {
         match c {
             '=' => seen_pad = true,
-            'A'..='Z' | 'a'..='z' | '0'..='9' | '+' | '/' => {
-                if seen_pad {
-                    return Err(logic(
-                        "Invalid base64 format, data found after padding character '='.",
-                    ));
-                }
-                count += 1;
-            }
             '\n' | '\r' | ' ' | '\t' => {}
+            _ if seen_pad => {
+                return Err(logic(
+                    "Invalid base64 format, data found after padding character '='.",
+                ));
+            }
+            'A'..='Z' | 'a'..='z' | '0'..='9' | '+' | '/' => count += 1,
             other => {
                 return Err(logic(format!("Invalid base64 character found: '{other}'.")));
             }

@@ -24,6 +24,9 @@ pub fn no_attribute(field: &str, obj: &Datum) -> crate::error::ReqlError {
 pub fn field_of(d: &Datum, field: &str, term: &str) -> Result<Datum> {
     match d {
         Datum::Object(o) => o.get(field).cloned().ok_or_else(|| no_attribute(field, d)),
+        Datum::Null => Err(nonexist(format!(
+            "Cannot perform {term} on a non-object non-sequence `null`."
+        ))),
         _ => Err(logic(format!(
             "Cannot perform {} on a non-object non-sequence `{}`.",
             term,
@@ -410,7 +413,7 @@ fn datum_reql_type() -> &'static str {
 
 /// OBJECT: `r.object(k1, v1, k2, v2, …)`.
 pub fn object(ev: &Ev) -> Result<Val> {
-    if ev.nargs() % 2 != 0 {
+    if !ev.nargs().is_multiple_of(2) {
         return Err(logic(format!(
             "OBJECT expects an even number of arguments (but found {}).",
             ev.nargs()

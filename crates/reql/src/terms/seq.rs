@@ -334,14 +334,11 @@ pub fn nth_of(ev: &Ev, v: Val, idx: &Datum) -> Result<Val> {
         }
         return Err(logic("Cannot use a negative index on a stream.")).at(1);
     }
-    let mut stream = seq.stream;
-    let mut k = 0;
-    while let Some(d) = stream.next() {
+    for (k, d) in seq.stream.enumerate() {
         let d = d?;
-        if k == i {
+        if k as i64 == i {
             return wrap(d);
         }
-        k += 1;
     }
     Err(nonexist(format!("Index out of bounds: {i}")))
 }
@@ -526,7 +523,7 @@ pub fn order_by(ev: &Ev) -> Result<Val> {
             ks.push(match k {
                 SortKey::Field(f, _) => match field_of(&d, f, "get_field") {
                     Ok(x) => x,
-                    Err(e) if e.kind == ErrorKind::NonExistence => Datum::Null,
+                    Err(e) if e.kind == ErrorKind::NonExistence => Datum::MinVal,
                     Err(e) => return Err(e),
                 },
                 SortKey::Func(f, _) => apply(ev.ctx, f, d.clone())?,
