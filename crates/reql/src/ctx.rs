@@ -1,5 +1,6 @@
 //! Query-wide context: the table access, global optargs and the write-durability record.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use datum::Datum;
@@ -22,6 +23,8 @@ pub struct QueryCtx {
     pub durability: Option<Durability>,
     /// `r.now()` of this query (fixed for the whole query, as in RethinkDB).
     pub now: f64,
+    /// Set when the query's client went away: long loops stop at the next check.
+    pub cancel: Arc<AtomicBool>,
     /// The highest ticket of a hard-durability write, which the reply must wait for.
     hard_ticket: Mutex<Option<Ticket>>,
 }
@@ -35,6 +38,7 @@ impl QueryCtx {
             array_limit: DEFAULT_ARRAY_LIMIT,
             durability: None,
             now,
+            cancel: Arc::new(AtomicBool::new(false)),
             hard_ticket: Mutex::new(None),
         }
     }

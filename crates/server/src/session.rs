@@ -56,6 +56,8 @@ pub struct Session {
     cursors: Mutex<HashMap<u64, Cursor>>,
     noreply_running: AtomicUsize,
     noreply_done: Notify,
+    /// Set when the connection closes; running queries poll it.
+    cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 enum Outcome {
@@ -74,6 +76,7 @@ impl Session {
             cursors: Mutex::new(HashMap::new()),
             noreply_running: AtomicUsize::new(0),
             noreply_done: Notify::new(),
+            cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         })
     }
 
@@ -156,7 +159,8 @@ impl Session {
         let began = Instant::now();
         let profile = q.profile();
         let state = self.state.clone();
-        let run = tokio::task::spawn_blocking(move || run_start(&state, q)).await;
+        let cancel = self.cancel.clone();
+        let run = tokio::task::spawn_blocking(move || run_start(&state, q, cancel)).await;
         let (outcome, ticket) = match run {
             Ok(Ok(x)) => x,
             Ok(Err(e)) => return error_frame(token, &e),
@@ -236,13 +240,18 @@ impl Session {
 
     /// Drops every cursor (the connection closed).
     pub fn close(&self) {
+        self.cancel.store(true, Ordering::SeqCst);
         self.cursors.lock().clear();
     }
 }
 
 /// Compiles and evaluates a START query; returns its first answer and the ticket that
 /// must be durable before answering.
-fn run_start(state: &ServerState, q: Query) -> Result<(Outcome, Option<u64>), ReqlError> {
+fn run_start(
+    state: &ServerState,
+    q: Query,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(Outcome, Option<u64>), ReqlError> {
     let term_json = q
         .term
         .as_ref()
@@ -254,6 +263,7 @@ fn run_start(state: &ServerState, q: Query) -> Result<(Outcome, Option<u64>), Re
         .unwrap_or(0.0);
     let access: Arc<dyn reql::TableAccess> = state.cluster.clone();
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
+    ctx.cancel = cancel;
     let mut opts = BatchOpts::default();
     for (k, v) in &q.optargs {
         let t = reql::compile_term(v)?;

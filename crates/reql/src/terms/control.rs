@@ -411,9 +411,16 @@ pub fn range(ev: &Ev) -> Result<Val> {
         ),
     };
     let mut i = start;
+    let cancel = ev.ctx.cancel.clone();
     let stream = std::iter::from_fn(move || {
         if end.is_some_and(|e| i >= e) {
             return None;
+        }
+        // The only endless source: stop when the client has gone.
+        if i % 4096 == 0 && cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return Some(Err(crate::error::op_failed(
+                "Query interrupted: the client disconnected.",
+            )));
         }
         let d = Datum::Number(i as f64);
         i += 1;

@@ -132,6 +132,7 @@ pub fn map(ev: &Ev) -> Result<Val> {
         seqs.push(ev.seq(i)?);
     }
     let all_arrays = seqs.iter().all(|s| s.is_array);
+    let infinite = seqs.iter().all(|s| s.infinite);
     let mut streams: Vec<_> = seqs.into_iter().map(|s| s.stream).collect();
     let stream = std::iter::from_fn(move || {
         let mut args = Vec::with_capacity(streams.len());
@@ -145,6 +146,7 @@ pub fn map(ev: &Ev) -> Result<Val> {
     });
     let mut seq = Sequence::stream(Box::new(stream));
     seq.is_array = all_arrays;
+    seq.infinite = infinite;
     Ok(Val::Seq(seq))
 }
 
