@@ -241,6 +241,7 @@ pub fn call(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Datum>) -> Result<Val> {
 /// Calls a function value with arguments of any kind (sequences must be collected first).
 pub fn call_vals(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>) -> Result<Val> {
     match f {
+        Val::Func(func) if terms::js::is_js_func(func) => terms::js::call(ctx, func, args),
         Val::Func(func) => {
             if func.params.len() != args.len() && !func.params.is_empty() {
                 return Err(logic(format!(

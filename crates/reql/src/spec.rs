@@ -169,7 +169,7 @@ pub fn arity(tt: T) -> (usize, Option<usize>) {
         T::UNION => (0, INF),
         T::CONTAINS => (1, INF),
         T::OBJECT => (0, INF),
-        T::TIME => (1, Some(7)),
+        T::TIME => (4, Some(7)),
         T::INDEX_CREATE => (1, Some(3)),
         T::POINT => two,
         T::LINE | T::POLYGON => (2, INF),

@@ -93,7 +93,8 @@ pub struct SingleSel {
 pub struct Func {
     /// Variable ids of the parameters.
     pub params: Arc<Vec<i64>>,
-    /// The body term.
+    /// The body term (for a function made by `r.js`, the `JAVASCRIPT` term itself,
+    /// which `eval::call_vals` hands to `terms::js::call`).
     pub body: Arc<Term>,
     /// Variables captured where the function was created.
     pub env: Env,

@@ -11,9 +11,12 @@ use crate::value::Val;
 pub mod array;
 pub mod control;
 pub mod db;
+pub mod js;
 pub mod math;
 pub mod object;
 pub mod seq;
+pub mod strings;
+pub mod time;
 pub mod write;
 
 /// Evaluates `ev.term` by its type.
@@ -26,6 +29,7 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::VAR => control::var(ev),
         T::IMPLICIT_VAR => control::implicit_var(ev),
         T::FUNC => crate::eval::make_func(ev),
+        T::JAVASCRIPT => js::javascript(ev),
         T::FUNCALL => control::funcall(ev),
         T::BRANCH => control::branch(ev),
         T::AND => control::and(ev),
@@ -117,6 +121,49 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::UPDATE => write::update(ev),
         T::REPLACE => write::replace(ev),
         T::DELETE => write::delete(ev),
+
+        T::TIME => time::time(ev),
+        T::EPOCH_TIME => time::epoch_time(ev),
+        T::ISO8601 => time::iso8601(ev),
+        T::TO_ISO8601 => time::to_iso8601(ev),
+        T::TO_EPOCH_TIME => time::to_epoch_time(ev),
+        T::IN_TIMEZONE => time::in_timezone(ev),
+        T::TIMEZONE => time::timezone(ev),
+        T::DURING => time::during(ev),
+        T::DATE => time::date(ev),
+        T::TIME_OF_DAY => time::time_of_day(ev),
+        T::YEAR => time::portion(ev),
+        T::MONTH => time::portion(ev),
+        T::DAY => time::portion(ev),
+        T::DAY_OF_WEEK => time::portion(ev),
+        T::DAY_OF_YEAR => time::portion(ev),
+        T::HOURS => time::portion(ev),
+        T::MINUTES => time::portion(ev),
+        T::SECONDS => time::portion(ev),
+        T::MONDAY => time::constant(ev),
+        T::TUESDAY => time::constant(ev),
+        T::WEDNESDAY => time::constant(ev),
+        T::THURSDAY => time::constant(ev),
+        T::FRIDAY => time::constant(ev),
+        T::SATURDAY => time::constant(ev),
+        T::SUNDAY => time::constant(ev),
+        T::JANUARY => time::constant(ev),
+        T::FEBRUARY => time::constant(ev),
+        T::MARCH => time::constant(ev),
+        T::APRIL => time::constant(ev),
+        T::MAY => time::constant(ev),
+        T::JUNE => time::constant(ev),
+        T::JULY => time::constant(ev),
+        T::AUGUST => time::constant(ev),
+        T::SEPTEMBER => time::constant(ev),
+        T::OCTOBER => time::constant(ev),
+        T::NOVEMBER => time::constant(ev),
+        T::DECEMBER => time::constant(ev),
+
+        T::MATCH => strings::match_(ev),
+        T::SPLIT => strings::split(ev),
+        T::UPCASE => strings::upcase(ev),
+        T::DOWNCASE => strings::downcase(ev),
 
         other => Err(logic(format!(
             "The term `{}` is not supported by this server yet.",

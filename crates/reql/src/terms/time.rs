@@ -425,17 +425,18 @@ pub fn parse_iso8601(s: &str, default_tz: &str) -> Result<(f64, String), String>
         }
     };
     if form == DateForm::Week {
-        return Err("Due to limitations in the boost time library we use for parsing, we \
+        return Err(
+            "Due to limitations in the boost time library we use for parsing, we \
                     cannot support ISO week dates right now.  Sorry about that!  Please use \
                     years, calendar dates, or ordinal dates instead."
-            .into());
+                .into(),
+        );
     }
     let tz = match tz_raw {
         Some(tz) => tz,
         None if default_tz.is_empty() => {
             return Err(
-                "ISO 8601 string has no time zone, and no default time zone was provided."
-                    .into(),
+                "ISO 8601 string has no time zone, and no default time zone was provided.".into(),
             )
         }
         None => sanitize_tz(default_tz)
@@ -544,12 +545,7 @@ pub fn constant(ev: &Ev) -> Result<Val> {
         T::OCTOBER => 10,
         T::NOVEMBER => 11,
         T::DECEMBER => 12,
-        other => {
-            return Err(logic(format!(
-                "`{}` is not a time constant.",
-                other.name()
-            )))
-        }
+        other => return Err(logic(format!("`{}` is not a time constant.", other.name()))),
     };
     num(f64::from(n))
 }
@@ -568,12 +564,7 @@ pub fn time(ev: &Ev) -> Result<Val> {
     let (hours, minutes, seconds, tz) = if n == 4 {
         (0, 0, 0.0, ev.string(3)?)
     } else {
-        (
-            int_arg(ev, 3)?,
-            int_arg(ev, 4)?,
-            ev.num(5)?,
-            ev.string(6)?,
-        )
+        (int_arg(ev, 3)?, int_arg(ev, 4)?, ev.num(5)?, ev.string(6)?)
     };
     let days = checked_days(year, month, day).map_err(logic)?;
     let tz = sanitize_tz(&tz).map_err(logic)?;
@@ -627,7 +618,9 @@ pub fn in_timezone(ev: &Ev) -> Result<Val> {
 /// TIMEZONE.
 pub fn timezone(ev: &Ev) -> Result<Val> {
     let (d, _, _) = time_arg(ev, 0)?;
-    Ok(Val::Datum(d.get("timezone").cloned().unwrap_or(Datum::Null)))
+    Ok(Val::Datum(
+        d.get("timezone").cloned().unwrap_or(Datum::Null),
+    ))
 }
 
 /// DURING (`left_bound` default closed, `right_bound` default open).
@@ -639,7 +632,8 @@ pub fn during(ev: &Ev) -> Result<Val> {
     let right_open = bound(ev, "right_bound", "open")? == "open";
     let lcmp = lo.total_cmp(&t);
     let rcmp = t.total_cmp(&hi);
-    let outside = lcmp.is_gt() || (lcmp.is_eq() && left_open) || rcmp.is_gt() || (rcmp.is_eq() && right_open);
+    let outside =
+        lcmp.is_gt() || (lcmp.is_eq() && left_open) || rcmp.is_gt() || (rcmp.is_eq() && right_open);
     Ok(Val::Datum(Datum::Bool(!outside)))
 }
 
@@ -741,8 +735,14 @@ mod tests {
         }
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(-1), (1969, 12, 31));
-        assert_eq!(days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 28), 2);
-        assert_eq!(days_from_civil(1900, 3, 1) - days_from_civil(1900, 2, 28), 1);
+        assert_eq!(
+            days_from_civil(2000, 3, 1) - days_from_civil(2000, 2, 28),
+            2
+        );
+        assert_eq!(
+            days_from_civil(1900, 3, 1) - days_from_civil(1900, 2, 28),
+            1
+        );
         assert!(checked_days(2012, 2, 29).is_ok());
         assert_eq!(
             checked_days(2013, 2, 29),
@@ -766,7 +766,10 @@ mod tests {
         assert_eq!(c.day_of_year(), 211);
         assert_eq!(c.hms(), (1, 21, 36));
         let c = Civil::of(2375147296.681, 0).unwrap();
-        assert_eq!((c.year, c.month, c.day, c.weekday(), c.day_of_year()), (2045, 4, 7, 5, 97));
+        assert_eq!(
+            (c.year, c.month, c.day, c.weekday(), c.day_of_year()),
+            (2045, 4, 7, 5, 97)
+        );
         // Day boundary: 23:30 UTC is the next day at +01:00 and the same day at -01:00.
         let t = 1375140600.0; // 2013-07-29T23:30:00Z
         assert_eq!(Civil::of(t, 3600).unwrap().day, 30);
@@ -774,12 +777,18 @@ mod tests {
         assert_eq!(Civil::of(t, 59 * 60).unwrap().day, 30);
         // Leap day and weekday of a Sunday.
         let c = Civil::of(951782400.0, 0).unwrap(); // 2000-02-29
-        assert_eq!((c.month, c.day, c.weekday(), c.day_of_year()), (2, 29, 2, 60));
+        assert_eq!(
+            (c.month, c.day, c.weekday(), c.day_of_year()),
+            (2, 29, 2, 60)
+        );
         let c = Civil::of(1375574400.0, 0).unwrap(); // 2013-08-04, a Sunday
         assert_eq!(c.weekday(), 7);
         // Before the epoch.
         let c = Civil::of(-1.0, 0).unwrap();
-        assert_eq!((c.year, c.month, c.day, c.hms()), (1969, 12, 31, (23, 59, 59)));
+        assert_eq!(
+            (c.year, c.month, c.day, c.hms()),
+            (1969, 12, 31, (23, 59, 59))
+        );
         assert_eq!(Civil::of(253430000000.0, 0).unwrap().year, 10000);
         assert!(Civil::of(253440000000.0, 0).is_err());
         assert_eq!(Civil::of(-17980000000.0, 0).unwrap().year, 1400);
@@ -810,9 +819,26 @@ mod tests {
     #[test]
     fn iso8601_parsing() {
         let p = |s: &str| parse_iso8601(s, "");
-        assert_eq!(p("2013-07-30T20:56:05-07:00"), Ok((1375242965.0, "-07:00".into())));
-        let dates = ["2013", "2013-01", "2013-01-01", "20130101", "2013-001", "2013001"];
-        let times = ["13", "13:00", "1300", "13:00:00", "13:00:00.000000", "130000.000000"];
+        assert_eq!(
+            p("2013-07-30T20:56:05-07:00"),
+            Ok((1375242965.0, "-07:00".into()))
+        );
+        let dates = [
+            "2013",
+            "2013-01",
+            "2013-01-01",
+            "20130101",
+            "2013-001",
+            "2013001",
+        ];
+        let times = [
+            "13",
+            "13:00",
+            "1300",
+            "13:00:00",
+            "13:00:00.000000",
+            "130000.000000",
+        ];
         let tzs = ["Z", "+00", "+0000", "+00:00"];
         for d in dates {
             for t in times {
@@ -852,11 +878,10 @@ mod tests {
             p("2013-02-30T00:00Z"),
             Err("Error in time logic: Day of month is not valid for year.".into())
         );
-        assert!(p("2013-W01-1T00:00Z").unwrap_err().starts_with("Due to limitations"));
-        assert_eq!(
-            p("2013-01-01T1"),
-            Err(truncated("1"))
-        );
+        assert!(p("2013-W01-1T00:00Z")
+            .unwrap_err()
+            .starts_with("Due to limitations"));
+        assert_eq!(p("2013-01-01T1"), Err(truncated("1")));
         let (e, _) = p("2012-12-31T23:59:59.9999+01:00").unwrap();
         assert_eq!(e, 1356994799.999);
     }
