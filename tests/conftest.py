@@ -75,3 +75,36 @@ def conn(server):
     c = server.connect()
     yield c
     c.close()
+
+
+@pytest.fixture
+def make_server():
+    """A factory for private servers (each in its own temporary directory unless one
+    is given), all stopped when the test ends. `make_server(directory=d, extra=[...])`."""
+    started = []
+    dirs = []
+
+    def make(directory=None, extra=()):
+        if directory is None:
+            dirs.append(tempfile.TemporaryDirectory())
+            directory = dirs[-1].name
+        s = Server(directory, extra=extra).start()
+        started.append(s)
+        return s
+
+    yield make
+    for s in started:
+        s.stop()
+    for d in dirs:
+        d.cleanup()
+
+
+def assert_serving(server, **kw):
+    """Fails unless `server` is alive and answers a fresh connection correctly."""
+    assert server.proc.poll() is None, "ponder exited with %r" % server.proc.returncode
+    c = server.connect(timeout=10, **kw)
+    try:
+        assert r.expr(20).add(22).run(c) == 42
+        assert r.db_list().contains("test").run(c) is True
+    finally:
+        c.close()

@@ -467,7 +467,7 @@ mod tests {
         let c = Cluster::open(e, "s1").unwrap();
         assert_eq!(
             c.db_list().unwrap(),
-            vec!["d".to_string(), "test".to_string()]
+            vec!["d".to_string(), "rethinkdb".to_string(), "test".to_string()]
         );
         let t = c.table("d", "t").unwrap();
         assert_eq!(t.primary_key(), "k");

@@ -240,6 +240,11 @@ pub fn call(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Datum>) -> Result<Val> {
 
 /// Calls a function value with arguments of any kind (sequences must be collected first).
 pub fn call_vals(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>) -> Result<Val> {
+    if ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(crate::error::op_failed(
+            "Query interrupted: the client disconnected.",
+        ));
+    }
     match f {
         Val::Func(func) if terms::js::is_js_func(func) => terms::js::call(ctx, func, args),
         Val::Func(func) => {

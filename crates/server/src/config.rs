@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// Most client connections served at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Query evaluation threads (default: 4 per core).
+    #[arg(long)]
+    pub eval_threads: Option<usize>,
 }
 
 impl ServeArgs {
@@ -76,6 +79,13 @@ impl ServeArgs {
                 .parse()
                 .map_err(|_| format!("invalid --bind address `{s}`")),
         }
+    }
+
+    /// The number of evaluation threads.
+    pub fn eval_threads(&self) -> usize {
+        self.eval_threads.unwrap_or_else(|| {
+            4 * std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+        })
     }
 
     /// The driver port after the offset.

@@ -3,6 +3,7 @@
 
 mod config;
 mod conn;
+mod exec;
 mod session;
 mod state;
 mod users;
@@ -88,6 +89,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         users,
         server_id: uuid::Uuid::new_v4().to_string(),
         server_name: args.server_name.clone(),
+        pool: Arc::new(
+            exec::Pool::new(args.eval_threads())
+                .map_err(|e| format!("cannot start evaluation threads: {e}"))?,
+        ),
     });
     let listener = TcpListener::bind((addr, port))
         .await

@@ -49,11 +49,23 @@ struct Cursor {
     opts: BatchOpts,
 }
 
+/// What a token in use is doing.
+enum Slot {
+    /// Its START is being evaluated.
+    Running,
+    /// A cursor waiting for CONTINUE.
+    Idle(Cursor),
+    /// A CONTINUE is being evaluated.
+    Busy,
+    /// STOP arrived while it was running: drop whatever it produces.
+    Stopped,
+}
+
 /// One connection's queries.
 pub struct Session {
     state: Arc<ServerState>,
     out: mpsc::Sender<Vec<u8>>,
-    cursors: Mutex<HashMap<u64, Cursor>>,
+    tokens: Mutex<HashMap<u64, Slot>>,
     noreply_running: AtomicUsize,
     noreply_done: Notify,
     /// Set when the connection closes; running queries poll it.
@@ -73,7 +85,7 @@ impl Session {
         Arc::new(Session {
             state,
             out,
-            cursors: Mutex::new(HashMap::new()),
+            tokens: Mutex::new(HashMap::new()),
             noreply_running: AtomicUsize::new(0),
             noreply_done: Notify::new(),
             cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
@@ -101,13 +113,29 @@ impl Session {
         };
         match q.kind {
             QueryType::START => {
+                let duplicate = {
+                    let mut tokens = self.tokens.lock();
+                    let dup = tokens.contains_key(&token);
+                    if !dup {
+                        tokens.insert(token, Slot::Running);
+                    }
+                    dup
+                };
+                if duplicate {
+                    let e = ReqlError::new(
+                        reql::ErrorKind::Client,
+                        format!("ERROR: duplicate token {token}"),
+                    );
+                    self.send(error_frame(token, &e)).await;
+                    return;
+                }
                 let me = self.clone();
                 let noreply = q.noreply();
                 if noreply {
                     self.noreply_running.fetch_add(1, Ordering::SeqCst);
                 }
                 tokio::spawn(async move {
-                    let frame = me.start(token, q).await;
+                    let frame = me.start(token, q, noreply).await;
                     if noreply {
                         if me.noreply_running.fetch_sub(1, Ordering::SeqCst) == 1 {
                             me.noreply_done.notify_waiters();
@@ -125,7 +153,17 @@ impl Session {
                 });
             }
             QueryType::STOP => {
-                self.cursors.lock().remove(&token);
+                {
+                    let mut tokens = self.tokens.lock();
+                    match tokens.get(&token) {
+                        Some(Slot::Running | Slot::Busy) => {
+                            tokens.insert(token, Slot::Stopped);
+                        }
+                        _ => {
+                            tokens.remove(&token);
+                        }
+                    }
+                }
                 let w = ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE);
                 self.send(finish(w, token)).await;
             }
@@ -155,16 +193,27 @@ impl Session {
         }
     }
 
-    async fn start(self: &Arc<Self>, token: u64, q: Query) -> Vec<u8> {
+    async fn start(self: &Arc<Self>, token: u64, q: Query, noreply: bool) -> Vec<u8> {
+        let frame = self.start_inner(token, q, noreply).await;
+        // A cursor left by `respond` keeps its slot; anything else frees the token.
+        let mut tokens = self.tokens.lock();
+        if matches!(tokens.get(&token), Some(Slot::Running | Slot::Stopped)) {
+            tokens.remove(&token);
+        }
+        frame
+    }
+
+    async fn start_inner(self: &Arc<Self>, token: u64, q: Query, noreply: bool) -> Vec<u8> {
         let began = Instant::now();
         let profile = q.profile();
         let state = self.state.clone();
         let cancel = self.cancel.clone();
-        let run = tokio::task::spawn_blocking(move || run_start(&state, q, cancel)).await;
+        let pool = self.state.pool.clone();
+        let run = pool.run(move || run_start(&state, q, cancel)).await;
         let (outcome, ticket) = match run {
-            Ok(Ok(x)) => x,
-            Ok(Err(e)) => return error_frame(token, &e),
-            Err(_) => {
+            Some(Ok(x)) => x,
+            Some(Err(e)) => return error_frame(token, &e),
+            None => {
                 return error_frame(
                     token,
                     &reql::error::internal("The query failed unexpectedly."),
@@ -177,6 +226,11 @@ impl Session {
             }
         }
         let prof = profile.then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0));
+        // A noreply stream is never continued: drop its cursor.
+        let outcome = match outcome {
+            Outcome::Batch(items, Some(_)) if noreply => Outcome::Batch(items, None),
+            other => other,
+        };
         self.respond(token, outcome, prof)
     }
 
@@ -197,8 +251,22 @@ impl Session {
                 for i in &items {
                     w.push_raw(i);
                 }
-                if let Some(c) = cursor {
-                    self.cursors.lock().insert(token, c);
+                let mut tokens = self.tokens.lock();
+                match cursor {
+                    // STOP came while this batch was computed: the stream ends here.
+                    Some(_) if matches!(tokens.get(&token), Some(Slot::Stopped)) => {
+                        tokens.remove(&token);
+                        w = ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE);
+                        for i in &items {
+                            w.push_raw(i);
+                        }
+                    }
+                    Some(c) => {
+                        tokens.insert(token, Slot::Idle(c));
+                    }
+                    None => {
+                        tokens.remove(&token);
+                    }
                 }
                 w
             }
@@ -210,7 +278,20 @@ impl Session {
     }
 
     async fn continue_(self: &Arc<Self>, token: u64) -> Vec<u8> {
-        let cursor = self.cursors.lock().remove(&token);
+        let cursor = {
+            let mut tokens = self.tokens.lock();
+            match tokens.remove(&token) {
+                Some(Slot::Idle(c)) => {
+                    tokens.insert(token, Slot::Busy);
+                    Some(c)
+                }
+                Some(other) => {
+                    tokens.insert(token, other);
+                    None
+                }
+                None => None,
+            }
+        };
         let Some(mut cursor) = cursor else {
             return error_frame(
                 token,
@@ -220,28 +301,37 @@ impl Session {
                 ),
             );
         };
-        let run = tokio::task::spawn_blocking(move || {
-            let r = next_batch(&mut cursor, false);
-            (r, cursor)
-        })
-        .await;
+        let run = self
+            .state
+            .pool
+            .run(move || {
+                let r = next_batch(&mut cursor, false);
+                (r, cursor)
+            })
+            .await;
         match run {
-            Ok((Ok((items, done)), cursor)) => {
+            Some((Ok((items, done)), cursor)) => {
                 let c = if done { None } else { Some(cursor) };
                 self.respond(token, Outcome::Batch(items, c), None)
             }
-            Ok((Err(e), _)) => error_frame(token, &e),
-            Err(_) => error_frame(
-                token,
-                &reql::error::internal("The query failed unexpectedly."),
-            ),
+            Some((Err(e), _)) => {
+                self.tokens.lock().remove(&token);
+                error_frame(token, &e)
+            }
+            None => {
+                self.tokens.lock().remove(&token);
+                error_frame(
+                    token,
+                    &reql::error::internal("The query failed unexpectedly."),
+                )
+            }
         }
     }
 
     /// Drops every cursor (the connection closed).
     pub fn close(&self) {
         self.cancel.store(true, Ordering::SeqCst);
-        self.cursors.lock().clear();
+        self.tokens.lock().clear();
     }
 }
 

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use cluster::Cluster;
 
+use crate::exec::Pool;
 use crate::users::Users;
 
 /// The server's shared state.
@@ -16,4 +17,6 @@ pub struct ServerState {
     pub server_id: String,
     /// This server's name.
     pub server_name: String,
+    /// Threads that evaluate queries.
+    pub pool: Arc<Pool>,
 }

@@ -73,11 +73,11 @@ pub fn add(ev: &Ev) -> Result<Val> {
             }
             (t, Datum::Number(b)) if is_time(t) => {
                 let e = ptype::time_epoch(t).unwrap_or(0.0);
-                ptype::make_time(e + b, ptype::time_zone(t).unwrap_or("+00:00"))
+                crate::terms::time::new_time(e + b, ptype::time_zone(t).unwrap_or("+00:00"))
             }
             (Datum::Number(a), t) if is_time(t) => {
                 let e = ptype::time_epoch(t).unwrap_or(0.0);
-                ptype::make_time(e + a, ptype::time_zone(t).unwrap_or("+00:00"))
+                crate::terms::time::new_time(e + a, ptype::time_zone(t).unwrap_or("+00:00"))
             }
             (Datum::Number(_), other) => return Err(type_error("NUMBER", other)).at(i),
             (Datum::String(_), other) => return Err(type_error("STRING", other)).at(i),
@@ -97,11 +97,11 @@ pub fn sub(ev: &Ev) -> Result<Val> {
             (Datum::Number(a), Datum::Number(b)) => finite(a - b).at(i)?,
             (t, Datum::Number(b)) if is_time(t) => {
                 let e = ptype::time_epoch(t).unwrap_or(0.0);
-                ptype::make_time(e - b, ptype::time_zone(t).unwrap_or("+00:00"))
+                crate::terms::time::new_time(e - b, ptype::time_zone(t).unwrap_or("+00:00"))
             }
-            (t, u) if is_time(t) && is_time(u) => Datum::Number(
+            (t, u) if is_time(t) && is_time(u) => Datum::Number(crate::terms::time::round_ms(
                 ptype::time_epoch(t).unwrap_or(0.0) - ptype::time_epoch(u).unwrap_or(0.0),
-            ),
+            )),
             (Datum::Number(_), other) => return Err(type_error("NUMBER", other)).at(i),
             (t, other) if is_time(t) => return Err(type_error("NUMBER", other)).at(i),
             (a, _) => return Err(type_error("NUMBER", a)).at(0),

@@ -105,8 +105,12 @@ fn map_ast_error(p: &str, e: &ast::Error) -> Re2Error {
         | K::FlagDanglingNegation
         | K::FlagDuplicate { .. }
         | K::FlagRepeatedNegation { .. }
-        | K::FlagUnexpectedEof
-        | K::UnsupportedLookAround => Re2Error::new("invalid perl operator", from_paren(p, s, t)),
+        | K::FlagUnexpectedEof => Re2Error::new("invalid perl operator", from_paren(p, s, t)),
+        K::UnsupportedLookAround => {
+            // RE2 stops at the first character after `(?` it does not know.
+            let op = from_paren(p, s, t);
+            Re2Error::new("invalid perl operator", slice(&op, 0, 3))
+        }
         K::GroupNameEmpty
         | K::GroupNameInvalid
         | K::GroupNameUnexpectedEof
@@ -232,8 +236,20 @@ impl Walk<'_> {
                 self.ast(&r.ast)?;
             }
             Ast::Group(g) => {
-                if let ast::GroupKind::NonCapturing(f) = &g.kind {
-                    self.flags(f)?;
+                match &g.kind {
+                    ast::GroupKind::NonCapturing(f) => self.flags(f)?,
+                    // RE2 (as RethinkDB bundles it) only knows `(?P<name>…)`.
+                    ast::GroupKind::CaptureName {
+                        starts_with_p: false,
+                        ..
+                    } => {
+                        let s = g.span.start.offset;
+                        return Err(Re2Error::new(
+                            "invalid perl operator",
+                            slice(self.p, s, s + 3),
+                        ));
+                    }
+                    _ => {}
                 }
                 self.ast(&g.ast)?;
             }
@@ -573,6 +589,18 @@ mod tests {
         assert_eq!(
             m("(?=a)", ""),
             "Error in regexp `(?=a)` (portion `(?=`): invalid perl operator: (?="
+        );
+        assert_eq!(
+            m("(?<=a)", ""),
+            "Error in regexp `(?<=a)` (portion `(?<`): invalid perl operator: (?<"
+        );
+        assert_eq!(
+            m("(?<n>a)", ""),
+            "Error in regexp `(?<n>a)` (portion `(?<`): invalid perl operator: (?<"
+        );
+        assert_eq!(
+            m("(?x)a", ""),
+            "Error in regexp `(?x)a` (portion `(?x`): invalid perl operator: (?x"
         );
         assert_eq!(
             m(r"a\", ""),
