@@ -159,7 +159,7 @@ def test_stop_while_continue_in_flight_closes_the_cursor(server):
     finally:
         c.close()
 
-                   strict=True)
+
 def test_noreply_stream_leaves_no_cursor(server):
     c = RawConn(server.port)
     try:
