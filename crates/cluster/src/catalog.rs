@@ -178,6 +178,11 @@ impl Cluster {
         self.commit.wait(ticket).await.map_err(store_err)
     }
 
+    /// Sets the bound on how long soft-durability writes stay unflushed.
+    pub fn set_soft_flush_interval(&self, d: std::time::Duration) {
+        self.commit.set_soft_flush_interval(d);
+    }
+
     /// Flushes everything and stops the flush thread.
     pub fn shutdown(&self) {
         let _ = self.engine.persist();

@@ -7,6 +7,8 @@
 //! persisted (fsync) before they are acknowledged.
 
 mod catalog;
+#[cfg(test)]
+mod fault_tests;
 mod table;
 
 pub use catalog::{Cluster, ClusterError, FORMAT_VERSION};

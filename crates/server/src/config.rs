@@ -64,6 +64,9 @@ pub struct ServeArgs {
     /// Most client connections served at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Longest time a soft-durability write stays unflushed, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub soft_flush_ms: u64,
     /// Query evaluation threads (default: 4 per core).
     #[arg(long)]
     pub eval_threads: Option<usize>,

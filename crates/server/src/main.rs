@@ -82,6 +82,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     );
     let cluster =
         cluster::Cluster::open(engine.clone(), &args.server_name).map_err(|e| e.to_string())?;
+    cluster.set_soft_flush_interval(std::time::Duration::from_millis(args.soft_flush_ms));
     let users = users::Users::open(&engine, args.initial_password.as_deref().unwrap_or(""))
         .map_err(|e| format!("cannot open users: {e}"))?;
     let state = Arc::new(ServerState {

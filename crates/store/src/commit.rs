@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use crate::StoreError;
 
-/// How long a soft-durability write may stay unflushed.
+/// How long a soft-durability write may stay unflushed, by default.
 pub const SOFT_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The durability watermark: every ticket `<= durable` is on stable storage.
@@ -27,6 +27,8 @@ pub struct GroupCommit {
     wake: Condvar,
     mark: watch::Sender<Mark>,
     stop: Mutex<bool>,
+    /// The soft-flush bound in milliseconds.
+    soft_flush_ms: AtomicU64,
 }
 
 impl GroupCommit {
@@ -42,6 +44,7 @@ impl GroupCommit {
             wake: Condvar::new(),
             mark: tx,
             stop: Mutex::new(false),
+            soft_flush_ms: AtomicU64::new(SOFT_FLUSH_INTERVAL.as_millis() as u64),
         });
         let me = gc.clone();
         let spawned = std::thread::Builder::new()
@@ -55,6 +58,12 @@ impl GroupCommit {
             eprintln!("cannot start the group-commit thread: {e}");
         }
         gc
+    }
+
+    /// Sets how long a soft-durability write may stay unflushed (at least 1 ms).
+    pub fn set_soft_flush_interval(&self, d: Duration) {
+        self.soft_flush_ms
+            .store((d.as_millis() as u64).max(1), Ordering::SeqCst);
     }
 
     /// A ticket for a write that has just been applied.
@@ -122,7 +131,8 @@ impl GroupCommit {
             {
                 let mut w = self.wanted.lock();
                 if !*w {
-                    self.wake.wait_for(&mut w, SOFT_FLUSH_INTERVAL);
+                    let ms = self.soft_flush_ms.load(Ordering::SeqCst);
+                    self.wake.wait_for(&mut w, Duration::from_millis(ms));
                 }
                 *w = false;
             }

@@ -366,7 +366,39 @@ pub fn json(ev: &Ev) -> Result<Val> {
     let s = ev.string(0)?;
     datum::from_json_slice(s.as_bytes())
         .map(Val::Datum)
-        .map_err(|e| logic(format!("Failed to parse \"{s}\" as JSON: {e}")))
+        .map_err(|e| {
+            logic(format!(
+                "Failed to parse \"{s}\" as JSON: {}",
+                rapidjson_message(&e.0, s.trim().is_empty())
+            ))
+        })
+}
+
+/// RethinkDB parses JSON with rapidjson; its error texts are what clients see. Maps
+/// serde_json's description of the same problem onto rapidjson's wording.
+fn rapidjson_message(serde_msg: &str, empty: bool) -> &'static str {
+    let m = serde_msg;
+    if empty {
+        "The document is empty."
+    } else if m.starts_with("EOF while parsing a list") || m.starts_with("expected `,` or `]`") {
+        "Missing a comma or ']' after an array element."
+    } else if m.starts_with("EOF while parsing an object") || m.starts_with("expected `,` or `}`") {
+        "Missing a comma or '}' after an object member."
+    } else if m.starts_with("expected `:`") {
+        "Missing a colon after a name of object member."
+    } else if m.starts_with("key must be a string") {
+        "Missing a name for object member."
+    } else if m.starts_with("trailing characters") {
+        "The document root must not be followed by other values."
+    } else if m.starts_with("EOF while parsing a string") {
+        "Missing a closing quotation mark in string."
+    } else if m.starts_with("invalid escape") {
+        "Invalid escape character in string."
+    } else if m.starts_with("control character") {
+        "Invalid encoding in string."
+    } else {
+        "Invalid value."
+    }
 }
 
 /// Fails for values with no JSON form (`r.minval`, `r.maxval`).

@@ -340,3 +340,44 @@ fn bound_opt(ev: &Ev, name: &str, right: bool) -> Result<bool> {
         ))),
     }
 }
+
+/// WAIT on a table or database: a single server's tables are always ready, so this
+/// answers at once with RethinkDB's result shape.
+pub fn wait(ev: &Ev) -> Result<Val> {
+    if let Some(w) = ev.opt_datum("wait_for")? {
+        match w.as_str() {
+            Some("ready_for_outdated_reads" | "ready_for_reads" | "ready_for_writes" | "all_replicas_ready") => {}
+            _ => {
+                return Err(logic(format!(
+                    "Unknown value for `wait_for`: `{}`.",
+                    w.as_str().map_or_else(|| w.to_json_string(), str::to_string)
+                )))
+            }
+        }
+    }
+    if ev.nargs() == 0 {
+        let mut n = 0;
+        for d in ev.ctx.access.db_list()? {
+            if d != "rethinkdb" {
+                n += ev.ctx.access.table_list(&d)?.len();
+            }
+        }
+        return Ok(Val::Datum(Datum::from_pairs([("ready", Datum::from(n))])));
+    }
+    let ready = match ev.arg(0)? {
+        Val::Table(_) => 1,
+        Val::Db(d) => ev.ctx.access.table_list(&d)?.len(),
+        other => {
+            return Err(logic(format!(
+                "Expected type TABLE but found {}:\n{}",
+                other.kind_name(),
+                describe(&other)
+            )))
+            .at(0)
+        }
+    };
+    Ok(Val::Datum(Datum::from_pairs([(
+        "ready",
+        Datum::from(ready),
+    )])))
+}

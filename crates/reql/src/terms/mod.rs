@@ -98,6 +98,7 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::TABLE_LIST => db::table_list(ev),
         T::CONFIG => db::config(ev),
         T::SYNC => db::sync(ev),
+        T::WAIT => db::wait(ev),
         T::GET => db::get(ev),
         T::GET_ALL => db::get_all(ev),
         T::BETWEEN => db::between(ev),
