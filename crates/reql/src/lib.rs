@@ -10,6 +10,7 @@ pub mod access;
 pub mod ctx;
 pub mod error;
 pub mod eval;
+pub mod plan;
 pub mod spec;
 pub mod term;
 pub mod terms;

@@ -129,13 +129,34 @@ impl Session {
                     self.send(error_frame(token, &e)).await;
                     return;
                 }
-                let me = self.clone();
+                // Compiling is cheap and pure; it decides where the query runs.
+                let term = match q.term.as_ref().map(reql::compile_term) {
+                    Some(Ok(t)) => t,
+                    Some(Err(e)) => {
+                        self.tokens.lock().remove(&token);
+                        self.send(error_frame(token, &e)).await;
+                        return;
+                    }
+                    None => {
+                        self.tokens.lock().remove(&token);
+                        let e = ReqlError::new(reql::ErrorKind::Client, "START without a term.");
+                        self.send(error_frame(token, &e)).await;
+                        return;
+                    }
+                };
                 let noreply = q.noreply();
+                if !noreply && reql::plan::runs_inline(&term) {
+                    // A point read: answer from this task, no hand-off at all.
+                    let frame = self.start(token, q, term, false).await;
+                    self.send(frame).await;
+                    return;
+                }
+                let me = self.clone();
                 if noreply {
                     self.noreply_running.fetch_add(1, Ordering::SeqCst);
                 }
                 tokio::spawn(async move {
-                    let frame = me.start(token, q, noreply).await;
+                    let frame = me.start(token, q, term, noreply).await;
                     if noreply {
                         if me.noreply_running.fetch_sub(1, Ordering::SeqCst) == 1 {
                             me.noreply_done.notify_waiters();
@@ -193,8 +214,14 @@ impl Session {
         }
     }
 
-    async fn start(self: &Arc<Self>, token: u64, q: Query, noreply: bool) -> Vec<u8> {
-        let frame = self.start_inner(token, q, noreply).await;
+    async fn start(
+        self: &Arc<Self>,
+        token: u64,
+        q: Query,
+        term: Arc<reql::Term>,
+        noreply: bool,
+    ) -> Vec<u8> {
+        let frame = self.start_inner(token, q, term, noreply).await;
         // A cursor left by `respond` keeps its slot; anything else frees the token.
         let mut tokens = self.tokens.lock();
         if matches!(tokens.get(&token), Some(Slot::Running | Slot::Stopped)) {
@@ -203,13 +230,23 @@ impl Session {
         frame
     }
 
-    async fn start_inner(self: &Arc<Self>, token: u64, q: Query, noreply: bool) -> Vec<u8> {
+    async fn start_inner(
+        self: &Arc<Self>,
+        token: u64,
+        q: Query,
+        term: Arc<reql::Term>,
+        noreply: bool,
+    ) -> Vec<u8> {
         let began = Instant::now();
         let profile = q.profile();
         let state = self.state.clone();
         let cancel = self.cancel.clone();
         let pool = self.state.pool.clone();
-        let run = pool.run(move || run_start(&state, q, cancel)).await;
+        let run = if reql::plan::runs_inline(&term) {
+            Some(run_start(&state, q, term, cancel))
+        } else {
+            pool.run(move || run_start(&state, q, term, cancel)).await
+        };
         let (outcome, ticket) = match run {
             Some(Ok(x)) => x,
             Some(Err(e)) => return error_frame(token, &e),
@@ -335,18 +372,14 @@ impl Session {
     }
 }
 
-/// Compiles and evaluates a START query; returns its first answer and the ticket that
+/// Evaluates a compiled START query; returns its first answer and the ticket that
 /// must be durable before answering.
 fn run_start(
     state: &ServerState,
     q: Query,
+    term: Arc<reql::Term>,
     cancel: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<(Outcome, Option<u64>), ReqlError> {
-    let term_json = q
-        .term
-        .as_ref()
-        .ok_or_else(|| ReqlError::new(reql::ErrorKind::Client, "START without a term."))?;
-    let term = reql::compile_term(term_json)?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
