@@ -10,5 +10,5 @@
 //! set of RethinkDB's performance reports will grow as more workloads here.
 
 pub mod data;
-pub mod report;
+pub mod stats;
 pub mod workloads;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use bench::report::Report;
+use bench::stats::Report;
 use bench::workloads::{self, setup, RunConfig, Target, Workload};
 use clap::{Args, Parser, Subcommand};
 

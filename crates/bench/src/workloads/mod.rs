@@ -22,7 +22,7 @@ use rand::SeedableRng;
 use serde_json::{json, Map, Value};
 
 use crate::data::{random_existing_key, DocGen, InsertKeys};
-use crate::report::{new_histogram, ops_per_sec, record, LatencySummary, RunResult};
+use crate::stats::{new_histogram, ops_per_sec, record, LatencySummary, RunResult};
 
 /// Database the benchmark uses.
 pub const DB: &str = "bench";

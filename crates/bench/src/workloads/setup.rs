@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use super::{BenchError, Target, DB, TABLE};
 use crate::data::{key, DocGen};
-use crate::report::{ops_per_sec, LoadResult};
+use crate::stats::{ops_per_sec, LoadResult};
 
 /// Documents per bulk insert query.
 pub const LOAD_BATCH: usize = 500;
