@@ -1,14 +1,24 @@
-//! `bench`: the library behind `ponder-bench`, which measures RethinkDB-protocol
-//! servers (Ponder and its peers) over their wire protocol only.
+//! `bench`: the library behind `ponder-bench`, which reproduces RethinkDB's
+//! performance reports with Ponder and its peers (PostgreSQL, Redis)
+//! measured side by side, over their own wire protocols only.
 //!
-//! - [`data`]: keys and documents of the YCSB-style `bench.usertable`;
-//! - [`workloads`]: table setup, bulk load, and the closed-loop runs of the
-//!   `get`, `insert-hard` and `insert-soft` workloads;
-//! - [`report`]: latency summaries, the printed table and the JSON report.
-//!
-//! This first version covers the point-read and insert figures; the full
-//! set of RethinkDB's performance reports will grow as more workloads here.
+//! - [`data`]: YCSB keys and records, key-value shapes, deterministic values;
+//! - [`zipf`]: YCSB's zipfian and scrambled-zipfian key choosers;
+//! - [`targets`]: one connection to each system and the operations on it;
+//! - [`servers`]: `--start`: servers on loopback with throw-away directories;
+//! - [`workloads`]: the workloads, the load phase, the closed-loop runner,
+//!   read checks;
+//! - [`session`]: a whole run (load, workloads, sweeps) over several systems;
+//! - [`stats`], [`procstat`], [`results`]: measurements and the JSON file;
+//! - [`report`]: Markdown and PNG plots from result files.
 
 pub mod data;
+pub mod procstat;
+pub mod report;
+pub mod results;
+pub mod servers;
+pub mod session;
 pub mod stats;
+pub mod targets;
 pub mod workloads;
+pub mod zipf;

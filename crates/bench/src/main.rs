@@ -1,32 +1,40 @@
-//! `ponder-bench`: benchmarks a RethinkDB-protocol server.
+//! `ponder-bench`: RethinkDB's performance reports, reproduced with Ponder
+//! and its peers side by side.
 //!
 //! ```text
-//! ponder-bench load --port 28015 --docs 100000 --connections 1,64 --duration 10 --workload get
+//! ponder-bench run --start --systems ponder,postgres --workloads ycsb-c,ycsb-a \
+//!     --records 100000 --connections 64 --duration 15 --out results.json
+//! ponder-bench report results.json --out-dir bench-report
+//! ponder-bench smoke --port 28015
 //! ```
 //!
-//! `load` prepares `bench.usertable` (dropping and re-creating it, then
-//! bulk-loading `--docs` documents) unless `--skip-load` is given, then runs
-//! the workload once per connection count and prints ops/s and latency
-//! percentiles; `--json` also writes them to a file.
+//! `run` measures; `report` writes Markdown and PNG plots from result files;
+//! `smoke` runs every workload against one Ponder briefly with tiny data and
+//! exits non-zero on any error or wrong result (for CI).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use bench::stats::Report;
-use bench::workloads::{self, setup, RunConfig, Target, Workload};
+use bench::results::ResultFile;
+use bench::servers::StartOptions;
+use bench::session::{default_ponder_bin, failures, run_session, SessionOptions};
+use bench::targets::SystemKind;
+use bench::workloads::Workload;
+use bench::zipf::Distribution;
 use clap::{Args, Parser, Subcommand};
 
-/// Longest accepted `--duration`, in seconds.
+/// Longest accepted phase, in seconds.
 const MAX_DURATION_SECS: u64 = 3600;
-/// Most accepted connections in one run.
+/// Most accepted connections in one phase.
 const MAX_CONNECTIONS: usize = 4096;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "ponder-bench",
     version,
-    about = "Benchmarks a RethinkDB-protocol server"
+    about = "RethinkDB's performance reports, Ponder and its peers side by side"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -35,51 +43,142 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Load `bench.usertable`, then measure a key-value workload.
-    Load(LoadArgs),
+    /// Load the data sets and measure workloads on one or more systems.
+    Run(Box<RunArgs>),
+    /// Write a Markdown report with PNG plots from result files.
+    Report(ReportArgs),
+    /// Every workload against one Ponder, briefly, with tiny data; non-zero exit on errors.
+    Smoke(Box<SmokeArgs>),
 }
 
-#[derive(Args, Debug)]
-struct LoadArgs {
-    /// Server host.
+#[derive(Args, Debug, Clone)]
+struct Common {
+    /// Host of running servers (ignored with --start: loopback).
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
-    /// Server driver port.
-    #[arg(long, default_value_t = 28015)]
-    port: u16,
-    /// User name.
+    /// Ponder's driver port (default 28115 with --start, else 28015).
+    #[arg(long)]
+    ponder_port: Option<u16>,
+    /// Ponder user.
     #[arg(long, default_value = "admin")]
     user: String,
-    /// Password.
+    /// Ponder password.
     #[arg(long, default_value = "")]
     password: String,
-    /// Documents to load (and, with --skip-load, assumed present).
-    #[arg(long, default_value_t = 100_000)]
-    docs: u64,
-    /// Payload bytes per document, spread over 10 random string fields.
-    #[arg(long, default_value_t = 1000)]
-    doc_bytes: usize,
-    /// Connection counts to measure, comma-separated (e.g. 1,64).
-    #[arg(long, value_delimiter = ',', default_value = "1,64")]
-    connections: Vec<usize>,
-    /// Queries kept in flight per connection (closed loop).
-    #[arg(long, default_value_t = 1)]
-    in_flight: usize,
-    /// Seconds each run lasts.
-    #[arg(long, default_value_t = 10)]
-    duration: u64,
+    /// Ponder's read_mode for reads (single, outdated).
+    #[arg(long, default_value = "single")]
+    read_mode: String,
+    /// Start each server on loopback with a throw-away directory.
+    #[arg(long)]
+    start: bool,
+    /// The ponder binary for --start.
+    #[arg(long)]
+    ponder_bin: Option<PathBuf>,
     /// Seconds after which one operation counts as failed.
     #[arg(long, default_value_t = 30)]
     op_timeout: u64,
-    /// The operation to measure.
-    #[arg(long, value_enum, default_value_t = Workload::Get)]
-    workload: Workload,
-    /// Use the existing table instead of re-creating and loading it.
+    /// Hide progress bars.
     #[arg(long)]
-    skip_load: bool,
-    /// Also write the results as JSON to this file.
+    no_progress: bool,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Systems to measure, Ponder first.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "ponder,postgres,redis"
+    )]
+    systems: Vec<SystemKind>,
+    /// Workloads, comma-separated, or `all`.
+    #[arg(long, value_delimiter = ',', default_value = "analytic,ycsb-c,ycsb-a")]
+    workloads: Vec<String>,
+    /// PostgreSQL port.
+    #[arg(long, default_value_t = SystemKind::Postgres.default_port())]
+    postgres_port: u16,
+    /// Redis port.
+    #[arg(long, default_value_t = SystemKind::Redis.default_port())]
+    redis_port: u16,
+    /// Pids of running servers, for CPU and memory (e.g. ponder=1234,postgres=99).
+    #[arg(long, value_delimiter = ',')]
+    pid: Vec<String>,
+    /// YCSB records.
+    #[arg(long, default_value_t = 100_000)]
+    records: u64,
+    /// Key-value records (small values and YugabyteDB's workload).
+    #[arg(long, default_value_t = 100_000)]
+    kv_records: u64,
+    /// Records of the 4–64 KB large-value workload.
+    #[arg(long, default_value_t = 2_000)]
+    large_records: u64,
+    /// Connection counts (several make a sweep).
+    #[arg(long, value_delimiter = ',', default_value = "64")]
+    connections: Vec<usize>,
+    /// Queries in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    in_flight: usize,
+    /// Seconds per run phase.
+    #[arg(long, default_value_t = 15)]
+    duration: u64,
+    /// Stop each run phase after this many operations (still bounded by --duration).
     #[arg(long)]
-    json: Option<PathBuf>,
+    ops: Option<u64>,
+    /// Key distributions (zipfian, uniform).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "zipfian")]
+    distribution: Vec<Distribution>,
+    /// Pin started servers to 1..N cores in turn with taskset (e.g. 1,2).
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<usize>,
+    /// Repetitions of the analytic query.
+    #[arg(long, default_value_t = 5)]
+    analytic_reps: usize,
+    /// PostgreSQL synchronous_commit for --start.
+    #[arg(long, default_value = "on")]
+    pg_synchronous_commit: String,
+    /// PostgreSQL shared_buffers for --start.
+    #[arg(long, default_value = "512MB")]
+    pg_shared_buffers: String,
+    /// Redis appendfsync for --start (always, everysec, no).
+    #[arg(long, default_value = "always")]
+    redis_appendfsync: String,
+    /// Write the results here (JSON).
+    #[arg(long, default_value = "ponder-bench-results.json")]
+    out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// Result files from `run`.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Directory for report.md and the PNGs.
+    #[arg(long, default_value = "ponder-bench-report")]
+    out_dir: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct SmokeArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Ponder's driver port (same as --ponder-port).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Seconds per workload.
+    #[arg(long, default_value_t = 1)]
+    secs: u64,
+    /// Records per data set.
+    #[arg(long, default_value_t = 300)]
+    records: u64,
+    /// Connections.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Also write the results here.
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -95,7 +194,9 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Load(args) => rt.block_on(load(args)),
+        Command::Run(a) => rt.block_on(with_ctrl_c(run(*a))),
+        Command::Report(a) => report(a),
+        Command::Smoke(a) => rt.block_on(with_ctrl_c(smoke(*a))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -106,106 +207,179 @@ fn main() -> ExitCode {
     }
 }
 
-async fn load(args: LoadArgs) -> Result<(), String> {
-    if args.duration == 0 || args.duration > MAX_DURATION_SECS {
+/// Ctrl-C ends the session through its normal path, so started servers stop.
+async fn with_ctrl_c(
+    f: impl std::future::Future<Output = Result<(), String>>,
+) -> Result<(), String> {
+    tokio::select! {
+        r = f => r,
+        _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+    }
+}
+
+fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+fn parse_workloads(names: &[String]) -> Result<Vec<Workload>, String> {
+    if names.iter().any(|n| n == "all") {
+        return Ok(Workload::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let w = Workload::ALL
+            .into_iter()
+            .find(|w| w.name() == n)
+            .ok_or_else(|| {
+                let all: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
+                format!("unknown workload {n}; known: {}, all", all.join(", "))
+            })?;
+        out.push(w);
+    }
+    // Keep the canonical order (the analytic query before any update).
+    out.sort_by_key(|w| Workload::ALL.iter().position(|x| x == w));
+    out.dedup();
+    Ok(out)
+}
+
+fn base_options(c: &Common) -> SessionOptions {
+    let ponder_port = c.ponder_port.unwrap_or(if c.start {
+        SystemKind::Ponder.default_port()
+    } else {
+        28015
+    });
+    let mut ports = BTreeMap::new();
+    ports.insert(SystemKind::Ponder, ponder_port);
+    SessionOptions {
+        systems: vec![SystemKind::Ponder],
+        start: c.start,
+        host: c.host.clone(),
+        ports,
+        ponder_user: c.user.clone(),
+        ponder_password: c.password.clone(),
+        read_mode: c.read_mode.clone(),
+        pids: BTreeMap::new(),
+        start_options: StartOptions {
+            ponder_bin: c.ponder_bin.clone().unwrap_or_else(default_ponder_bin),
+            pg_synchronous_commit: "on".into(),
+            pg_max_connections: 600,
+            pg_shared_buffers: "512MB".into(),
+            redis_appendfsync: "always".into(),
+        },
+        workloads: Vec::new(),
+        records: 0,
+        kv_records: 0,
+        large_records: 0,
+        connections: vec![1],
+        in_flight: 1,
+        duration: Duration::from_secs(1),
+        ops: None,
+        distributions: vec![Distribution::Zipfian],
+        cores: Vec::new(),
+        analytic_reps: 1,
+        op_timeout: Duration::from_secs(c.op_timeout.max(1)),
+        progress: !c.no_progress,
+        command: command_line(),
+    }
+}
+
+async fn run(a: RunArgs) -> Result<(), String> {
+    if a.duration == 0 || a.duration > MAX_DURATION_SECS {
         return Err(format!(
             "--duration must be 1..={MAX_DURATION_SECS} seconds"
         ));
     }
-    if args.connections.is_empty()
-        || args
-            .connections
-            .iter()
-            .any(|&c| c == 0 || c > MAX_CONNECTIONS)
-    {
+    if a.connections.is_empty() || a.connections.iter().any(|&c| c == 0 || c > MAX_CONNECTIONS) {
         return Err(format!(
             "--connections must list counts in 1..={MAX_CONNECTIONS}"
         ));
     }
-    if args.docs == 0 && args.workload.needs_loaded_docs() {
-        return Err("--docs must be at least 1 for the get workload".into());
+    if a.records == 0 || a.kv_records == 0 || a.large_records == 0 {
+        return Err("--records, --kv-records and --large-records must be at least 1".into());
     }
-    let target = Target {
-        host: args.host.clone(),
-        port: args.port,
-        user: args.user.clone(),
-        password: args.password.clone(),
-    };
-    let err = |e: workloads::BenchError| e.to_string();
-
-    let admin = target
-        .connect()
-        .await
-        .map_err(|e| format!("connecting to {}: {e}", target.addr()))?;
-    setup::prepare_table(&admin, args.skip_load)
-        .await
-        .map_err(err)?;
-    let load = if args.skip_load {
-        None
-    } else {
-        eprintln!(
-            "loading {} documents of ~{} bytes into bench.usertable ...",
-            args.docs, args.doc_bytes
-        );
-        let l = setup::bulk_load(&target, args.docs, args.doc_bytes)
-            .await
-            .map_err(err)?;
-        eprintln!(
-            "loaded {} docs in {:.2} s ({:.0} docs/s)",
-            l.docs, l.secs, l.docs_per_sec
-        );
-        Some(l)
-    };
-    if args.workload.needs_loaded_docs() {
-        let n = setup::count(&admin).await.map_err(err)?;
-        if n < args.docs {
-            return Err(format!(
-                "bench.usertable holds {n} documents, fewer than --docs {}; run without --skip-load",
-                args.docs
-            ));
-        }
+    let mut o = base_options(&a.common);
+    o.systems = a.systems.clone();
+    o.systems.sort();
+    o.systems.dedup();
+    o.ports.insert(SystemKind::Postgres, a.postgres_port);
+    o.ports.insert(SystemKind::Redis, a.redis_port);
+    for p in &a.pid {
+        let (name, pid) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--pid wants system=pid, got {p}"))?;
+        let kind = [SystemKind::Ponder, SystemKind::Postgres, SystemKind::Redis]
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| format!("--pid: unknown system {name}"))?;
+        let pid = pid.parse().map_err(|_| format!("--pid: bad pid {pid}"))?;
+        o.pids.insert(kind, pid);
     }
-    drop(admin);
-
-    let mut cfg = RunConfig {
-        workload: args.workload,
-        docs: args.docs,
-        doc_bytes: args.doc_bytes,
-        duration: Duration::from_secs(args.duration),
-        op_timeout: Duration::from_secs(args.op_timeout.max(1)),
-        in_flight: args.in_flight.max(1),
-        run_tag: bench::data::run_tag(&mut rand::thread_rng()),
-        run_index: 0,
-    };
-    let mut report = Report {
-        server: target.addr(),
-        workload: args.workload.name().to_owned(),
-        docs: args.docs,
-        doc_bytes: args.doc_bytes,
-        duration_secs: args.duration,
-        load,
-        runs: Vec::new(),
-    };
-    for (i, &c) in args.connections.iter().enumerate() {
-        cfg.run_index = i;
-        eprintln!(
-            "running {} with {c} connection(s) for {} s ...",
-            args.workload.name(),
-            args.duration
-        );
-        let r = workloads::run(&target, &cfg, c).await.map_err(err)?;
-        eprintln!(
-            "  {:.1} ops/s, p50 {} us, p99 {} us, {} errors",
-            r.ops_per_sec, r.latency_us.p50, r.latency_us.p99, r.errors
-        );
-        report.runs.push(r);
-    }
-    print!("{}", report.to_table());
-    if let Some(path) = &args.json {
-        let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, json + "\n")
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+    o.start_options.pg_synchronous_commit = a.pg_synchronous_commit.clone();
+    o.start_options.pg_shared_buffers = a.pg_shared_buffers.clone();
+    o.start_options.pg_max_connections =
+        (a.connections.iter().copied().max().unwrap_or(1) + 20).max(100) as u32;
+    o.start_options.redis_appendfsync = a.redis_appendfsync.clone();
+    o.workloads = parse_workloads(&a.workloads)?;
+    o.records = a.records;
+    o.kv_records = a.kv_records;
+    o.large_records = a.large_records;
+    o.connections = a.connections.clone();
+    o.in_flight = a.in_flight.max(1);
+    o.duration = Duration::from_secs(a.duration);
+    o.ops = a.ops;
+    o.distributions = a.distribution.clone();
+    o.cores = a.cores.clone();
+    o.analytic_reps = a.analytic_reps.max(1);
+    let file = run_session(&o).await.map_err(|e| e.to_string())?;
+    file.write(&a.out).map_err(|e| e.to_string())?;
+    eprintln!("wrote {}", a.out.display());
+    for f in failures(&file) {
+        eprintln!("warning: {f}");
     }
     Ok(())
+}
+
+fn report(a: ReportArgs) -> Result<(), String> {
+    let files = a
+        .files
+        .iter()
+        .map(|p| ResultFile::read(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let w = bench::report::write_report(&files, &a.out_dir).map_err(|e| e.to_string())?;
+    println!("{}", w.markdown.display());
+    for p in &w.plots {
+        println!("{}", p.display());
+    }
+    Ok(())
+}
+
+async fn smoke(a: SmokeArgs) -> Result<(), String> {
+    let mut c = a.common.clone();
+    if a.port.is_some() {
+        c.ponder_port = a.port;
+    }
+    let mut o = base_options(&c);
+    o.workloads = Workload::ALL.to_vec();
+    o.records = a.records.max(10);
+    o.kv_records = a.records.max(10);
+    o.large_records = (a.records / 10).max(10);
+    o.connections = vec![a.connections.max(1)];
+    o.duration = Duration::from_secs(a.secs.clamp(1, 60));
+    o.distributions = vec![Distribution::Zipfian, Distribution::Uniform];
+    let file = run_session(&o).await.map_err(|e| e.to_string())?;
+    if let Some(out) = &a.out {
+        file.write(out).map_err(|e| e.to_string())?;
+    }
+    let bad = failures(&file);
+    let runs = file.phases.len();
+    if bad.is_empty() {
+        println!("smoke: {runs} phases, 0 failed");
+        Ok(())
+    } else {
+        for b in &bad {
+            eprintln!("smoke: {b}");
+        }
+        Err(format!("smoke: {runs} phases, {} failed", bad.len()))
+    }
 }

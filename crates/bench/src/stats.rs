@@ -1,16 +1,15 @@
-//! Results and their presentation: latency summaries from HdrHistograms, the
-//! text table printed after a run, and the JSON written by `--json`.
+//! The maths of a measurement: latency histograms (HdrHistogram, in
+//! microseconds) and their summaries, throughput, and the mean / standard
+//! deviation / 1-percentiles of a per-second series.
 //!
-//! Latencies are recorded in microseconds. Throughput counts successful
-//! operations only; failed ones (error responses, wrong results, timeouts,
-//! dropped connections) are counted in `errors` and left out of the latency
-//! histogram.
+//! Throughput counts successful operations only; failed ones (error
+//! responses, wrong results, timeouts, dropped connections) are counted
+//! apart and left out of the latency histograms.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Lowest and highest trackable latency (µs) and significant digits.
 pub const HIST_LOW_US: u64 = 1;
@@ -34,14 +33,18 @@ pub fn record(h: &mut Histogram<u64>, latency: Duration) {
 }
 
 /// Percentiles of one histogram, in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct LatencySummary {
     /// Number of recorded latencies.
     pub count: u64,
     /// Mean.
     pub mean: f64,
+    /// Standard deviation.
+    pub stddev: f64,
     /// Smallest.
     pub min: u64,
+    /// 1st percentile.
+    pub p1: u64,
     /// Median.
     pub p50: u64,
     /// 95th percentile.
@@ -58,21 +61,14 @@ impl LatencySummary {
     /// Summarises `h` (all zeros when it is empty).
     pub fn from_histogram(h: &Histogram<u64>) -> Self {
         if h.is_empty() {
-            return Self {
-                count: 0,
-                mean: 0.0,
-                min: 0,
-                p50: 0,
-                p95: 0,
-                p99: 0,
-                p999: 0,
-                max: 0,
-            };
+            return Self::default();
         }
         Self {
             count: h.len(),
             mean: h.mean(),
+            stddev: h.stdev(),
             min: h.min(),
+            p1: h.value_at_quantile(0.01),
             p50: h.value_at_quantile(0.50),
             p95: h.value_at_quantile(0.95),
             p99: h.value_at_quantile(0.99),
@@ -92,94 +88,69 @@ pub fn ops_per_sec(ops: u64, elapsed: Duration) -> f64 {
     }
 }
 
-/// The measurement of one workload at one concurrency.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunResult {
-    /// Client connections.
-    pub connections: usize,
-    /// Queries kept in flight per connection.
-    pub in_flight_per_connection: usize,
-    /// Successful operations.
-    pub ops: u64,
-    /// Failed operations.
-    pub errors: u64,
-    /// Wall time from the common start until the last worker stopped.
-    pub elapsed_secs: f64,
-    /// `ops / elapsed_secs`.
-    pub ops_per_sec: f64,
-    /// Latency of successful operations (µs).
-    pub latency_us: LatencySummary,
-    /// A few distinct error messages, for diagnosis.
-    pub error_samples: Vec<String>,
+/// Mean, standard deviation and percentiles of a series of samples (the
+/// per-second throughput of a run), as RethinkDB's report tables gave them.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct SeriesStats {
+    /// Number of samples.
+    pub n: usize,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Population standard deviation.
+    pub stddev: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// 1st percentile (nearest rank).
+    pub p1: f64,
+    /// Median (nearest rank).
+    pub p50: f64,
+    /// 99th percentile (nearest rank).
+    pub p99: f64,
+    /// Largest sample.
+    pub max: f64,
 }
 
-/// The bulk load that preceded the runs.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadResult {
-    /// Documents inserted.
-    pub docs: u64,
-    /// Documents per insert query.
-    pub batch: usize,
-    /// Wall time.
-    pub secs: f64,
-    /// `docs / secs`.
-    pub docs_per_sec: f64,
+impl SeriesStats {
+    /// Statistics of `xs` (all zeros when empty).
+    pub fn of(xs: &[f64]) -> Self {
+        if xs.is_empty() {
+            return Self::default();
+        }
+        let n = xs.len();
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
+        let mut sorted = xs.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let rank = |q: f64| {
+            // Nearest rank: the smallest sample with at least q of the samples at or below it.
+            let r = (q * n as f64).ceil() as usize;
+            sorted[r.clamp(1, n) - 1]
+        };
+        Self {
+            n,
+            mean,
+            stddev: var.sqrt(),
+            min: sorted[0],
+            p1: rank(0.01),
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: sorted[n - 1],
+        }
+    }
 }
 
-/// Everything one `ponder-bench load` invocation measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// Server address.
-    pub server: String,
-    /// Workload name (`get`, `insert-hard`, `insert-soft`).
-    pub workload: String,
-    /// Documents in the table (as loaded or assumed).
-    pub docs: u64,
-    /// Requested payload bytes per document.
-    pub doc_bytes: usize,
-    /// Requested duration of each run.
-    pub duration_secs: u64,
-    /// The load phase, unless skipped.
-    pub load: Option<LoadResult>,
-    /// One result per connection count, in the order given.
-    pub runs: Vec<RunResult>,
-}
-
-impl Report {
-    /// The results as the text table printed to stdout.
-    pub fn to_table(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "workload {}  server {}  docs {}  doc-bytes {}  duration {}s",
-            self.workload, self.server, self.docs, self.doc_bytes, self.duration_secs
-        );
-        if let Some(l) = &self.load {
-            let _ = writeln!(
-                s,
-                "load: {} docs in {:.2} s ({:.0} docs/s, batches of {})",
-                l.docs, l.secs, l.docs_per_sec, l.batch
-            );
-        }
-        let _ = writeln!(
-            s,
-            "{:>6} {:>10} {:>11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-            "conns", "ops", "ops/s", "p50 us", "p95 us", "p99 us", "p99.9 us", "max us", "errors"
-        );
-        for r in &self.runs {
-            let l = &r.latency_us;
-            let _ = writeln!(
-                s,
-                "{:>6} {:>10} {:>11.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}",
-                r.connections, r.ops, r.ops_per_sec, l.p50, l.p95, l.p99, l.p999, l.max, r.errors
-            );
-        }
-        for r in &self.runs {
-            for e in &r.error_samples {
-                let _ = writeln!(s, "  error sample (c={}): {e}", r.connections);
-            }
-        }
-        s
+/// The median of `xs` (0 when empty): the middle sample, or the mean of the two middle ones.
+pub fn median(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    let mut s = xs.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
     }
 }
 
@@ -252,31 +223,36 @@ mod tests {
     }
 
     #[test]
-    fn table_lists_every_run() {
-        let run = |c| RunResult {
-            connections: c,
-            in_flight_per_connection: 1,
-            ops: 10,
-            errors: 1,
-            elapsed_secs: 1.0,
-            ops_per_sec: 10.0,
-            latency_us: LatencySummary::from_histogram(&new_histogram()),
-            error_samples: vec!["boom".into()],
-        };
-        let r = Report {
-            server: "h:1".into(),
-            workload: "get".into(),
-            docs: 5,
-            doc_bytes: 1000,
-            duration_secs: 1,
-            load: None,
-            runs: vec![run(1), run(64)],
-        };
-        let t = r.to_table();
-        assert!(t.contains("ops/s"));
-        assert_eq!(t.lines().filter(|l| l.contains("error sample")).count(), 2);
-        let j = serde_json::to_value(&r).unwrap();
-        assert_eq!(j["runs"][1]["connections"], 64);
-        assert_eq!(j["runs"][0]["latency_us"]["p999"], 0);
+    fn series_statistics() {
+        let xs: Vec<f64> = (1..=100).map(f64::from).collect();
+        let s = SeriesStats::of(&xs);
+        assert_eq!(s.n, 100);
+        assert!((s.mean - 50.5).abs() < 1e-9);
+        assert!((s.stddev - 28.866_070_047_722_12).abs() < 1e-9);
+        assert_eq!(
+            (s.min, s.p1, s.p50, s.p99, s.max),
+            (1.0, 1.0, 50.0, 99.0, 100.0)
+        );
+        let c = SeriesStats::of(&[5.0; 7]);
+        assert_eq!(c.stddev, 0.0);
+        assert_eq!(c.p1, 5.0);
+        assert_eq!(SeriesStats::of(&[]).n, 0);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn latency_spread() {
+        let mut h = new_histogram();
+        for v in [100u64, 300] {
+            for _ in 0..500 {
+                h.record(v).unwrap();
+            }
+        }
+        let s = LatencySummary::from_histogram(&h);
+        assert!((s.mean - 200.0).abs() < 1.0);
+        assert!((s.stddev - 100.0).abs() < 1.0, "{}", s.stddev);
+        assert_eq!(s.p1, 100);
     }
 }

@@ -80,6 +80,55 @@ pub fn count(seq: Value) -> Value {
     call(T::COUNT, vec![seq], Map::new())
 }
 
+/// `r.db(db).table(name, optargs)` (e.g. `{"read_mode": "outdated"}`).
+pub fn table_with(db_name: &str, name: &str, optargs: Map<String, Value>) -> Value {
+    call(T::TABLE, vec![db(db_name), json!(name)], optargs)
+}
+
+/// `selection.update(patch, optargs)`.
+pub fn update(selection: Value, patch: &Value, optargs: Map<String, Value>) -> Value {
+    call(T::UPDATE, vec![selection, datum(patch)], optargs)
+}
+
+/// `selection.delete(optargs)`.
+pub fn delete(selection: Value, optargs: Map<String, Value>) -> Value {
+    call(T::DELETE, vec![selection], optargs)
+}
+
+/// `VAR(n)`: the function parameter numbered `n`.
+pub fn var(n: i64) -> Value {
+    call(T::VAR, vec![json!(n)], Map::new())
+}
+
+/// A one-parameter function `FUNC([1], body)`; refer to the parameter with `var(1)`.
+pub fn func1(body: Value) -> Value {
+    call(
+        T::FUNC,
+        vec![call(T::MAKE_ARRAY, vec![json!(1)], Map::new()), body],
+        Map::new(),
+    )
+}
+
+/// `value.get_field(name)` (`r.row('name')` when `value` is `var(1)`).
+pub fn get_field(value: Value, name: &str) -> Value {
+    call(T::GET_FIELD, vec![value, json!(name)], Map::new())
+}
+
+/// `string.split(separator)`.
+pub fn split(string: Value, separator: &str) -> Value {
+    call(T::SPLIT, vec![string, json!(separator)], Map::new())
+}
+
+/// `seq.map(func)`.
+pub fn map(seq: Value, func: Value) -> Value {
+    call(T::MAP, vec![seq, func], Map::new())
+}
+
+/// `seq.sum()`.
+pub fn sum(seq: Value) -> Value {
+    call(T::SUM, vec![seq], Map::new())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,5 +161,36 @@ mod tests {
             get(table("d", "t"), &json!("k")),
             json!([16, [[15, [[14, ["d"]], "t"]], "k"]])
         );
+    }
+
+    #[test]
+    fn map_split_count_sum() {
+        let q = sum(map(
+            table("b", "t"),
+            func1(count(split(get_field(var(1), "field0"), "."))),
+        ));
+        assert_eq!(
+            q,
+            json!([
+                145,
+                [[
+                    38,
+                    [
+                        [15, [[14, ["b"]], "t"]],
+                        [
+                            69,
+                            [[2, [1]], [43, [[149, [[31, [[10, [1]], "field0"]], "."]]]]]
+                        ]
+                    ]
+                ]]
+            ])
+        );
+        let u = update(
+            get(table("b", "t"), &json!("k")),
+            &json!({"f": 1}),
+            Map::new(),
+        );
+        assert_eq!(u[0], 53);
+        assert_eq!(delete(get(table("b", "t"), &json!("k")), Map::new())[0], 54);
     }
 }

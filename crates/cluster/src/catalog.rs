@@ -45,47 +45,63 @@ pub enum ClusterError {
 }
 
 #[derive(Clone)]
-struct DbEntry {
-    id: String,
+pub(crate) struct DbEntry {
+    pub(crate) id: String,
 }
 
 #[derive(Clone)]
-struct TableEntry {
-    id: String,
-    db: String,
-    name: String,
-    primary_key: String,
-    durability: Durability,
-    shards: u32,
-    replicas: u32,
+pub(crate) struct TableEntry {
+    pub(crate) id: String,
+    pub(crate) db: String,
+    pub(crate) name: String,
+    pub(crate) primary_key: String,
+    pub(crate) durability: Durability,
+    pub(crate) shards: u32,
+    pub(crate) replicas: u32,
 }
 
 #[derive(Default)]
-struct State {
-    dbs: BTreeMap<String, DbEntry>,
-    tables: BTreeMap<(String, String), (TableEntry, Arc<TableHandle>)>,
+pub(crate) struct State {
+    pub(crate) dbs: BTreeMap<String, DbEntry>,
+    pub(crate) tables: BTreeMap<(String, String), (TableEntry, Arc<TableHandle>)>,
 }
 
 /// This server's view of the cluster: catalog and tables.
 pub struct Cluster {
-    engine: Arc<dyn Engine>,
+    pub(crate) engine: Arc<dyn Engine>,
     commit: Arc<GroupCommit>,
-    server_name: String,
-    state: RwLock<State>,
-    ddl: Mutex<()>,
+    pub(crate) server_name: String,
+    pub(crate) state: RwLock<State>,
+    pub(crate) ddl: Mutex<()>,
+    /// Users, credentials and permissions (`crate::auth`).
+    pub(crate) users: Arc<crate::auth::Users>,
+    /// Server identity, counters, jobs and logs (`crate::system`).
+    pub(crate) admin: crate::system::AdminState,
+    /// This cluster's own `Arc`, for the system tables it hands out.
+    pub(crate) me: std::sync::Weak<Cluster>,
 }
 
-fn db_key(name: &str) -> Vec<u8> {
+pub(crate) fn db_key(name: &str) -> Vec<u8> {
     format!("db/{name}").into_bytes()
 }
 
-fn table_key(db: &str, name: &str) -> Vec<u8> {
+pub(crate) fn table_key(db: &str, name: &str) -> Vec<u8> {
     format!("table/{db}/{name}").into_bytes()
 }
 
 impl Cluster {
     /// Opens the catalog on `engine`, creating database `test` on first start.
     pub fn open(engine: Arc<dyn Engine>, server_name: &str) -> Result<Arc<Cluster>, ClusterError> {
+        Cluster::open_with_password(engine, server_name, "")
+    }
+
+    /// Opens the catalog and the users, creating `admin` with `initial_password` when
+    /// the data directory is new.
+    pub fn open_with_password(
+        engine: Arc<dyn Engine>,
+        server_name: &str,
+        initial_password: &str,
+    ) -> Result<Arc<Cluster>, ClusterError> {
         engine.create_space(CATALOG)?;
         let commit = GroupCommit::start(engine.clone());
         match engine.get(CATALOG, FORMAT_KEY)? {
@@ -114,15 +130,19 @@ impl Cluster {
                 engine.persist()?;
             }
         }
-        let cluster = Cluster {
+        let users = Arc::new(crate::auth::Users::open(&engine, initial_password)?);
+        let cluster = Arc::new_cyclic(|me| Cluster {
             engine: engine.clone(),
             commit,
             server_name: server_name.to_string(),
             state: RwLock::new(State::default()),
             ddl: Mutex::new(()),
-        };
+            users,
+            admin: crate::system::AdminState::new(),
+            me: me.clone(),
+        });
         cluster.load()?;
-        Ok(Arc::new(cluster))
+        Ok(cluster)
     }
 
     fn load(&self) -> Result<(), ClusterError> {
@@ -154,6 +174,9 @@ impl Cluster {
                     replicas: d.get("replicas").and_then(Datum::as_f64).unwrap_or(1.0) as u32,
                 };
                 let h = self.open_table(&e)?;
+                h.indexes
+                    .load(&d, &h.shard)
+                    .map_err(ClusterError::Corrupt)?;
                 st.tables.insert((e.db.clone(), e.name.clone()), (e, h));
             }
         }
@@ -161,15 +184,24 @@ impl Cluster {
         Ok(())
     }
 
-    fn open_table(&self, e: &TableEntry) -> Result<Arc<TableHandle>, store::StoreError> {
+    pub(crate) fn open_table(&self, e: &TableEntry) -> Result<Arc<TableHandle>, store::StoreError> {
         let shard = Shard::open(self.engine.clone(), &space_of(&e.id), self.commit.clone())?;
+        let indexes = Arc::new(crate::index::TableIndexes::new(
+            self.engine.clone(),
+            &e.id,
+            &format!("{}.{}", e.db, e.name),
+            table_key(&e.db, &e.name),
+            &table_record(e),
+        ));
         Ok(Arc::new(TableHandle {
+            indexes,
             db: e.db.clone(),
             name: e.name.clone(),
             primary_key: e.primary_key.clone(),
             durability: e.durability,
             shard: Arc::new(shard),
             commit: self.commit.clone(),
+            counters: self.admin.counters.table(&e.id),
         }))
     }
 
@@ -189,14 +221,14 @@ impl Cluster {
         self.commit.shutdown();
     }
 
-    fn commit_catalog(&self, b: WriteBatch) -> reql::Result<()> {
+    pub(crate) fn commit_catalog(&self, b: WriteBatch) -> reql::Result<()> {
         self.engine
             .apply(b)
             .and_then(|_| self.engine.persist())
             .map_err(|e| op_failed(format!("Could not write the catalog: {e}")))
     }
 
-    fn config_of(&self, e: &TableEntry) -> Datum {
+    pub(crate) fn config_of(&self, e: &TableEntry) -> Datum {
         let mut m = Object::new();
         let k = |s: &str| Str::from(s);
         m.insert(k("db"), Datum::str(&e.db));
@@ -206,6 +238,7 @@ impl Cluster {
         m.insert(k("name"), Datum::str(&e.name));
         m.insert(k("primary_key"), Datum::str(&e.primary_key));
         let shard = Datum::from_pairs([
+            ("nonvoting_replicas", Datum::array(vec![])),
             ("primary_replica", Datum::str(&self.server_name)),
             (
                 "replicas",
@@ -221,7 +254,7 @@ impl Cluster {
         Datum::object(m)
     }
 
-    fn no_db(name: &str) -> ReqlError {
+    pub(crate) fn no_db(name: &str) -> ReqlError {
         op_failed(format!("Database `{name}` does not exist."))
     }
 }
@@ -230,11 +263,11 @@ fn space_of(id: &str) -> String {
     format!("t_{id}")
 }
 
-fn db_record(name: &str, id: &str) -> Datum {
+pub(crate) fn db_record(name: &str, id: &str) -> Datum {
     Datum::from_pairs([("id", Datum::str(id)), ("name", Datum::str(name))])
 }
 
-fn table_record(e: &TableEntry) -> Datum {
+pub(crate) fn table_record(e: &TableEntry) -> Datum {
     Datum::from_pairs([
         ("id", Datum::str(&e.id)),
         ("db", Datum::str(&e.db)),
@@ -246,7 +279,7 @@ fn table_record(e: &TableEntry) -> Datum {
     ])
 }
 
-fn change(old: Datum, new: Datum) -> Datum {
+pub(crate) fn change(old: Datum, new: Datum) -> Datum {
     Datum::array(vec![Datum::from_pairs([
         ("old_val", old),
         ("new_val", new),
@@ -301,6 +334,12 @@ impl reql::TableAccess for Cluster {
         {
             let mut st = self.state.write();
             st.dbs.remove(name);
+            for ((d, _), (_, h)) in st.tables.iter() {
+                if d == name {
+                    h.shard.feeds().close();
+                    h.indexes.drop_all(&h.shard);
+                }
+            }
             st.tables.retain(|(d, _), _| d != name);
         }
         for t in &tables {
@@ -324,6 +363,9 @@ impl reql::TableAccess for Cluster {
     }
 
     fn db_config(&self, name: &str) -> reql::Result<Datum> {
+        if name == SYSTEM_DB {
+            return Ok(self.system_db_config());
+        }
         let st = self.state.read();
         let e = st.dbs.get(name).ok_or_else(|| Self::no_db(name))?;
         Ok(db_record(name, &e.id))
@@ -338,6 +380,11 @@ impl reql::TableAccess for Cluster {
     }
 
     fn table_create(&self, db: &str, name: &str, opts: TableOptions) -> reql::Result<Datum> {
+        if db == SYSTEM_DB {
+            return Err(op_failed(
+                "Database `rethinkdb` is special; you can't create new tables in it.",
+            ));
+        }
         let _g = self.ddl.lock();
         {
             let st = self.state.read();
@@ -379,6 +426,11 @@ impl reql::TableAccess for Cluster {
     }
 
     fn table_drop(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        if db == SYSTEM_DB {
+            return Err(op_failed(
+                "Database `rethinkdb` is special; you can't delete tables from it.",
+            ));
+        }
         let _g = self.ddl.lock();
         let e = {
             let st = self.state.read();
@@ -394,10 +446,16 @@ impl reql::TableAccess for Cluster {
         b.delete(CATALOG, table_key(db, name));
         self.commit_catalog(b)?;
         let cfg = self.config_of(&e);
-        self.state
+        let removed = self
+            .state
             .write()
             .tables
             .remove(&(db.to_string(), name.to_string()));
+        // Open feeds end with RethinkDB's "Changefeed aborted (table unavailable).".
+        if let Some((_, h)) = removed {
+            h.shard.feeds().close();
+            h.indexes.drop_all(&h.shard);
+        }
         let _ = self.engine.drop_space(&space_of(&e.id));
         Ok(Datum::from_pairs([
             ("tables_dropped", Datum::Number(1.0)),
@@ -406,6 +464,9 @@ impl reql::TableAccess for Cluster {
     }
 
     fn table_list(&self, db: &str) -> reql::Result<Vec<String>> {
+        if db == SYSTEM_DB {
+            return Ok(self.system_tables());
+        }
         self.check_db(db)?;
         Ok(self
             .state
@@ -418,6 +479,9 @@ impl reql::TableAccess for Cluster {
     }
 
     fn table(&self, db: &str, name: &str) -> reql::Result<Arc<dyn reql::Table>> {
+        if db == SYSTEM_DB {
+            return self.system_table(name, false, crate::auth::ADMIN);
+        }
         let st = self.state.read();
         if !st.dbs.contains_key(db) {
             return Err(Self::no_db(db));
@@ -429,16 +493,64 @@ impl reql::TableAccess for Cluster {
     }
 
     fn table_config(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        if db == SYSTEM_DB {
+            return self.system_table_config(name);
+        }
         let st = self.state.read();
-        let (e, _) = st
+        let (e, h) = st
             .tables
             .get(&(db.to_string(), name.to_string()))
             .ok_or_else(|| op_failed(format!("Table `{db}.{name}` does not exist.")))?;
         let mut cfg = self.config_of(e);
-        if let (Datum::Object(m), Some(dbe)) = (&mut cfg, st.dbs.get(db)) {
-            std::sync::Arc::make_mut(m).insert(Str::from("db_id"), Datum::str(&dbe.id));
+        if let Datum::Object(m) = &mut cfg {
+            let names = h.indexes.names().iter().map(|n| Datum::str(n)).collect();
+            std::sync::Arc::make_mut(m).insert(Str::from("indexes"), Datum::array(names));
         }
         Ok(cfg)
+    }
+
+    fn table_with_ids(&self, db: &str, name: &str) -> reql::Result<Arc<dyn reql::Table>> {
+        if db == SYSTEM_DB {
+            return self.system_table(name, true, crate::auth::ADMIN);
+        }
+        self.table(db, name)
+    }
+
+    fn table_config_row(
+        &self,
+        db: &str,
+        name: &str,
+    ) -> reql::Result<(Arc<dyn reql::Table>, Datum)> {
+        self.config_row_for(db, name, crate::auth::ADMIN)
+    }
+
+    fn db_config_row(&self, db: &str) -> reql::Result<(Arc<dyn reql::Table>, Datum)> {
+        self.db_config_row_for(db, crate::auth::ADMIN)
+    }
+
+    fn table_status(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        self.status_of(db, name)
+    }
+
+    fn grant(
+        &self,
+        db: Option<&str>,
+        table: Option<&str>,
+        user: &str,
+        perms: &Datum,
+    ) -> reql::Result<Datum> {
+        self.grant_for(db, table, user, perms)
+    }
+
+    fn reconfigure(
+        &self,
+        db: &str,
+        name: &str,
+        shards: u32,
+        replicas: u32,
+        dry_run: bool,
+    ) -> reql::Result<Datum> {
+        self.reconfigure_table(db, name, shards, replicas, dry_run)
     }
 }
 

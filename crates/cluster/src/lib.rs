@@ -6,10 +6,16 @@
 //! checked at start-up (`docs/storage-format.md`). Catalog changes are applied and
 //! persisted (fsync) before they are acknowledged.
 
+mod access;
+pub mod auth;
 mod catalog;
 #[cfg(test)]
 mod fault_tests;
+mod feeds;
+mod index;
+pub mod system;
 mod table;
 
+pub use access::{denied, UserAccess};
 pub use catalog::{Cluster, ClusterError, FORMAT_VERSION};
 pub use table::TableHandle;

@@ -1,6 +1,7 @@
 //! `TableHandle`: one table as `reql` sees it, backed by its shard.
 
 use std::ops::Bound;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use datum::Datum;
@@ -9,6 +10,7 @@ use reql::{Change, DatumStream, Durability, ReqlError, Ticket};
 use store::{GroupCommit, Shard, StoreChange, StoreError};
 
 /// A table: its configuration and its shard.
+#[derive(Clone)]
 pub struct TableHandle {
     pub(crate) db: String,
     pub(crate) name: String,
@@ -16,6 +18,10 @@ pub struct TableHandle {
     pub(crate) durability: Durability,
     pub(crate) shard: Arc<Shard>,
     pub(crate) commit: Arc<GroupCommit>,
+    /// Read/write document counters for `rethinkdb.stats`.
+    pub(crate) counters: Arc<crate::system::TableCounters>,
+    /// Secondary index definitions and their build state (`crate::index`).
+    pub(crate) indexes: Arc<crate::index::TableIndexes>,
 }
 
 /// Maps a store error to RethinkDB's error classes.
@@ -50,6 +56,7 @@ impl reql::Table for TableHandle {
         self.durability
     }
     fn get(&self, key: &Datum) -> reql::Result<Option<Datum>> {
+        self.counters.read.fetch_add(1, Relaxed);
         self.shard.get(key).map_err(store_err)
     }
     fn scan(
@@ -59,7 +66,11 @@ impl reql::Table for TableHandle {
         reverse: bool,
     ) -> reql::Result<DatumStream> {
         let it = self.shard.scan(lower, upper, reverse).map_err(store_err)?;
-        Ok(Box::new(it.map(|r| r.map_err(store_err))))
+        let counters = self.counters.clone();
+        Ok(Box::new(it.map(move |r| {
+            counters.read.fetch_add(1, Relaxed);
+            r.map_err(store_err)
+        })))
     }
     fn count(&self) -> reql::Result<u64> {
         Ok(self.shard.count())
@@ -77,9 +88,84 @@ impl reql::Table for TableHandle {
                 Err(e) => Err(ReqlFromStore(e)),
             }
         };
-        self.shard.modify(key, &mut g).map_err(|e| e.0)
+        let r = self.shard.modify(key, &mut g).map_err(|e| e.0)?;
+        if r.2.is_some() {
+            self.counters.written.fetch_add(1, Relaxed);
+        }
+        Ok(r)
     }
     fn sync_ticket(&self) -> Ticket {
         self.commit.last_ticket()
+    }
+    fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
+        crate::feeds::subscribe(self, req)
+    }
+    fn index_create(&self, name: &str, spec: reql::IndexSpec) -> reql::Result<()> {
+        self.indexes.create(name, spec, &self.shard)
+    }
+    fn index_drop(&self, name: &str) -> reql::Result<()> {
+        self.indexes.drop_index(name, &self.shard)
+    }
+    fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> reql::Result<()> {
+        self.indexes.rename(old, new, overwrite, &self.shard)
+    }
+    fn index_status(&self) -> reql::Result<Vec<reql::IndexStatus>> {
+        Ok(self.indexes.status())
+    }
+    fn index_scan(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        reverse: bool,
+    ) -> reql::Result<DatumStream> {
+        let idx = self.indexes.ready(name)?;
+        let it = self
+            .shard
+            .index_docs(&idx, &lower, &upper, reverse)
+            .map_err(store_err)?;
+        Ok(Box::new(it.map(|r| r.map_err(store_err))))
+    }
+    fn index_count(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+    ) -> reql::Result<u64> {
+        let idx = self.indexes.ready(name)?;
+        self.shard
+            .index_count(&idx, &lower, &upper)
+            .map_err(store_err)
+    }
+    fn index_values(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        reverse: bool,
+    ) -> reql::Result<DatumStream> {
+        let idx = self.indexes.ready(name)?;
+        crate::index::values_of(&self.shard, &idx, lower, upper, reverse)
+    }
+    fn index_pairs(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+    ) -> reql::Result<reql::access::PairStream> {
+        let idx = self.indexes.ready(name)?;
+        let it = self
+            .shard
+            .index_pairs(&idx, &lower, &upper, false)
+            .map_err(store_err)?;
+        Ok(Box::new(it.map(|r| {
+            let (e, doc) = r.map_err(store_err)?;
+            let v = datum::keys::decode(&e.value)
+                .ok_or_else(|| reql::error::internal("Corrupt index entry in storage."))?;
+            Ok((v, doc))
+        })))
+    }
+    fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> reql::Result<u64> {
+        self.shard.count_range(&lower, &upper).map_err(store_err)
     }
 }

@@ -12,6 +12,18 @@
 //!
 //! Which values may be primary keys, and the maximum key length (127 characters), follow
 //! RethinkDB's `datum_t::print_primary`.
+//!
+//! Secondary index entries (`secondary_entry`) are `S' ‖ P ‖ T ‖ len(P) (u16) ‖ len(T) (u8)`:
+//! `S'` the encoded index value truncated to `SECONDARY_TRUNC_BYTES`, `P` the encoded
+//! primary key (so entries stay unique and equal values sort by primary key, as in
+//! RethinkDB's `print_secondary`), `T` the 4-byte position of the value in a multi
+//! index's array (RethinkDB's tag). Encodings are prefix-free, so entry order is
+//! `(S, P, T)` order as long as `S` is not truncated. Truncated entries (RethinkDB
+//! truncates at `MAX_KEY_SIZE` too) keep the full `S` in the entry's value; readers
+//! re-check range bounds against it and re-sort runs of entries sharing one truncated
+//! prefix. Ponder truncates at a fixed length (RethinkDB's depends on the primary key's
+//! length), so such runs are exactly the entries sharing their first
+//! `SECONDARY_TRUNC_BYTES` bytes.
 
 use crate::ptype;
 use crate::value::Datum;
@@ -48,10 +60,17 @@ impl KeyError {
     }
 }
 
+/// Which key an encoding is for (they differ only in their error messages).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Primary,
+    Secondary,
+}
+
 /// Encodes a primary key, checking RethinkDB's type and length rules.
 pub fn encode_primary(d: &Datum) -> Result<Vec<u8>, KeyError> {
     let mut out = Vec::with_capacity(24);
-    encode_into(d, &mut out, true)?;
+    encode_into(d, &mut out, true, Kind::Primary)?;
     if printed_len(d) > MAX_PRIMARY_KEY_CHARS {
         return Err(KeyError::TooLong(format!(
             "Primary key too long (max {} characters): {}",
@@ -65,16 +84,196 @@ pub fn encode_primary(d: &Datum) -> Result<Vec<u8>, KeyError> {
 /// Encodes a range bound (MinVal/MaxVal allowed, no length limit).
 pub fn encode_bound(d: &Datum) -> Result<Vec<u8>, KeyError> {
     let mut out = Vec::with_capacity(24);
-    encode_into(d, &mut out, true)?;
+    encode_into(d, &mut out, true, Kind::Primary)?;
     Ok(out)
 }
 
-fn bad_type(d: &Datum) -> KeyError {
-    KeyError::BadType(format!(
-        "Primary keys must be either a number, string, bool, pseudotype or array (got type {}):\n{}",
-        d.type_name(),
-        d.to_pretty_string()
-    ))
+/// Encodes a secondary index value (no length limit: entries truncate it), checking
+/// RethinkDB's rules: numbers, strings, bools, times, binary and arrays of those (nulls
+/// allowed inside arrays); never null, objects or geometry.
+pub fn encode_secondary(d: &Datum) -> Result<Vec<u8>, KeyError> {
+    let mut out = Vec::with_capacity(24);
+    encode_into(d, &mut out, true, Kind::Secondary)?;
+    Ok(out)
+}
+
+fn bad_type(d: &Datum, kind: Kind, top: bool) -> KeyError {
+    if d.reql_type() == Some("GEOMETRY") {
+        return KeyError::BadType(
+            "Cannot use a geometry value as a key value in a primary or non-geospatial secondary index."
+                .to_string(),
+        );
+    }
+    KeyError::BadType(match (kind, top) {
+        (Kind::Primary, _) => format!(
+            "Primary keys must be either a number, string, bool, pseudotype or array (got type {}):\n{}",
+            d.type_name(),
+            d.to_pretty_string()
+        ),
+        (Kind::Secondary, true) => format!(
+            "Secondary keys must be a number, string, bool, pseudotype, or array (got type {}):\n{}",
+            d.type_name(),
+            d.to_pretty_string()
+        ),
+        (Kind::Secondary, false) => format!(
+            "Array keys can only contain numbers, strings, bools, pseudotypes, or arrays (got {} of type {}).",
+            d.to_pretty_string(),
+            d.type_name()
+        ),
+    })
+}
+
+/// The longest stored prefix of a secondary index value (bytes); longer values are
+/// truncated in the entry key and kept whole in the entry value.
+pub const SECONDARY_TRUNC_BYTES: usize = 200;
+
+/// Builds the entry key of one secondary index value (`sec`, from `encode_secondary`)
+/// for the document with encoded primary key `pk`; `tag` is the position of the value in
+/// a multi index's array. Returns the key and whether `sec` was truncated.
+pub fn secondary_entry(sec: &[u8], pk: &[u8], tag: Option<u32>) -> (Vec<u8>, bool) {
+    let truncated = sec.len() > SECONDARY_TRUNC_BYTES;
+    let s = sec
+        .get(..SECONDARY_TRUNC_BYTES)
+        .filter(|_| truncated)
+        .unwrap_or(sec);
+    let mut out = Vec::with_capacity(s.len() + pk.len() + 8);
+    out.extend_from_slice(s);
+    out.extend_from_slice(pk);
+    let tag_len = match tag {
+        Some(t) => {
+            out.extend_from_slice(&t.to_be_bytes());
+            4u8
+        }
+        None => 0,
+    };
+    out.extend_from_slice(&(pk.len().min(u16::MAX as usize) as u16).to_be_bytes());
+    out.push(tag_len);
+    (out, truncated)
+}
+
+/// The parts of an entry key: the (possibly truncated) value, the primary key, the tag.
+pub fn split_secondary_entry(key: &[u8]) -> Option<(&[u8], &[u8], Option<u32>)> {
+    let n = key.len();
+    let tag_len = *key.last()? as usize;
+    let pk_len = u16::from_be_bytes([*key.get(n.checked_sub(3)?)?, *key.get(n - 2)?]) as usize;
+    let pk_end = n.checked_sub(3 + tag_len)?;
+    let pk_start = pk_end.checked_sub(pk_len)?;
+    let tag = match tag_len {
+        4 => key
+            .get(pk_end..pk_end + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(u32::from_be_bytes),
+        _ => None,
+    };
+    Some((key.get(..pk_start)?, key.get(pk_start..pk_end)?, tag))
+}
+
+/// The lowest entry key whose value is `>= sec` (`inclusive`) or `> sec`, for a range
+/// scan; with a truncated `sec` the bound is loose and readers re-check whole values.
+pub fn secondary_lower(sec: &[u8], inclusive: bool) -> Vec<u8> {
+    if sec.len() > SECONDARY_TRUNC_BYTES {
+        return sec.get(..SECONDARY_TRUNC_BYTES).unwrap_or(sec).to_vec();
+    }
+    let mut out = sec.to_vec();
+    if !inclusive {
+        out.push(0xFF);
+    }
+    out
+}
+
+/// The entry key above every entry whose value is `<= sec` (`inclusive`) or `< sec`
+/// (exclusive upper bound of a range scan); loose for a truncated `sec`.
+pub fn secondary_upper(sec: &[u8], inclusive: bool) -> Vec<u8> {
+    if sec.len() > SECONDARY_TRUNC_BYTES {
+        let mut out = sec.get(..SECONDARY_TRUNC_BYTES).unwrap_or(sec).to_vec();
+        out.push(0xFF);
+        return out;
+    }
+    let mut out = sec.to_vec();
+    if inclusive {
+        out.push(0xFF);
+    }
+    out
+}
+
+/// Decodes an encoded key back into a Datum (times come back in UTC: the encoding keeps
+/// only the instant). `None` for bytes that are not one whole encoded value.
+pub fn decode(bytes: &[u8]) -> Option<Datum> {
+    let (d, rest) = decode_one(bytes)?;
+    rest.is_empty().then_some(d)
+}
+
+fn decode_one(b: &[u8]) -> Option<(Datum, &[u8])> {
+    let (&tag, rest) = b.split_first()?;
+    match tag {
+        TAG_MIN => Some((Datum::MinVal, rest)),
+        TAG_MAX => Some((Datum::MaxVal, rest)),
+        TAG_NULL => Some((Datum::Null, rest)),
+        TAG_FALSE => Some((Datum::Bool(false), rest)),
+        TAG_TRUE => Some((Datum::Bool(true), rest)),
+        TAG_NUMBER => {
+            let (n, rest) = unsortable_f64(rest)?;
+            Some((Datum::Number(n), rest))
+        }
+        TAG_TIME => {
+            let (n, rest) = unsortable_f64(rest)?;
+            Some((ptype::make_time(n, "+00:00"), rest))
+        }
+        TAG_STRING => {
+            let (bytes, rest) = unescape_bytes(rest)?;
+            Some((Datum::str(&String::from_utf8(bytes).ok()?), rest))
+        }
+        TAG_BINARY => {
+            let (bytes, rest) = unescape_bytes(rest)?;
+            Some((ptype::make_binary(&bytes), rest))
+        }
+        TAG_ARRAY => {
+            let mut items = Vec::new();
+            let mut rest = rest;
+            loop {
+                let (&first, tail) = rest.split_first()?;
+                if first == 0 {
+                    return Some((Datum::array(items), tail));
+                }
+                let (d, r) = decode_one(rest)?;
+                items.push(d);
+                rest = r;
+            }
+        }
+        _ => None,
+    }
+}
+
+fn unsortable_f64(b: &[u8]) -> Option<(f64, &[u8])> {
+    let raw: [u8; 8] = b.get(..8)?.try_into().ok()?;
+    let bits = u64::from_be_bytes(raw);
+    let bits = if bits >> 63 == 1 {
+        bits & !(1 << 63)
+    } else {
+        !bits
+    };
+    Some((f64::from_bits(bits), b.get(8..)?))
+}
+
+fn unescape_bytes(b: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    loop {
+        let c = *b.get(i)?;
+        if c == 0 {
+            match *b.get(i + 1)? {
+                0 => return Some((out, b.get(i + 2..)?)),
+                0xFF => {
+                    out.push(0);
+                    i += 2;
+                }
+                _ => return None,
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
 }
 
 /// The length RethinkDB's printed primary key would have (it limits that, not ours).
@@ -88,13 +287,18 @@ fn printed_len(d: &Datum) -> usize {
     }
 }
 
-fn encode_into(d: &Datum, out: &mut Vec<u8>, top: bool) -> Result<(), KeyError> {
+fn encode_into(d: &Datum, out: &mut Vec<u8>, top: bool, kind: Kind) -> Result<(), KeyError> {
     match d {
+        Datum::MinVal | Datum::MaxVal if kind == Kind::Secondary => {
+            return Err(KeyError::BadType(
+                "Cannot use `r.minval` or `r.maxval` as a secondary index value.".to_string(),
+            ))
+        }
         Datum::MinVal => out.push(TAG_MIN),
         Datum::MaxVal => out.push(TAG_MAX),
         Datum::Null => {
             if top {
-                return Err(bad_type(d));
+                return Err(bad_type(d, kind, top));
             }
             out.push(TAG_NULL)
         }
@@ -110,7 +314,7 @@ fn encode_into(d: &Datum, out: &mut Vec<u8>, top: bool) -> Result<(), KeyError> 
         Datum::Array(a) => {
             out.push(TAG_ARRAY);
             for item in a.iter() {
-                encode_into(item, out, false)?;
+                encode_into(item, out, false, kind)?;
             }
             out.push(0x00);
         }
@@ -123,7 +327,7 @@ fn encode_into(d: &Datum, out: &mut Vec<u8>, top: bool) -> Result<(), KeyError> 
                 out.push(TAG_BINARY);
                 escape_bytes(&ptype::binary_bytes(d).unwrap_or_default(), out);
             }
-            _ => return Err(bad_type(d)),
+            _ => return Err(bad_type(d, kind, top)),
         },
     }
     Ok(())
@@ -228,5 +432,52 @@ mod tests {
             let eb = encode_bound(&b).unwrap();
             prop_assert_eq!(ea.cmp(&eb), a.cmp(&b));
         }
+
+        #[test]
+        fn decode_inverts_encode(a in key()) {
+            prop_assert_eq!(decode(&encode_bound(&a).unwrap()), Some(a));
+        }
+
+        #[test]
+        fn entries_order_by_value_then_primary_key(
+            a in key(), b in key(), pa in -5i32..5, pb in -5i32..5
+        ) {
+            let pka = encode_primary(&Datum::Number(f64::from(pa))).unwrap();
+            let pkb = encode_primary(&Datum::Number(f64::from(pb))).unwrap();
+            let (ka, _) = secondary_entry(&encode_secondary(&a).unwrap(), &pka, None);
+            let (kb, _) = secondary_entry(&encode_secondary(&b).unwrap(), &pkb, None);
+            let want = a.cmp(&b).then(pa.cmp(&pb));
+            prop_assert_eq!(ka.cmp(&kb), want);
+        }
+    }
+
+    #[test]
+    fn secondary_rules_and_entries() {
+        assert!(encode_secondary(&Datum::Null).is_err());
+        assert!(encode_secondary(&d(r#"{"a":1}"#)).is_err());
+        assert!(encode_secondary(&d(r#"[1,null]"#)).is_ok());
+        assert!(encode_secondary(&d(r#"[{"a":1}]"#)).is_err());
+        let long = Datum::str(&"x".repeat(1000));
+        assert!(encode_secondary(&long).is_ok());
+        let pk = encode_primary(&Datum::str("k\u{0}")).unwrap();
+        let sec = encode_secondary(&long).unwrap();
+        let (key, truncated) = secondary_entry(&sec, &pk, Some(7));
+        assert!(truncated);
+        let (s, p, t) = split_secondary_entry(&key).unwrap();
+        assert_eq!(s.len(), SECONDARY_TRUNC_BYTES);
+        assert_eq!(p, &pk[..]);
+        assert_eq!(t, Some(7));
+        // Bounds: a truncated value's entries lie within its loose bounds.
+        assert!(secondary_lower(&sec, true) <= key && key < secondary_upper(&sec, true));
+        let short = encode_secondary(&Datum::str("ab")).unwrap();
+        let (k2, tr) = secondary_entry(&short, &pk, None);
+        assert!(!tr);
+        assert!(secondary_lower(&short, true) <= k2 && k2 < secondary_upper(&short, true));
+        assert!(k2 < secondary_lower(&short, false));
+        assert!(k2 >= secondary_upper(&short, false));
+        // Nulls inside strings are escaped: ["a","b"] and ["a\0Sb"] differ.
+        let x = encode_secondary(&d(r#"["a","b"]"#)).unwrap();
+        let y = encode_secondary(&d(r#"["a\u0000Sb"]"#)).unwrap();
+        assert_ne!(x, y);
     }
 }

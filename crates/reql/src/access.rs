@@ -92,6 +92,129 @@ pub trait Table: Send + Sync {
     ) -> Result<(Option<Datum>, Option<Datum>, Option<Ticket>)>;
     /// A ticket covering every write made so far (for `sync`).
     fn sync_ticket(&self) -> Ticket;
+
+    /// `index_create`: registers a secondary index and starts building it in the
+    /// background. Errors with RethinkDB's message when the name is taken.
+    fn index_create(&self, name: &str, spec: IndexSpec) -> Result<()> {
+        let _ = (name, spec);
+        Err(no_indexes(self.db(), self.name()))
+    }
+    /// `index_drop`.
+    fn index_drop(&self, name: &str) -> Result<()> {
+        let _ = name;
+        Err(no_indexes(self.db(), self.name()))
+    }
+    /// `index_rename` (`overwrite` replaces an index called `new`).
+    fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> Result<()> {
+        let _ = (old, new, overwrite);
+        Err(no_indexes(self.db(), self.name()))
+    }
+    /// Every secondary index with its definition and build state, sorted by name.
+    fn index_status(&self) -> Result<Vec<IndexStatus>> {
+        Ok(Vec::new())
+    }
+    /// Documents whose values in index `name` lie between two bounds, in index order (a
+    /// document appears once per matching entry of a multi index).
+    fn index_scan(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        reverse: bool,
+    ) -> Result<DatumStream> {
+        let _ = (lower, upper, reverse);
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    /// The number of index entries between two bounds (no document is read).
+    fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
+        let _ = (lower, upper);
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    /// The index values between two bounds, in index order (for `distinct(index=)`).
+    fn index_values(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        reverse: bool,
+    ) -> Result<DatumStream> {
+        let _ = (lower, upper, reverse);
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    /// Like `index_scan`, each document with the index value of its entry.
+    fn index_pairs(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+    ) -> Result<crate::access::PairStream> {
+        let _ = (lower, upper);
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    /// The number of documents whose primary keys lie between two bounds.
+    fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
+        let mut n = 0;
+        for d in self.scan(lower, upper, false)? {
+            d?;
+            n += 1;
+        }
+        Ok(n)
+    }
+    /// When this value is a table slice (`between`, `order_by(index=)`), its range.
+    fn slice(&self) -> Option<&crate::slice::TableSlice> {
+        None
+    }
+    /// Opens a changefeed on this table (`terms::changes`). With `include_initial`, the
+    /// initial values are read atomically with the registration: no write is both in
+    /// them and in the feed, and none is in neither.
+    fn subscribe(&self, req: changefeed::Request) -> Result<changefeed::Subscription> {
+        let _ = req;
+        Err(crate::error::logic(format!(
+            "Table `{}.{}` does not support changefeeds.",
+            self.db(),
+            self.name()
+        )))
+    }
+}
+
+/// Documents with the index value of their entry (`Table::index_pairs`).
+pub type PairStream = Box<dyn Iterator<Item = Result<(Datum, Datum)>> + Send>;
+
+/// A secondary index definition as `index_create` gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexSpec {
+    /// The index function as a FUNC term in RethinkDB's JSON wire form.
+    pub function: serde_json::Value,
+    /// `multi: true`: one entry per element of an array value.
+    pub multi: bool,
+    /// `geo: true`: a geospatial index.
+    pub geo: bool,
+}
+
+/// One secondary index as `index_status` reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexStatus {
+    /// The index name.
+    pub name: String,
+    /// Its definition.
+    pub spec: IndexSpec,
+    /// True once built.
+    pub ready: bool,
+    /// Build progress in `[0, 1]`.
+    pub progress: f64,
+}
+
+/// RethinkDB's error for an unknown index.
+pub fn index_not_found(name: &str, db: &str, table: &str) -> crate::error::ReqlError {
+    crate::error::op_failed(format!(
+        "Index `{name}` was not found on table `{db}.{table}`."
+    ))
+}
+
+fn no_indexes(db: &str, table: &str) -> crate::error::ReqlError {
+    crate::error::op_failed(format!(
+        "Table `{db}.{table}` does not support secondary indexes."
+    ))
 }
 
 /// The catalog and table lookup.
@@ -116,4 +239,61 @@ pub trait TableAccess: Send + Sync {
     fn table(&self, db: &str, name: &str) -> Result<Arc<dyn Table>>;
     /// The configuration document of a table (as `table.config()` shows it).
     fn table_config(&self, db: &str, name: &str) -> Result<Datum>;
+
+    /// `table(name, identifier_format: "uuid")`: system tables show databases, tables
+    /// and servers by id instead of name (other tables are unaffected).
+    fn table_with_ids(&self, db: &str, name: &str) -> Result<Arc<dyn Table>> {
+        self.table(db, name)
+    }
+    /// `table.config()` as a writable row: the `rethinkdb.table_config` table and the
+    /// row's primary key.
+    fn table_config_row(&self, db: &str, name: &str) -> Result<(Arc<dyn Table>, Datum)> {
+        let _ = (db, name);
+        Err(unsupported("config"))
+    }
+    /// `db.config()` as a writable row of `rethinkdb.db_config`.
+    fn db_config_row(&self, db: &str) -> Result<(Arc<dyn Table>, Datum)> {
+        let _ = db;
+        Err(unsupported("config"))
+    }
+    /// `table.status()`: the table's `rethinkdb.table_status` row.
+    fn table_status(&self, db: &str, name: &str) -> Result<Datum> {
+        let _ = (db, name);
+        Err(unsupported("status"))
+    }
+    /// `grant` at the global (`db` None), database or table scope: RethinkDB's result
+    /// `{granted: 1, permissions_changes: [{old_val, new_val}]}`.
+    fn grant(
+        &self,
+        db: Option<&str>,
+        table: Option<&str>,
+        user: &str,
+        perms: &Datum,
+    ) -> Result<Datum> {
+        let _ = (db, table, user, perms);
+        Err(unsupported("grant"))
+    }
+    /// `reconfigure` of one table: records `shards`/`replicas` unless `dry_run`; the
+    /// result has `reconfigured`, `config_changes` and `status_changes`.
+    fn reconfigure(
+        &self,
+        db: &str,
+        name: &str,
+        shards: u32,
+        replicas: u32,
+        dry_run: bool,
+    ) -> Result<Datum> {
+        let _ = (db, name, shards, replicas, dry_run);
+        Err(unsupported("reconfigure"))
+    }
+    /// Fails unless the user may reach the network (`r.http` needs `connect`).
+    fn require_connect(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn unsupported(what: &str) -> crate::error::ReqlError {
+    crate::error::logic(format!(
+        "The term `{what}` is not supported by this server yet."
+    ))
 }

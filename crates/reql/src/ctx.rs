@@ -27,6 +27,8 @@ pub struct QueryCtx {
     pub cancel: Arc<AtomicBool>,
     /// The highest ticket of a hard-durability write, which the reply must wait for.
     hard_ticket: Mutex<Option<Ticket>>,
+    /// The changefeeds this query opened (`terms::changes`).
+    pub feeds: crate::terms::changes::FeedCtx,
 }
 
 impl QueryCtx {
@@ -40,6 +42,7 @@ impl QueryCtx {
             now,
             cancel: Arc::new(AtomicBool::new(false)),
             hard_ticket: Mutex::new(None),
+            feeds: Default::default(),
         }
     }
 

@@ -23,21 +23,37 @@ pub struct Ev<'a> {
     pub env: &'a Env,
     /// The term being evaluated.
     pub term: &'a Term,
+    /// Argument 0 when it was evaluated before dispatch (to see whether it is grouped,
+    /// `terms::group::eval_groupable`); `arg(0)` takes it instead of evaluating again.
+    pub arg0: std::cell::RefCell<Option<Val>>,
+}
+
+impl<'a> Ev<'a> {
+    /// The evaluation state of `term`, nothing evaluated yet.
+    pub fn new(ctx: &'a Arc<QueryCtx>, env: &'a Env, term: &'a Term) -> Ev<'a> {
+        Ev {
+            ctx,
+            env,
+            term,
+            arg0: std::cell::RefCell::new(None),
+        }
+    }
 }
 
 /// Evaluates a term.
 pub fn eval(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Val> {
     if term.args.iter().any(|a| a.tt == T::ARGS) {
+        if matches!(term.tt, T::ORDER_BY | T::UNION) {
+            return Err(logic(
+                "r.args is not supported in an order_by or union command yet.",
+            ));
+        }
         let expanded = expand_args(ctx, env, term)?;
-        let ev = Ev {
-            ctx,
-            env,
-            term: &expanded,
-        };
-        return terms::dispatch(&ev);
+        let ev = Ev::new(ctx, env, &expanded);
+        return terms::group::eval_groupable(&ev);
     }
-    let ev = Ev { ctx, env, term };
-    terms::dispatch(&ev)
+    let ev = Ev::new(ctx, env, term);
+    terms::group::eval_groupable(&ev)
 }
 
 /// Splices `r.args(array)` arguments into the argument list, then checks arity.
@@ -96,6 +112,11 @@ impl<'a> Ev<'a> {
 
     /// Evaluates positional argument `i`.
     pub fn arg(&self, i: usize) -> Result<Val> {
+        if i == 0 {
+            if let Some(v) = self.arg0.borrow_mut().take() {
+                return Ok(v);
+            }
+        }
         match self.term.args.get(i) {
             Some(t) => eval(self.ctx, self.env, t).at(i),
             None => Err(logic(format!("Missing argument {i}."))),
@@ -194,6 +215,7 @@ pub fn describe(v: &Val) -> String {
         Val::Db(d) => format!("db(\"{d}\")"),
         Val::Func(_) => "<function>".into(),
         Val::Seq(_) => "<stream>".into(),
+        Val::Grouped(_) => "<grouped>".into(),
         Val::Single(s) => s.doc.to_pretty_string(),
         Val::Datum(d) => d.to_pretty_string(),
     }
@@ -355,7 +377,19 @@ pub fn expect_object(d: &Datum) -> Result<&datum::Object> {
 /// An integer argument (RethinkDB: "Number not an integer").
 pub fn expect_int(d: &Datum) -> Result<i64> {
     let n = expect_num(d)?;
-    if n.fract() != 0.0 || n.abs() > 9_007_199_254_740_992.0 {
+    if n > 9_007_199_254_740_992.0 {
+        return Err(logic(format!(
+            "Number not an integer (>2^53): {}",
+            d.to_json_string()
+        )));
+    }
+    if n < -9_007_199_254_740_992.0 {
+        return Err(logic(format!(
+            "Number not an integer (<-2^53): {}",
+            d.to_json_string()
+        )));
+    }
+    if n.fract() != 0.0 {
         return Err(logic(format!(
             "Number not an integer: {}",
             d.to_json_string()

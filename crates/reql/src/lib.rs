@@ -11,12 +11,15 @@ pub mod ctx;
 pub mod error;
 pub mod eval;
 pub mod plan;
+pub mod slice;
 pub mod spec;
 pub mod term;
 pub mod terms;
 pub mod value;
 
-pub use access::{Change, Durability, Table, TableAccess, TableOptions, Ticket};
+pub use access::{
+    Change, Durability, IndexSpec, IndexStatus, Table, TableAccess, TableOptions, Ticket,
+};
 pub use ctx::QueryCtx;
 pub use error::{ErrorKind, Frame, ReqlError, Result};
 pub use eval::eval;

@@ -24,11 +24,39 @@ fn inline_term(t: &Term) -> bool {
                 && t.args.iter().skip(1).all(|a| inline_term(a))
                 && t.optargs.is_empty()
         }
-        T::DATUM | T::MAKE_ARRAY | T::MAKE_OBJ | T::GET_FIELD | T::BRACKET | T::PLUCK
-        | T::WITHOUT | T::HAS_FIELDS | T::KEYS | T::VALUES | T::EQ | T::NE | T::LT | T::LE
-        | T::GT | T::GE | T::ADD | T::SUB | T::MUL | T::DIV | T::MOD | T::AND | T::OR
-        | T::NOT | T::DEFAULT | T::TYPE_OF | T::NOW | T::BRANCH | T::FLOOR | T::CEIL
-        | T::ROUND | T::UPCASE | T::DOWNCASE => true,
+        T::DATUM
+        | T::MAKE_ARRAY
+        | T::MAKE_OBJ
+        | T::GET_FIELD
+        | T::BRACKET
+        | T::PLUCK
+        | T::WITHOUT
+        | T::HAS_FIELDS
+        | T::KEYS
+        | T::VALUES
+        | T::EQ
+        | T::NE
+        | T::LT
+        | T::LE
+        | T::GT
+        | T::GE
+        | T::ADD
+        | T::SUB
+        | T::MUL
+        | T::DIV
+        | T::MOD
+        | T::AND
+        | T::OR
+        | T::NOT
+        | T::DEFAULT
+        | T::TYPE_OF
+        | T::NOW
+        | T::BRANCH
+        | T::FLOOR
+        | T::CEIL
+        | T::ROUND
+        | T::UPCASE
+        | T::DOWNCASE => true,
         _ => false,
     };
     own && t.args.iter().all(|a| inline_term(a)) && t.optargs.iter().all(|(_, a)| inline_term(a))
@@ -37,7 +65,9 @@ fn inline_term(t: &Term) -> bool {
 fn is_table(t: &Term) -> bool {
     t.tt == T::TABLE
         && t.optargs.iter().all(|(_, a)| a.tt == T::DATUM)
-        && t.args.iter().all(|a| a.tt == T::DATUM || (a.tt == T::DB && a.args.iter().all(|x| x.tt == T::DATUM)))
+        && t.args
+            .iter()
+            .all(|a| a.tt == T::DATUM || (a.tt == T::DB && a.args.iter().all(|x| x.tt == T::DATUM)))
 }
 
 #[cfg(test)]
@@ -54,7 +84,9 @@ mod tests {
         // r.table("t").get(1)
         assert!(runs_inline(&c(r#"[16,[[15,["t"]],1]]"#)));
         // r.db("d").table("t").get("k")("f")
-        assert!(runs_inline(&c(r#"[31,[[16,[[15,[[14,["d"]],"t"]],"k"]],"f"]]"#)));
+        assert!(runs_inline(&c(
+            r#"[31,[[16,[[15,[[14,["d"]],"t"]],"k"]],"f"]]"#
+        )));
         // r.expr(1) + 2
         assert!(runs_inline(&c(r#"[24,[1,2]]"#)));
     }

@@ -172,11 +172,12 @@ pub fn arity(tt: T) -> (usize, Option<usize>) {
         T::TIME => (4, Some(7)),
         T::INDEX_CREATE => (1, Some(3)),
         T::POINT => two,
-        T::LINE | T::POLYGON => (2, INF),
+        T::LINE => (2, INF),
+        T::POLYGON => (3, INF),
         T::CIRCLE => two,
         T::GET_INTERSECTING => two,
         T::FORMAT => two,
-        T::GRANT => three,
+        T::GRANT => (2, Some(3)),
     }
 }
 

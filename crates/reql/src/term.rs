@@ -104,6 +104,15 @@ fn check_ptype(d: Datum) -> Result<Datum> {
                     d.to_pretty_string()
                 )));
             }
+            // RethinkDB's `sanitize_time`: times have millisecond precision.
+            let epoch = d.get("epoch_time").and_then(Datum::as_f64).unwrap_or(0.0);
+            let rounded = (epoch * 1000.0).round() / 1000.0;
+            let mut d = d;
+            if rounded != epoch {
+                if let Datum::Object(m) = &mut d {
+                    Arc::make_mut(m).insert(Str::from("epoch_time"), Datum::Number(rounded));
+                }
+            }
             Ok(d)
         }
         Some("BINARY") => {
@@ -120,9 +129,37 @@ fn check_ptype(d: Datum) -> Result<Datum> {
             let bytes = base64_decode_lenient(&data);
             Ok(datum::ptype::make_binary(&bytes))
         }
-        Some("GEOMETRY") | Some("LITERAL") => Ok(d),
+        Some("GEOMETRY") => {
+            crate::terms::geo::shape::sanitize(&d)?;
+            Ok(d)
+        }
+        Some("LITERAL") => Ok(d),
         Some(t) => Err(crate::error::logic(format!("Unknown $reql_type$ `{t}`."))),
     }
+}
+
+/// True when a FUNC's parameter list (its first argument) names exactly one variable.
+fn one_param(args: &[Arc<Term>]) -> bool {
+    args.first()
+        .and_then(|p| p.datum.as_array())
+        .is_some_and(|p| p.len() == 1)
+}
+
+/// Does `t` hold a one-parameter function whose body uses `r.row`? Inside another
+/// one-parameter function that is RethinkDB's "r.row in nested queries" error.
+fn nested_implicit(t: &Term) -> bool {
+    t.args
+        .iter()
+        .chain(t.optargs.iter().map(|(_, a)| a))
+        .any(|a| {
+            if a.tt == TermType::FUNC && one_param(&a.args) {
+                a.args
+                    .get(1)
+                    .is_some_and(|b| b.uses_implicit_var() || nested_implicit(b))
+            } else {
+                nested_implicit(a)
+            }
+        })
 }
 
 fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
@@ -177,6 +214,11 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
         )));
     }
     check_arity(tt, args.len())?;
+    if tt == TermType::FUNC && one_param(&args) && args.get(1).is_some_and(|b| nested_implicit(b)) {
+        return Err(compile(
+            "Cannot use r.row in nested queries.  Use functions instead.",
+        ));
+    }
     if let Some(allowed) = spec::optargs(tt) {
         for (k, _) in &optargs {
             if !allowed.contains(&k.as_str()) {

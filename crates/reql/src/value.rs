@@ -68,13 +68,38 @@ impl Sequence {
         for d in self.stream {
             out.push(d?);
             if out.len() > limit {
-                return Err(crate::error::resource(format!(
-                    "Array over size limit `{limit}`."
-                )));
+                return Err(array_limit_error(limit));
             }
         }
         Ok(out)
     }
+}
+
+/// One datum per group, in ReQL order of the group keys (RethinkDB's `grouped_data_t`).
+pub type GroupedData = std::collections::BTreeMap<Datum, Datum>;
+
+/// A lazy stream of `(group, item)` pairs: what `group` makes (GROUPED_STREAM).
+pub struct GroupedStream {
+    /// The tagged items; an item of several groups (`multi`) appears once per group.
+    pub stream: Box<dyn Iterator<Item = Result<(Datum, Datum)>> + Send>,
+    /// Known to be endless (grouping `r.range()`).
+    pub infinite: bool,
+}
+
+/// Grouped values. Terms after `group` apply to each group (`terms::group`); reductions
+/// turn the lazy stream into data.
+pub enum Grouped {
+    /// GROUPED_STREAM: not reduced yet.
+    Stream(GroupedStream),
+    /// GROUPED_DATA: one datum per group.
+    Data(Arc<GroupedData>),
+}
+
+/// RethinkDB's error for an array longer than the `array_limit`.
+pub fn array_limit_error(limit: usize) -> crate::error::ReqlError {
+    crate::error::resource(format!(
+        "Array over size limit `{limit}`.  To raise the number of allowed elements, modify the `array_limit` option to `.run` (not available in the Data Explorer), or use an index."
+    ))
 }
 
 /// A single document selected by primary key (`get`).
@@ -114,6 +139,8 @@ pub enum Val {
     Db(String),
     /// A function.
     Func(Func),
+    /// Grouped values (`group`).
+    Grouped(Grouped),
 }
 
 impl Val {
@@ -123,10 +150,13 @@ impl Val {
             Val::Datum(d) => d.type_name(),
             Val::Seq(s) if s.table.is_some() => "SELECTION<STREAM>".into(),
             Val::Seq(_) => "STREAM".into(),
+            Val::Table(t) if t.slice().is_some() => "TABLE_SLICE".into(),
             Val::Table(_) => "TABLE".into(),
             Val::Single(_) => "SELECTION<OBJECT>".into(),
             Val::Db(_) => "DATABASE".into(),
             Val::Func(_) => "FUNCTION".into(),
+            Val::Grouped(Grouped::Stream(_)) => "GROUPED_STREAM".into(),
+            Val::Grouped(Grouped::Data(_)) => "GROUPED_DATA".into(),
         }
     }
 
@@ -136,10 +166,13 @@ impl Val {
             Val::Datum(_) => "DATUM",
             Val::Seq(s) if s.table.is_some() => "SELECTION",
             Val::Seq(_) => "SEQUENCE",
+            Val::Table(t) if t.slice().is_some() => "TABLE_SLICE",
             Val::Table(_) => "TABLE",
             Val::Single(_) => "SINGLE_SELECTION",
             Val::Db(_) => "DATABASE",
             Val::Func(_) => "FUNCTION",
+            Val::Grouped(Grouped::Stream(_)) => "GROUPED_STREAM",
+            Val::Grouped(Grouped::Data(_)) => "GROUPED_DATA",
         }
     }
 
@@ -151,7 +184,8 @@ impl Val {
             Val::Single(s) => Val::Single(s.clone()),
             Val::Db(d) => Val::Db(d.clone()),
             Val::Func(f) => Val::Func(f.clone()),
-            Val::Seq(_) => return None,
+            Val::Grouped(Grouped::Data(g)) => Val::Grouped(Grouped::Data(g.clone())),
+            Val::Seq(_) | Val::Grouped(Grouped::Stream(_)) => return None,
         })
     }
 }
@@ -174,6 +208,7 @@ enum Bound {
     Single(SingleSel),
     Db(String),
     Func(Func),
+    Grouped(Arc<GroupedData>),
 }
 
 impl Bound {
@@ -184,7 +219,8 @@ impl Bound {
             Val::Single(s) => Bound::Single(s),
             Val::Db(d) => Bound::Db(d),
             Val::Func(f) => Bound::Func(f),
-            Val::Seq(_) => Bound::Datum(Datum::Null),
+            Val::Grouped(Grouped::Data(g)) => Bound::Grouped(g),
+            Val::Seq(_) | Val::Grouped(Grouped::Stream(_)) => Bound::Datum(Datum::Null),
         }
     }
 
@@ -195,6 +231,7 @@ impl Bound {
             Bound::Single(s) => Val::Single(s.clone()),
             Bound::Db(d) => Val::Db(d.clone()),
             Bound::Func(f) => Val::Func(f.clone()),
+            Bound::Grouped(g) => Val::Grouped(Grouped::Data(g.clone())),
         }
     }
 }

@@ -67,6 +67,12 @@ pub struct ServeArgs {
     /// Longest time a soft-durability write stays unflushed, in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub soft_flush_ms: u64,
+    /// PEM private key for TLS on the driver port (with `--driver-tls-cert`).
+    #[arg(long, requires = "driver_tls_cert")]
+    pub driver_tls_key: Option<PathBuf>,
+    /// PEM certificate chain for TLS on the driver port (with `--driver-tls-key`).
+    #[arg(long, requires = "driver_tls_key")]
+    pub driver_tls_cert: Option<PathBuf>,
     /// Query evaluation threads (default: 4 per core).
     #[arg(long)]
     pub eval_threads: Option<usize>,

@@ -12,10 +12,11 @@ use proto::frame::{decode, MAX_QUERY_BYTES};
 use proto::handshake::{Handshake, OsRandom, Step};
 use proto::ql2::ResponseType;
 use proto::response::ResponseWriter;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
+use crate::principal::Principal;
 use crate::session::Session;
 use crate::state::ServerState;
 use crate::wire::finish;
@@ -23,14 +24,35 @@ use crate::wire::finish;
 /// Responses queued per connection before the writer applies back-pressure.
 const OUT_QUEUE: usize = 1024;
 
-/// Serves one connection until it closes.
+/// Serves one plain TCP connection until it closes.
 pub async fn serve(stream: TcpStream, state: Arc<ServerState>) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
+    let peer = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    serve_stream(stream, peer, state).await;
+}
+
+/// Serves one connection (plain or TLS) until it closes.
+pub async fn serve_stream<S>(stream: S, peer: String, state: Arc<ServerState>)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    state.cluster.note_connection(true);
+    serve_inner(stream, peer, &state).await;
+    state.cluster.note_connection(false);
+}
+
+async fn serve_inner<S>(stream: S, peer: String, state: &Arc<ServerState>)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut buf = BytesMut::with_capacity(16 * 1024);
     let mut hs = Handshake::new(OsRandom);
-    loop {
-        match hs.feed(&mut buf, &state.users) {
+    let user = loop {
+        match hs.feed(&mut buf, state.cluster.users().as_ref()) {
             Ok(Step::NeedMore) => match rd.read_buf(&mut buf).await {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
@@ -40,11 +62,11 @@ pub async fn serve(stream: TcpStream, state: Arc<ServerState>) {
                     return;
                 }
             }
-            Ok(Step::Done { reply, .. }) => {
+            Ok(Step::Done { reply, user, .. }) => {
                 if wr.write_all(&reply).await.is_err() {
                     return;
                 }
-                break;
+                break user;
             }
             Ok(Step::Reject { reply, .. }) => {
                 let _ = wr.write_all(&reply).await;
@@ -53,7 +75,7 @@ pub async fn serve(stream: TcpStream, state: Arc<ServerState>) {
             }
             Err(_) => return,
         }
-    }
+    };
 
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUT_QUEUE);
     let writer = tokio::spawn(async move {
@@ -64,7 +86,8 @@ pub async fn serve(stream: TcpStream, state: Arc<ServerState>) {
         }
         let _ = wr.shutdown().await;
     });
-    let session = Session::new(state, tx.clone());
+    let who = Principal::new(&state.cluster, &user, peer);
+    let session = Session::new(state.clone(), tx.clone(), who);
     loop {
         match decode(&mut buf, MAX_QUERY_BYTES) {
             Ok(Some(frame)) => session.handle(frame).await,

@@ -52,7 +52,10 @@ impl Pool {
     }
 
     /// Runs `f` on the pool and awaits its result (None if the job panicked).
-    pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    pub async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));

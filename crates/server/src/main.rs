@@ -4,9 +4,10 @@
 mod config;
 mod conn;
 mod exec;
+mod principal;
 mod session;
 mod state;
-mod users;
+mod tls;
 mod wire;
 
 use std::process::ExitCode;
@@ -80,15 +81,20 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         )
         .map_err(|e| format!("cannot open storage: {e}"))?,
     );
-    let cluster =
-        cluster::Cluster::open(engine.clone(), &args.server_name).map_err(|e| e.to_string())?;
+    let cluster = cluster::Cluster::open_with_password(
+        engine.clone(),
+        &args.server_name,
+        args.initial_password.as_deref().unwrap_or(""),
+    )
+    .map_err(|e| e.to_string())?;
+    let tls = match (&args.driver_tls_cert, &args.driver_tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
     cluster.set_soft_flush_interval(std::time::Duration::from_millis(args.soft_flush_ms));
-    let users = users::Users::open(&engine, args.initial_password.as_deref().unwrap_or(""))
-        .map_err(|e| format!("cannot open users: {e}"))?;
     let state = Arc::new(ServerState {
         cluster: cluster.clone(),
-        users,
-        server_id: uuid::Uuid::new_v4().to_string(),
+        server_id: cluster.server_id().to_string(),
         server_name: args.server_name.clone(),
         pool: Arc::new(
             exec::Pool::new(args.eval_threads())
@@ -98,14 +104,22 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let listener = TcpListener::bind((addr, port))
         .await
         .map_err(|e| format!("cannot listen on {addr}:{port}: {e}"))?;
-    log(
-        &args,
-        &format!(
-            "Ponder {} listening for client driver connections on {addr}:{port} (data in {})",
-            env!("CARGO_PKG_VERSION"),
-            args.directory.display()
-        ),
+    let listening = format!(
+        "Ponder {} listening for client driver connections on {addr}:{port}{} (data in {})",
+        env!("CARGO_PKG_VERSION"),
+        if tls.is_some() { " with TLS" } else { "" },
+        args.directory.display()
     );
+    log(&args, &listening);
+    cluster.log("notice", &listening);
+    cluster.set_server_info(cluster::system::ServerInfo {
+        reql_port: port,
+        http_port: args.http_port.saturating_add(args.port_offset),
+        cluster_port: args.cluster_port.saturating_add(args.port_offset),
+        hostname: std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into()),
+        argv: std::env::args().collect(),
+        cache_size_mb: args.cache_size as f64,
+    });
     let limit = Arc::new(Semaphore::new(args.max_connections));
     let shutdown = async {
         #[cfg(unix)]
@@ -131,8 +145,18 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
                     continue;
                 };
                 let st = state.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    conn::serve(stream, st).await;
+                    match tls {
+                        None => conn::serve(stream, st).await,
+                        Some(acceptor) => {
+                            let _ = stream.set_nodelay(true);
+                            let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                            if let Ok(s) = acceptor.accept(stream).await {
+                                conn::serve_stream(s, peer, st).await;
+                            }
+                        }
+                    }
                     drop(permit);
                 });
             }

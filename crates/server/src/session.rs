@@ -20,7 +20,10 @@ use proto::response::ResponseWriter;
 use reql::{QueryCtx, ReqlError, Sequence, Val};
 use tokio::sync::{mpsc, Notify};
 
+use crate::principal::Principal;
 use crate::state::ServerState;
+
+mod feed;
 use crate::wire::{check_json, error_frame, finish, profile_json};
 
 /// Batch limits from the global optargs (RethinkDB's names and defaults).
@@ -47,6 +50,8 @@ impl Default for BatchOpts {
 struct Cursor {
     seq: Sequence,
     opts: BatchOpts,
+    /// Set for a changefeed (`feed.rs`): CONTINUE waits for changes.
+    feed: Option<feed::FeedCursor>,
 }
 
 /// What a token in use is doing.
@@ -59,6 +64,8 @@ enum Slot {
     Busy,
     /// STOP arrived while it was running: drop whatever it produces.
     Stopped,
+    /// A changefeed's CONTINUE waiting for changes; signal to wake it (STOP, close).
+    Waiting(Arc<Notify>),
 }
 
 /// One connection's queries.
@@ -70,6 +77,8 @@ pub struct Session {
     noreply_done: Notify,
     /// Set when the connection closes; running queries poll it.
     cancel: Arc<std::sync::atomic::AtomicBool>,
+    /// The authenticated user and the access enforcing their permissions.
+    who: Arc<Principal>,
 }
 
 enum Outcome {
@@ -81,8 +90,13 @@ enum Outcome {
 
 impl Session {
     /// A session writing its responses to `out`.
-    pub fn new(state: Arc<ServerState>, out: mpsc::Sender<Vec<u8>>) -> Arc<Session> {
+    pub fn new(
+        state: Arc<ServerState>,
+        out: mpsc::Sender<Vec<u8>>,
+        who: Principal,
+    ) -> Arc<Session> {
         Arc::new(Session {
+            who: Arc::new(who),
             state,
             out,
             tokens: Mutex::new(HashMap::new()),
@@ -180,6 +194,10 @@ impl Session {
                         Some(Slot::Running | Slot::Busy) => {
                             tokens.insert(token, Slot::Stopped);
                         }
+                        Some(Slot::Waiting(waker)) => {
+                            waker.notify_one();
+                            tokens.insert(token, Slot::Stopped);
+                        }
                         _ => {
                             tokens.remove(&token);
                         }
@@ -242,10 +260,12 @@ impl Session {
         let state = self.state.clone();
         let cancel = self.cancel.clone();
         let pool = self.state.pool.clone();
+        let who = self.who.clone();
         let run = if reql::plan::runs_inline(&term) {
-            Some(run_start(&state, q, term, cancel))
+            Some(run_start(&state, &who, q, term, cancel))
         } else {
-            pool.run(move || run_start(&state, q, term, cancel)).await
+            pool.run(move || run_start(&state, &who, q, term, cancel))
+                .await
         };
         let (outcome, ticket) = match run {
             Some(Ok(x)) => x,
@@ -285,6 +305,9 @@ impl Session {
                     ResponseType::SUCCESS_SEQUENCE
                 };
                 let mut w = ResponseWriter::new(t);
+                if let Some(f) = cursor.as_ref().and_then(|c| c.feed.as_ref()) {
+                    w = w.notes(&f.info.notes());
+                }
                 for i in &items {
                     w.push_raw(i);
                 }
@@ -338,6 +361,9 @@ impl Session {
                 ),
             );
         };
+        if cursor.feed.is_some() {
+            return self.continue_feed(token, cursor).await;
+        }
         let run = self
             .state
             .pool
@@ -368,14 +394,95 @@ impl Session {
     /// Drops every cursor (the connection closed).
     pub fn close(&self) {
         self.cancel.store(true, Ordering::SeqCst);
-        self.tokens.lock().clear();
+        let mut tokens = self.tokens.lock();
+        // Waiting feeds wake up, see their slot gone and drop their subscriptions.
+        for slot in tokens.values() {
+            if let Slot::Waiting(waker) = slot {
+                waker.notify_one();
+            }
+        }
+        tokens.clear();
     }
 }
 
 /// Evaluates a compiled START query; returns its first answer and the ticket that
 /// must be durable before answering.
+/// The global optargs RethinkDB accepts (`rdb_protocol/optargs.cc`); others are refused.
+const GLOBAL_OPTARGS: &[&str] = &[
+    "_EVAL_FLAGS_",
+    "_NO_RECURSE_",
+    "_SHORTCUT_",
+    "array_limit",
+    "attempts",
+    "auth",
+    "base",
+    "binary_format",
+    "changefeed_queue_size",
+    "conflict",
+    "data",
+    "db",
+    "default",
+    "default_timezone",
+    "dry_run",
+    "durability",
+    "emergency_repair",
+    "emit",
+    "fill",
+    "final_emit",
+    "first_batch_scaledown_factor",
+    "float",
+    "geo",
+    "geo_system",
+    "group_format",
+    "header",
+    "identifier_format",
+    "include_initial",
+    "include_offsets",
+    "include_states",
+    "include_types",
+    "index",
+    "interleave",
+    "ordered",
+    "left_bound",
+    "max_batch_bytes",
+    "max_batch_rows",
+    "max_batch_seconds",
+    "max_dist",
+    "max_results",
+    "method",
+    "min_batch_rows",
+    "multi",
+    "non_atomic",
+    "nonvoting_replica_tags",
+    "noreply",
+    "num_vertices",
+    "overwrite",
+    "page",
+    "page_limit",
+    "params",
+    "primary_key",
+    "primary_replica_tag",
+    "profile",
+    "read_mode",
+    "redirects",
+    "replicas",
+    "result_format",
+    "return_changes",
+    "return_vals",
+    "right_bound",
+    "shards",
+    "squash",
+    "time_format",
+    "timeout",
+    "unit",
+    "use_outdated",
+    "verify",
+    "wait_for",
+];
+
 fn run_start(
     state: &ServerState,
+    who: &Principal,
     q: Query,
     term: Arc<reql::Term>,
     cancel: Arc<std::sync::atomic::AtomicBool>,
@@ -384,11 +491,28 @@ fn run_start(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
-    let access: Arc<dyn reql::TableAccess> = state.cluster.clone();
+    let access = who.access.clone();
+    let _job = state.cluster.register_job(
+        &who.user,
+        &who.peer,
+        &q.term.as_ref().map(|t| t.to_string()).unwrap_or_default(),
+        cancel.clone(),
+    );
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
     ctx.cancel = cancel;
     let mut opts = BatchOpts::default();
     for (k, v) in &q.optargs {
+        if !GLOBAL_OPTARGS.contains(&k.as_str()) {
+            return Err(ReqlError::new(
+                reql::ErrorKind::Compile,
+                format!("Unrecognized global optional argument `{k}`."),
+            ));
+        }
+        if k == "use_outdated" {
+            return Err(reql::error::logic(
+                "The `use_outdated` optarg is no longer supported.  Use the `read_mode` optarg instead.",
+            ));
+        }
         let t = reql::compile_term(v)?;
         let probe = Arc::new(QueryCtx::new(access.clone(), "test".into(), now));
         let val = reql::eval(&probe, &reql::Env::default(), &t)?;
@@ -436,22 +560,50 @@ fn run_start(
                 opts.first_scaledown =
                     num(&val).map_or(opts.first_scaledown, |n| n.max(1.0) as usize)
             }
+            "changefeed_queue_size" => {
+                if let Some(n) = num(&val).filter(|n| *n >= 1.0) {
+                    ctx.feeds.set_queue_size(n as usize);
+                }
+            }
             _ => {}
         }
     }
     let ctx = Arc::new(ctx);
     let val = reql::eval(&ctx, &reql::Env::default(), &term)?;
     let outcome = match val {
+        Val::Seq(s) if !s.is_array && ctx.feeds.active() => {
+            let info = ctx.feeds.take();
+            let mut c = Cursor {
+                seq: s,
+                opts,
+                feed: info.map(feed::FeedCursor::new),
+            };
+            let (items, done) = feed::next_feed_batch(&mut c, true)?;
+            Outcome::Batch(items, if done { None } else { Some(c) })
+        }
         Val::Seq(s) if !s.is_array => {
-            let mut c = Cursor { seq: s, opts };
+            let mut c = Cursor {
+                seq: s,
+                opts,
+                feed: None,
+            };
             let (items, done) = next_batch(&mut c, true)?;
             Outcome::Batch(items, if done { None } else { Some(c) })
         }
         Val::Table(t) => {
             let seq = reql::eval::to_seq(Val::Table(t))?;
-            let mut c = Cursor { seq, opts };
+            let mut c = Cursor {
+                seq,
+                opts,
+                feed: None,
+            };
             let (items, done) = next_batch(&mut c, true)?;
             Outcome::Batch(items, if done { None } else { Some(c) })
+        }
+        Val::Grouped(g) => {
+            let d = reql::terms::group::wire_datum(ctx.array_limit, g)?;
+            check_json(&d)?;
+            Outcome::Atom(d.to_json_bytes())
         }
         Val::Db(_) | Val::Func(_) => {
             return Err(reql::error::logic(format!(

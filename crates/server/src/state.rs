@@ -5,14 +5,11 @@ use std::sync::Arc;
 use cluster::Cluster;
 
 use crate::exec::Pool;
-use crate::users::Users;
 
 /// The server's shared state.
 pub struct ServerState {
     /// Catalog and tables.
     pub cluster: Arc<Cluster>,
-    /// Credentials for the handshake.
-    pub users: Users,
     /// This server's id (stable for the process).
     pub server_id: String,
     /// This server's name.

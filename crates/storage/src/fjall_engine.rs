@@ -240,4 +240,25 @@ impl Snapshot for FjallSnapshot {
             Box::new(iter.map(conv))
         })
     }
+
+    fn count_range(
+        &self,
+        space: &str,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        keep: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<u64, StorageError> {
+        let ks = self.handle(space)?;
+        if range_is_empty(&lower, &upper) {
+            return Ok(0);
+        }
+        let mut n = 0;
+        for g in self.snap.range(ks, (lower, upper)) {
+            let (_, v) = g.into_inner().map_err(StorageError::from)?;
+            if keep(&v) {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
 }

@@ -109,6 +109,24 @@ pub trait Snapshot: Send + Sync + 'static {
         upper: Bound<Vec<u8>>,
         reverse: bool,
     ) -> Result<KvIter, StorageError>;
+
+    /// The number of keys within `(lower, upper)` whose value passes `keep`, without
+    /// copying keys out (engines override this for speed).
+    fn count_range(
+        &self,
+        space: &str,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        keep: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<u64, StorageError> {
+        let mut n = 0;
+        for kv in self.range(space, lower, upper, false)? {
+            if keep(&kv?.1) {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// Forwards [`Engine`] through a smart pointer, so `Arc<dyn Engine>` and

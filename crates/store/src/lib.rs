@@ -11,9 +11,12 @@
 //! after the write was applied returned successfully.
 
 mod commit;
+mod feeds;
+mod index;
 mod shard;
 
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
+pub use index::{EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use shard::{ModifyOutcome, Shard, StoreChange};
 
 /// Errors of the store layer.

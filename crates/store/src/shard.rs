@@ -30,11 +30,16 @@ pub enum StoreChange {
 
 /// One shard of a table.
 pub struct Shard {
-    engine: Arc<dyn Engine>,
-    space: String,
-    locks: Vec<Mutex<()>>,
+    pub(crate) engine: Arc<dyn Engine>,
+    pub(crate) space: String,
+    pub(crate) locks: Vec<Mutex<()>>,
     count: AtomicI64,
     commit: Arc<GroupCommit>,
+    /// Secondary indexes maintained by `modify` (`index.rs`); read-locked across each
+    /// read-modify-write so that registering an index waits for writes that missed it.
+    pub(crate) indexes: parking_lot::RwLock<Vec<Arc<crate::index::SecondaryIndex>>>,
+    /// Changefeed subscriptions, fed by `modify` under the key's stripe lock (`feeds.rs`).
+    pub(crate) feeds: Arc<changefeed::Hub>,
 }
 
 impl Shard {
@@ -57,6 +62,8 @@ impl Shard {
             locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             count: AtomicI64::new(n),
             commit,
+            indexes: parking_lot::RwLock::new(Vec::new()),
+            feeds: changefeed::Hub::new(),
         })
     }
 
@@ -116,11 +123,15 @@ impl Shard {
     }
 
     fn stripe(&self, k: &[u8]) -> &Mutex<()> {
+        // `locks` has LOCK_STRIPES entries, so the index is in range.
+        &self.locks[Self::stripe_index(k)]
+    }
+
+    /// The stripe lock number of an encoded key.
+    pub(crate) fn stripe_index(k: &[u8]) -> usize {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         k.hash(&mut h);
-        let i = (h.finish() as usize) % LOCK_STRIPES;
-        // `locks` has LOCK_STRIPES entries, so `i` is in range.
-        &self.locks[i]
+        (h.finish() as usize) % LOCK_STRIPES
     }
 
     /// Atomically reads the document under `key`, asks `f`, and applies its decision.
@@ -142,19 +153,25 @@ impl Shard {
         let new = match change {
             StoreChange::Keep => return Ok((old.clone(), old, None)),
             StoreChange::Put(d) => {
-                batch.put(&self.space, k, d.to_json_bytes());
+                batch.put(&self.space, k.clone(), d.to_json_bytes());
                 Some(d)
             }
             StoreChange::Delete => {
                 if old.is_none() {
                     return Ok((None, None, None));
                 }
-                batch.delete(&self.space, k);
+                batch.delete(&self.space, k.clone());
                 None
             }
         };
+        // Held until applied: registering an index waits for this write (index.rs).
+        let indexes = self.indexes.read();
+        crate::index::stage_changes(&indexes, &k, old.as_ref(), new.as_ref(), &mut batch);
         self.engine.apply(batch).map_err(StoreError::from)?;
+        drop(indexes);
         let ticket = self.commit.ticket();
+        // Still under the stripe lock: one document's changes reach feeds in commit order.
+        self.feeds.publish(&k, old.as_ref(), new.as_ref());
         match (&old, &new) {
             (None, Some(_)) => {
                 self.count.fetch_add(1, Ordering::SeqCst);

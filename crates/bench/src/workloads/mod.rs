@@ -1,414 +1,256 @@
-//! The workloads: what one operation is, how it is checked, and the
-//! closed-loop runner that measures it at a given concurrency.
+//! The workloads of RethinkDB's performance reports (and YugabyteDB's KV
+//! workload): which data set each uses, its operation mix, and the
+//! durability of its writes.
 //!
-//! A run opens `C` connections, starts `C × in_flight` workers together, and
-//! each worker issues one operation at a time until the deadline (a closed
-//! loop: concurrency is exactly `C × in_flight`). Every successful operation's
-//! latency goes into the worker's HdrHistogram; the histograms are merged at
-//! the end. Each result is checked (a point get must return the document
-//! with the requested id, an insert must report `inserted: 1`); a wrong
-//! result, an error response, a timeout or a dropped connection counts as
-//! an error and not as an operation.
+//! | workload | data set | mix | writes |
+//! | --- | --- | --- | --- |
+//! | `ycsb-a` | YCSB usertable | 50% read, 50% update of one field | hard |
+//! | `ycsb-c` | YCSB usertable | 100% read | — |
+//! | `analytic` | YCSB usertable | `map(split('.').count()).sum()` | — |
+//! | `kv-canonical` | small KV | 70% get, 15% update, 10% insert, 5% delete | hard |
+//! | `kv-select` | small KV | 100% get | — |
+//! | `kv-insert` | small KV | 100% insert of new keys | soft |
+//! | `kv-insert-strong` | small KV | 100% insert of new keys | hard |
+//! | `kv-large` | 4–64 KB values | 50% get, 50% update | hard |
+//! | `yb-read` / `yb-write` | 40-byte keys, 16-byte values | 100% get / 100% upsert | hard |
+//!
+//! The canonical mix is our reading of RethinkDB's "canonical" workload
+//! (mostly reads, some of every kind of write); the report states it.
 
-pub mod setup;
+pub mod check;
+pub mod load;
+pub mod runner;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use serde::{Deserialize, Serialize};
 
-use client::{term, ConnectOptions, Connection, Response, ResponseType};
-use hdrhistogram::Histogram;
-use rand::rngs::StdRng;
-use rand::SeedableRng;
-use serde_json::{json, Map, Value};
+use crate::data::KvShape;
+use crate::targets::{Dataset, Durability};
 
-use crate::data::{random_existing_key, DocGen, InsertKeys};
-use crate::stats::{new_histogram, ops_per_sec, record, LatencySummary, RunResult};
-
-/// Database the benchmark uses.
-pub const DB: &str = "bench";
-/// Table the benchmark uses (YCSB's name).
-pub const TABLE: &str = "usertable";
-/// Distinct error messages kept per run.
-const MAX_ERROR_SAMPLES: usize = 5;
-
-/// Errors that stop the benchmark (as opposed to failed operations, which
-/// are counted).
-#[derive(Debug, thiserror::Error)]
-pub enum BenchError {
-    /// Talking to the server failed.
-    #[error(transparent)]
-    Client(#[from] client::Error),
-    /// Preparing the table or loading it failed.
-    #[error("setup failed: {0}")]
-    Setup(String),
-}
-
-/// Where the server is.
-#[derive(Debug, Clone)]
-pub struct Target {
-    /// Host name or address.
-    pub host: String,
-    /// Driver port.
-    pub port: u16,
-    /// User name.
-    pub user: String,
-    /// Password.
-    pub password: String,
-}
-
-impl Target {
-    /// `host:port`.
-    pub fn addr(&self) -> String {
-        format!("{}:{}", self.host, self.port)
-    }
-
-    /// Opens one authenticated connection.
-    pub async fn connect(&self) -> Result<Connection, client::Error> {
-        Connection::connect_with(&ConnectOptions {
-            host: self.host.clone(),
-            port: self.port,
-            user: self.user.clone(),
-            password: self.password.clone(),
-            ..ConnectOptions::default()
-        })
-        .await
-    }
-}
-
-/// The operation a run repeats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// One measured workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Workload {
-    /// `table.get(key)` of a uniformly random loaded key.
-    Get,
-    /// `table.insert(doc)` of a new document, default (hard) durability.
-    InsertHard,
-    /// `table.insert(doc, durability="soft")` of a new document.
-    InsertSoft,
+    /// YCSB workload A: 50% reads, 50% updates.
+    YcsbA,
+    /// YCSB workload C: 100% reads.
+    YcsbC,
+    /// The analytic map-reduce query over the whole usertable.
+    Analytic,
+    /// Mixed gets, updates, inserts and deletes on small values.
+    KvCanonical,
+    /// Gets only.
+    KvSelect,
+    /// Inserts of new keys, soft durability.
+    KvInsert,
+    /// Inserts of new keys, hard durability.
+    KvInsertStrong,
+    /// Gets and updates of 4–64 KB values.
+    KvLarge,
+    /// YugabyteDB's KV workload, 100% reads.
+    YbRead,
+    /// YugabyteDB's KV workload, 100% writes.
+    YbWrite,
+}
+
+/// The kinds of operation, each with its own latency histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    /// A point read.
+    Read,
+    /// A write to an existing key.
+    Update,
+    /// A write of a new key.
+    Insert,
+    /// A delete.
+    Delete,
+}
+
+impl OpKind {
+    /// All kinds, in histogram order.
+    pub const ALL: [OpKind; 4] = [OpKind::Read, OpKind::Update, OpKind::Insert, OpKind::Delete];
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Read => "read",
+            OpKind::Update => "update",
+            OpKind::Insert => "insert",
+            OpKind::Delete => "delete",
+        }
+    }
+
+    /// Index into [`OpKind::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Percentages of each kind of operation (summing to 100).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mix {
+    /// Reads.
+    pub read: u8,
+    /// Updates.
+    pub update: u8,
+    /// Inserts.
+    pub insert: u8,
+    /// Deletes.
+    pub delete: u8,
+}
+
+impl Mix {
+    /// The kind for a roll in `0..100`.
+    pub fn pick(&self, roll: u64) -> OpKind {
+        let r = roll % 100;
+        let (a, b, c) = (
+            u64::from(self.read),
+            u64::from(self.read) + u64::from(self.update),
+            u64::from(self.read) + u64::from(self.update) + u64::from(self.insert),
+        );
+        if r < a {
+            OpKind::Read
+        } else if r < b {
+            OpKind::Update
+        } else if r < c {
+            OpKind::Insert
+        } else {
+            OpKind::Delete
+        }
+    }
+}
+
+/// The data a workload runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataSpec {
+    /// YCSB's usertable.
+    Ycsb,
+    /// Key-value pairs of a shape.
+    Kv(KvShape),
+}
+
+impl DataSpec {
+    /// The table it lives in.
+    pub fn dataset(self) -> Dataset {
+        match self {
+            DataSpec::Ycsb => Dataset::Ycsb,
+            DataSpec::Kv(_) => Dataset::Kv,
+        }
+    }
+
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DataSpec::Ycsb => "ycsb usertable (10 x 100 B fields)",
+            DataSpec::Kv(s) if s == KvShape::SMALL => "kv: 8-16 B keys, 8-128 B values",
+            DataSpec::Kv(s) if s == KvShape::LARGE => "kv: 8-16 B keys, 4-64 KB values",
+            DataSpec::Kv(_) => "kv: 40 B keys, 16 B values",
+        }
+    }
 }
 
 impl Workload {
+    /// Every workload, in the order a full run measures them.
+    pub const ALL: [Workload; 10] = [
+        Workload::Analytic,
+        Workload::YcsbC,
+        Workload::YcsbA,
+        Workload::KvSelect,
+        Workload::KvCanonical,
+        Workload::KvInsert,
+        Workload::KvInsertStrong,
+        Workload::KvLarge,
+        Workload::YbRead,
+        Workload::YbWrite,
+    ];
+
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
-            Workload::Get => "get",
-            Workload::InsertHard => "insert-hard",
-            Workload::InsertSoft => "insert-soft",
+            Workload::YcsbA => "ycsb-a",
+            Workload::YcsbC => "ycsb-c",
+            Workload::Analytic => "analytic",
+            Workload::KvCanonical => "kv-canonical",
+            Workload::KvSelect => "kv-select",
+            Workload::KvInsert => "kv-insert",
+            Workload::KvInsertStrong => "kv-insert-strong",
+            Workload::KvLarge => "kv-large",
+            Workload::YbRead => "yb-read",
+            Workload::YbWrite => "yb-write",
         }
     }
 
-    /// Whether the workload reads the loaded documents.
-    pub fn needs_loaded_docs(self) -> bool {
-        matches!(self, Workload::Get)
-    }
-}
-
-/// Parameters of one measured run.
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    /// The operation.
-    pub workload: Workload,
-    /// Loaded documents (keys `0..docs` exist).
-    pub docs: u64,
-    /// Payload bytes of inserted documents.
-    pub doc_bytes: usize,
-    /// How long workers keep starting operations.
-    pub duration: Duration,
-    /// Bound on one operation; a slower one counts as an error.
-    pub op_timeout: Duration,
-    /// Queries in flight per connection.
-    pub in_flight: usize,
-    /// Distinguishes this invocation's inserted keys from earlier ones.
-    pub run_tag: String,
-    /// Index of this run within the invocation (keeps inserted keys of
-    /// successive runs apart).
-    pub run_index: usize,
-}
-
-/// What a check of one result expects.
-enum Expect {
-    /// A document whose `id` is this key.
-    Doc(String),
-    /// `inserted: 1`.
-    Inserted,
-}
-
-/// Builds operations for one worker.
-struct OpGen {
-    workload: Workload,
-    docs: u64,
-    rng: StdRng,
-    keys: InsertKeys,
-    gen: DocGen,
-    table: Value,
-    insert_optargs: Map<String, Value>,
-}
-
-impl OpGen {
-    fn new(cfg: &RunConfig, worker: usize) -> Self {
-        let mut insert_optargs = Map::new();
-        if cfg.workload == Workload::InsertSoft {
-            insert_optargs.insert("durability".into(), json!("soft"));
-        }
-        Self {
-            workload: cfg.workload,
-            docs: cfg.docs,
-            rng: StdRng::from_entropy(),
-            keys: InsertKeys::new(&cfg.run_tag, cfg.run_index, worker),
-            gen: DocGen::new(cfg.doc_bytes),
-            table: term::table(DB, TABLE),
-            insert_optargs,
+    /// Its data.
+    pub fn data(self) -> DataSpec {
+        match self {
+            Workload::YcsbA | Workload::YcsbC | Workload::Analytic => DataSpec::Ycsb,
+            Workload::KvCanonical
+            | Workload::KvSelect
+            | Workload::KvInsert
+            | Workload::KvInsertStrong => DataSpec::Kv(KvShape::SMALL),
+            Workload::KvLarge => DataSpec::Kv(KvShape::LARGE),
+            Workload::YbRead | Workload::YbWrite => DataSpec::Kv(KvShape::YUGABYTE),
         }
     }
 
-    fn next(&mut self) -> (Value, Expect) {
-        match self.workload {
-            Workload::Get => {
-                let (_, k) = random_existing_key(&mut self.rng, self.docs);
-                let q = term::get(self.table.clone(), &Value::String(k.clone()));
-                (q, Expect::Doc(k))
+    /// Its operation mix.
+    pub fn mix(self) -> Mix {
+        let m = |read, update, insert, delete| Mix {
+            read,
+            update,
+            insert,
+            delete,
+        };
+        match self {
+            Workload::YcsbA | Workload::KvLarge => m(50, 50, 0, 0),
+            Workload::YcsbC | Workload::Analytic | Workload::KvSelect | Workload::YbRead => {
+                m(100, 0, 0, 0)
             }
-            Workload::InsertHard | Workload::InsertSoft => {
-                let k = self.keys.next_key();
-                let doc = self.gen.doc(&mut self.rng, k);
-                let q = term::insert(self.table.clone(), &doc, self.insert_optargs.clone());
-                (q, Expect::Inserted)
-            }
+            Workload::KvCanonical => m(70, 15, 10, 5),
+            Workload::KvInsert | Workload::KvInsertStrong => m(0, 0, 100, 0),
+            Workload::YbWrite => m(0, 100, 0, 0),
         }
     }
-}
 
-/// Checks one response against what the operation expects.
-fn check(r: &Response, expect: &Expect) -> Result<(), String> {
-    if let Some(e) = r.error() {
-        return Err(e.to_string());
-    }
-    if r.kind != ResponseType::SUCCESS_ATOM {
-        return Err(format!("expected an atom, got {}", r.kind));
-    }
-    let v = r.items.first().unwrap_or(&Value::Null);
-    match expect {
-        Expect::Doc(k) => match v.get("id").and_then(Value::as_str) {
-            Some(id) if id == k => Ok(()),
-            _ => Err(format!("get({k}) returned {v}")),
-        },
-        Expect::Inserted => setup::check_insert_result(v, 1),
-    }
-}
-
-/// The first 200 bytes of `s` on one line (error samples can carry whole
-/// documents).
-fn truncate(s: &str) -> String {
-    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.len() <= 200 {
-        s
-    } else {
-        let mut end = 200;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &s[..end])
-    }
-}
-
-/// One worker's tallies.
-struct Tally {
-    hist: Histogram<u64>,
-    ops: u64,
-    errors: u64,
-    samples: Vec<String>,
-}
-
-impl Tally {
-    fn error(&mut self, msg: String) {
-        self.errors += 1;
-        let msg = truncate(&msg);
-        if self.samples.len() < MAX_ERROR_SAMPLES && !self.samples.contains(&msg) {
-            self.samples.push(msg);
+    /// Durability of its writes.
+    pub fn durability(self) -> Durability {
+        match self {
+            Workload::KvInsert => Durability::Soft,
+            _ => Durability::Hard,
         }
     }
-}
 
-async fn worker(
-    conn: Connection,
-    mut ops: OpGen,
-    start: Instant,
-    deadline: Instant,
-    op_timeout: Duration,
-) -> (Tally, Instant) {
-    let mut t = Tally {
-        hist: new_histogram(),
-        ops: 0,
-        errors: 0,
-        samples: Vec::new(),
-    };
-    tokio::time::sleep_until(start.into()).await;
-    while Instant::now() < deadline {
-        let (q, expect) = ops.next();
-        let t0 = Instant::now();
-        match tokio::time::timeout(op_timeout, conn.query(q, Value::Null)).await {
-            Ok(Ok(r)) => {
-                let lat = t0.elapsed();
-                match check(&r, &expect) {
-                    Ok(()) => {
-                        record(&mut t.hist, lat);
-                        t.ops += 1;
-                    }
-                    Err(e) => t.error(e),
-                }
-            }
-            Ok(Err(e)) => {
-                let closed = conn.is_closed();
-                t.error(e.to_string());
-                if closed {
-                    // Nothing more can be done on this connection.
-                    break;
-                }
-            }
-            Err(_) => t.error(format!("timed out after {op_timeout:?}")),
-        }
+    /// Whether Redis has an equivalent.
+    pub fn supported_by_redis(self) -> bool {
+        self != Workload::Analytic
     }
-    (t, Instant::now())
-}
-
-/// Runs `cfg` with `connections` connections and returns the measurement.
-pub async fn run(
-    target: &Target,
-    cfg: &RunConfig,
-    connections: usize,
-) -> Result<RunResult, BenchError> {
-    let in_flight = cfg.in_flight.max(1);
-    // Connect everything first (a few at a time), so setup is not measured.
-    let mut conns = Vec::with_capacity(connections);
-    let mut pending = tokio::task::JoinSet::new();
-    let target = Arc::new(target.clone());
-    for _ in 0..connections {
-        let t = target.clone();
-        pending.spawn(async move { t.connect().await });
-        if pending.len() >= 16 {
-            if let Some(r) = pending.join_next().await {
-                conns.push(join_connect(r)?);
-            }
-        }
-    }
-    while let Some(r) = pending.join_next().await {
-        conns.push(join_connect(r)?);
-    }
-
-    // Start everyone together, a little after spawning.
-    let start = Instant::now() + Duration::from_millis(50);
-    let deadline = start + cfg.duration;
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut worker_id = 0;
-    for conn in &conns {
-        for _ in 0..in_flight {
-            let ops = OpGen::new(cfg, worker_id);
-            worker_id += 1;
-            tasks.spawn(worker(conn.clone(), ops, start, deadline, cfg.op_timeout));
-        }
-    }
-    let mut hist = new_histogram();
-    let (mut ops, mut errors) = (0u64, 0u64);
-    let mut samples: Vec<String> = Vec::new();
-    let mut end = start;
-    while let Some(r) = tasks.join_next().await {
-        let (t, finished) = r.map_err(|e| BenchError::Setup(format!("worker task failed: {e}")))?;
-        // Both histograms have the same bounds, so adding cannot fail.
-        let _ = hist.add(&t.hist);
-        ops += t.ops;
-        errors += t.errors;
-        for s in t.samples {
-            if samples.len() < MAX_ERROR_SAMPLES && !samples.contains(&s) {
-                samples.push(s);
-            }
-        }
-        end = end.max(finished);
-    }
-    drop(conns);
-    let elapsed = end.saturating_duration_since(start);
-    Ok(RunResult {
-        connections,
-        in_flight_per_connection: in_flight,
-        ops,
-        errors,
-        elapsed_secs: elapsed.as_secs_f64(),
-        ops_per_sec: ops_per_sec(ops, elapsed),
-        latency_us: LatencySummary::from_histogram(&hist),
-        error_samples: samples,
-    })
-}
-
-fn join_connect(
-    r: Result<Result<Connection, client::Error>, tokio::task::JoinError>,
-) -> Result<Connection, BenchError> {
-    r.map_err(|e| BenchError::Setup(format!("connect task failed: {e}")))?
-        .map_err(BenchError::from)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn cfg(workload: Workload) -> RunConfig {
-        RunConfig {
-            workload,
-            docs: 10,
-            doc_bytes: 1000,
-            duration: Duration::from_secs(1),
-            op_timeout: Duration::from_secs(1),
-            in_flight: 1,
-            run_tag: "deadbeef".into(),
-            run_index: 2,
+    #[test]
+    fn mixes_add_up_and_pick() {
+        for w in Workload::ALL {
+            let m = w.mix();
+            assert_eq!(
+                u32::from(m.read) + u32::from(m.update) + u32::from(m.insert) + u32::from(m.delete),
+                100,
+                "{}",
+                w.name()
+            );
         }
-    }
-
-    fn atom(v: Value) -> Response {
-        Response::parse(1, json!({"t": 1, "r": [v]}).to_string().as_bytes()).unwrap()
-    }
-
-    #[test]
-    fn get_ops_and_checks() {
-        let mut g = OpGen::new(&cfg(Workload::Get), 0);
-        let (q, expect) = g.next();
-        let Expect::Doc(k) = &expect else {
-            panic!("a get expects a document")
-        };
-        assert!(k.starts_with("user"));
-        assert_eq!(q, json!([16, [[15, [[14, ["bench"]], "usertable"]], k]]));
-        assert!(check(&atom(json!({"id": k, "field0": "x"})), &expect).is_ok());
-        assert!(check(&atom(json!({"id": "user9"})), &expect).is_err());
-        assert!(check(&atom(Value::Null), &expect).is_err());
-        let err = Response::parse(1, br#"{"t":18,"e":4100000,"r":["nope"],"b":[]}"#).unwrap();
-        assert!(check(&err, &expect).unwrap_err().contains("nope"));
-    }
-
-    #[test]
-    fn insert_ops_carry_durability() {
-        let mut hard = OpGen::new(&cfg(Workload::InsertHard), 3);
-        let (q, expect) = hard.next();
-        assert_eq!(q[0], 56);
-        assert!(q.get(2).is_none(), "hard durability is the default");
-        let doc = &q[1][1];
-        assert!(doc["id"]
-            .as_str()
-            .unwrap()
-            .starts_with("insdeadbeefr002w00003s"));
-        assert!(serde_json::to_vec(doc).unwrap().len() >= 1000);
-        assert!(check(&atom(json!({"inserted": 1, "errors": 0})), &expect).is_ok());
-        assert!(check(&atom(json!({"inserted": 0, "errors": 1})), &expect).is_err());
-
-        let mut soft = OpGen::new(&cfg(Workload::InsertSoft), 0);
-        let (q, _) = soft.next();
-        assert_eq!(q[2], json!({"durability": "soft"}));
-        let (q2, _) = soft.next();
-        assert_ne!(q[1][1]["id"], q2[1][1]["id"]);
-    }
-
-    #[test]
-    fn names() {
-        assert_eq!(Workload::InsertHard.name(), "insert-hard");
-        assert!(Workload::Get.needs_loaded_docs());
-        assert!(!Workload::InsertSoft.needs_loaded_docs());
-        assert_eq!(truncate(&"x".repeat(300)).chars().count(), 201);
-        assert_eq!(truncate("a\n\tb"), "a b");
+        let c = Workload::KvCanonical.mix();
+        let mut counts = [0u32; 4];
+        for r in 0..100 {
+            counts[c.pick(r).index()] += 1;
+        }
+        assert_eq!(counts, [70, 15, 10, 5]);
+        assert_eq!(Workload::YcsbA.mix().pick(49), OpKind::Read);
+        assert_eq!(Workload::YcsbA.mix().pick(50), OpKind::Update);
+        assert_eq!(Workload::KvInsert.durability(), Durability::Soft);
+        assert_eq!(Workload::KvInsertStrong.durability(), Durability::Hard);
+        assert_eq!(Workload::YbRead.data(), DataSpec::Kv(KvShape::YUGABYTE));
+        assert!(!Workload::Analytic.supported_by_redis());
     }
 }

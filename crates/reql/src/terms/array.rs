@@ -164,7 +164,10 @@ pub fn change_at(ev: &Ev) -> Result<Val> {
 /// OFFSETS_OF: positions of items equal to a value or matching a predicate.
 pub fn offsets_of(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
-    let target = ev.arg(1)?;
+    let target = match ev.arg(1)? {
+        f @ Val::Func(_) => f,
+        v => Val::Datum(ev.to_datum(v).at(1)?),
+    };
     let ctx = ev.ctx.clone();
     let is_array = seq.is_array;
     let mut i = 0usize;
@@ -201,7 +204,12 @@ pub fn for_each(ev: &Ev) -> Result<Val> {
     for d in seq.stream {
         let d = d?;
         let r = match &f {
-            Val::Func(_) => ev.call_datum(&f, vec![d]).at(1)?,
+            Val::Func(_) => match ev.call(&f, vec![d]).at(1)? {
+                Val::Datum(x) => x,
+                Val::Single(s) => s.doc,
+                Val::Seq(s) if s.is_array => Datum::array(s.collect(ev.ctx.array_limit)?),
+                _ => return Err(logic("FOR_EACH expects one or more basic write queries.")).at(1),
+            },
             Val::Datum(x) => x.clone(),
             _ => return Err(logic("FOR_EACH expects a function.")),
         };
@@ -227,17 +235,22 @@ pub fn for_each(ev: &Ev) -> Result<Val> {
             merge_stats(&mut total, &res);
         }
     }
-    for k in [
+    const WRITE_KEYS: [&str; 6] = [
         "deleted",
         "errors",
         "inserted",
         "replaced",
         "skipped",
         "unchanged",
-    ] {
-        total
-            .entry(datum::Str::from(k))
-            .or_insert(Datum::Number(0.0));
+    ];
+    // Document writes get the full write-result shape; admin results (`db_create`,
+    // `table_create`) keep only their own keys, as in RethinkDB.
+    if total.is_empty() || total.keys().any(|k| WRITE_KEYS.contains(&&**k)) {
+        for k in WRITE_KEYS {
+            total
+                .entry(datum::Str::from(k))
+                .or_insert(Datum::Number(0.0));
+        }
     }
     Ok(Val::Datum(Datum::object(total)))
 }

@@ -19,13 +19,19 @@ pub fn make_array(ev: &Ev) -> Result<Val> {
     Ok(Val::Datum(Datum::array(out)))
 }
 
+/// DATUM: a literal (an array literal is held to the array limit, as RethinkDB checks
+/// arrays when it builds them from the query).
+pub fn datum(ev: &Ev) -> Result<Val> {
+    if let Datum::Array(a) = &ev.term.datum {
+        check_array_size(ev, a.len())?;
+    }
+    Ok(Val::Datum(ev.term.datum.clone()))
+}
+
 /// Fails when an array exceeds the query's array limit.
 pub fn check_array_size(ev: &Ev, n: usize) -> Result<()> {
     if n > ev.ctx.array_limit {
-        return Err(crate::error::resource(format!(
-            "Array over size limit `{}`.",
-            ev.ctx.array_limit
-        )));
+        return Err(crate::value::array_limit_error(ev.ctx.array_limit));
     }
     Ok(())
 }
@@ -72,6 +78,15 @@ pub fn funcall(ev: &Ev) -> Result<Val> {
             other => other,
         };
         args.push(v);
+    }
+    if matches!(args.first(), Some(Val::Grouped(_))) {
+        let mut rest = args.into_iter();
+        return match rest.next() {
+            Some(Val::Grouped(g)) => {
+                crate::terms::group::funcall_each(ev, &f, g, rest.collect()).at(0)
+            }
+            _ => Err(logic("FUNCALL: grouped argument expected.")),
+        };
     }
     call_vals(ev.ctx, &f, args).at(0)
 }
@@ -164,6 +179,7 @@ pub fn default(ev: &Ev) -> Result<Val> {
 pub fn type_of(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
     let name = match &v {
+        Val::Seq(s) if s.is_array && s.table.is_some() => "SELECTION<ARRAY>".to_string(),
         Val::Seq(s) if s.is_array => "ARRAY".to_string(),
         other => other.type_name(),
     };
@@ -306,6 +322,7 @@ fn parse_number(s: &str) -> Option<f64> {
 pub fn info(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
     let d = match v {
+        Val::Table(t) if t.slice().is_some() => crate::terms::index::slice_info(ev, &t)?,
         Val::Table(t) => {
             let mut m = Object::new();
             let cfg = ev.ctx.access.table_config(t.db(), t.name())?;
@@ -314,7 +331,8 @@ pub fn info(ev: &Ev) -> Result<Val> {
             m.insert(Str::from("type"), Datum::str("TABLE"));
             m.insert(Str::from("name"), Datum::str(t.name()));
             m.insert(Str::from("primary_key"), Datum::str(t.primary_key()));
-            m.insert(Str::from("indexes"), Datum::array(vec![]));
+            let names = t.index_status()?.into_iter().map(|s| Datum::str(&s.name));
+            m.insert(Str::from("indexes"), Datum::array(names.collect()));
             if let Some(id) = cfg.get("id") {
                 m.insert(Str::from("id"), id.clone());
             }
@@ -325,7 +343,7 @@ pub fn info(ev: &Ev) -> Result<Val> {
             let mut db = Object::new();
             db.insert(Str::from("name"), Datum::str(t.db()));
             db.insert(Str::from("type"), Datum::str("DB"));
-            if let Some(dbid) = cfg.get("db_id") {
+            if let Some(dbid) = ev.ctx.access.db_config(t.db())?.get("id") {
                 db.insert(Str::from("id"), dbid.clone());
             }
             m.insert(Str::from("db"), Datum::object(db));
@@ -333,11 +351,22 @@ pub fn info(ev: &Ev) -> Result<Val> {
         }
         Val::Db(name) => {
             let mut m = Object::new();
+            if let Some(id) = ev.ctx.access.db_config(&name)?.get("id") {
+                m.insert(Str::from("id"), id.clone());
+            }
             m.insert(Str::from("name"), Datum::str(&name));
             m.insert(Str::from("type"), Datum::str("DB"));
             Datum::object(m)
         }
         Val::Func(_) => Datum::from_pairs([("type", Datum::str("FUNCTION"))]),
+        Val::Grouped(g) => {
+            let name = if matches!(g, crate::value::Grouped::Stream(_)) {
+                "GROUPED_STREAM"
+            } else {
+                "GROUPED_DATA"
+            };
+            Datum::from_pairs([("type", Datum::str(name))])
+        }
         Val::Seq(s) if !s.is_array => {
             let name = if s.table.is_some() {
                 "SELECTION<STREAM>"
@@ -350,7 +379,9 @@ pub fn info(ev: &Ev) -> Result<Val> {
             let d = ev.to_datum(other)?;
             let mut m = Object::new();
             m.insert(Str::from("type"), Datum::from(d.type_name()));
-            m.insert(Str::from("value"), Datum::from(d.to_json_string()));
+            if !matches!(d, Datum::MinVal | Datum::MaxVal) {
+                m.insert(Str::from("value"), Datum::from(d.to_json_string()));
+            }
             if d.reql_type() == Some("BINARY") {
                 let n = datum::ptype::binary_bytes(&d).map_or(0, |b| b.len());
                 m.insert(Str::from("count"), Datum::from(n));

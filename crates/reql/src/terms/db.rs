@@ -1,15 +1,14 @@
 //! Catalog and table-access terms: `db`, `table`, `db_create`/`db_drop`/`db_list`,
-//! `table_create`/`table_drop`/`table_list`, `config`, `sync`, `get`, `get_all`, `between`.
+//! `table_create`/`table_drop`/`table_list`, `config`, `sync`, `get` (`get_all` and `between` are in `index`).
 
-use std::ops::Bound;
 use std::sync::Arc;
 
 use datum::Datum;
 
 use crate::access::{Durability, TableOptions};
-use crate::error::{logic, op_failed, Result, WithFrame};
+use crate::error::{logic, Result, WithFrame};
 use crate::eval::{describe, Ev};
-use crate::value::{Sequence, SingleSel, Val};
+use crate::value::{SingleSel, Val};
 
 /// RethinkDB's rule for database and table names.
 pub fn valid_name(s: &str) -> bool {
@@ -70,7 +69,13 @@ pub fn table(ev: &Ev) -> Result<Val> {
     };
     let i = ev.nargs() - 1;
     check_name("Table", &name).at(i)?;
+    if ev.term.optarg("use_outdated").is_some() {
+        return Err(logic(
+            "The `use_outdated` optarg is no longer supported.  Use the `read_mode` optarg instead.",
+        ));
+    }
     if let Some(mode) = ev.opt_datum("read_mode")? {
+        crate::eval::expect_str(&mode).at_opt("read_mode")?;
         match mode.as_str() {
             Some("single" | "majority" | "outdated" | "_debug_direct") => {}
             _ => {
@@ -81,7 +86,20 @@ pub fn table(ev: &Ev) -> Result<Val> {
             }
         }
     }
-    let t = ev.ctx.access.table(&db, &name)?;
+    let t = match ev.opt_datum("identifier_format")? {
+        None => ev.ctx.access.table(&db, &name)?,
+        Some(f) => match f.as_str() {
+            Some("name") => ev.ctx.access.table(&db, &name)?,
+            Some("uuid") => ev.ctx.access.table_with_ids(&db, &name)?,
+            _ => {
+                return Err(logic(format!(
+                    "Identifier format `{}` unrecognized (options are \"name\" and \"uuid\").",
+                    f.as_str()
+                        .map_or_else(|| f.to_json_string(), str::to_string)
+                )))
+            }
+        },
+    };
     Ok(Val::Table(t))
 }
 
@@ -183,19 +201,6 @@ pub fn table_list(ev: &Ev) -> Result<Val> {
     )))
 }
 
-/// CONFIG of a table or database.
-pub fn config(ev: &Ev) -> Result<Val> {
-    match ev.arg(0)? {
-        Val::Table(t) => ev.ctx.access.table_config(t.db(), t.name()).map(Val::Datum),
-        Val::Db(d) => ev.ctx.access.db_config(&d).map(Val::Datum),
-        other => Err(logic(format!(
-            "Expected type TABLE but found {}:\n{}",
-            other.kind_name(),
-            describe(&other)
-        ))),
-    }
-}
-
 /// SYNC: waits until every write to the table so far is durable.
 pub fn sync(ev: &Ev) -> Result<Val> {
     match ev.arg(0)? {
@@ -238,119 +243,22 @@ pub fn get(ev: &Ev) -> Result<Val> {
     Ok(Val::Single(SingleSel { table: t, key, doc }))
 }
 
-/// GET_ALL on the primary key.
-pub fn get_all(ev: &Ev) -> Result<Val> {
-    let t = expect_table(ev, 0)?;
-    if let Some(idx) = ev.opt_datum("index")? {
-        if idx.as_str() != Some(t.primary_key()) {
-            return Err(op_failed(format!(
-                "Index `{}` was not found on table `{}.{}`.",
-                idx.as_str().unwrap_or_default(),
-                t.db(),
-                t.name()
-            )));
-        }
-    }
-    let mut keys = Vec::new();
-    for i in 1..ev.nargs() {
-        let k = ev.datum(i)?;
-        datum::keys::encode_primary(&k)
-            .map_err(|e| logic(e.message().to_string()))
-            .at(i)?;
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
-    let table = t.clone();
-    let mut it = keys.into_iter();
-    let stream = std::iter::from_fn(move || loop {
-        let k = it.next()?;
-        match table.get(&k) {
-            Ok(Some(d)) => return Some(Ok(d)),
-            Ok(None) => continue,
-            Err(e) => return Some(Err(e)),
-        }
-    });
-    Ok(Val::Seq(Sequence {
-        stream: Box::new(stream),
-        is_array: false,
-        table: Some(t),
-        infinite: false,
-    }))
-}
-
-/// BETWEEN on the primary key.
-pub fn between(ev: &Ev) -> Result<Val> {
-    let v = ev.arg(0)?;
-    let t = match &v {
-        Val::Table(t) => t.clone(),
-        other => {
-            return Err(logic(format!(
-                "Expected type TABLE_SLICE but found {}:\n{}",
-                other.kind_name(),
-                describe(other)
-            )))
-            .at(0)
-        }
-    };
-    if let Some(idx) = ev.opt_datum("index")? {
-        if idx.as_str() != Some(t.primary_key()) {
-            return Err(op_failed(format!(
-                "Index `{}` was not found on table `{}.{}`.",
-                idx.as_str().unwrap_or_default(),
-                t.db(),
-                t.name()
-            )));
-        }
-    }
-    let lo = ev.datum(1)?;
-    let hi = ev.datum(2)?;
-    let left_open = bound_opt(ev, "left_bound", false)?;
-    let right_closed = bound_opt(ev, "right_bound", true)?;
-    let lower = match lo {
-        Datum::MinVal => Bound::Unbounded,
-        d if left_open => Bound::Excluded(d),
-        d => Bound::Included(d),
-    };
-    let upper = match hi {
-        Datum::MaxVal => Bound::Unbounded,
-        d if right_closed => Bound::Included(d),
-        d => Bound::Excluded(d),
-    };
-    let stream = t.scan(lower, upper, false)?;
-    Ok(Val::Seq(Sequence {
-        stream,
-        is_array: false,
-        table: Some(t),
-        infinite: false,
-    }))
-}
-
-/// Reads `left_bound`/`right_bound`: returns true for the non-default side
-/// (`open` on the left, `closed` on the right).
-fn bound_opt(ev: &Ev, name: &str, right: bool) -> Result<bool> {
-    match ev.opt_datum(name)? {
-        None => Ok(false),
-        Some(Datum::String(s)) if &*s == "open" => Ok(!right),
-        Some(Datum::String(s)) if &*s == "closed" => Ok(right),
-        Some(d) => Err(logic(format!(
-            "Expected `open` or `closed` for optarg `{}` (got `{}`).",
-            name,
-            d.to_json_string()
-        ))),
-    }
-}
-
 /// WAIT on a table or database: a single server's tables are always ready, so this
 /// answers at once with RethinkDB's result shape.
 pub fn wait(ev: &Ev) -> Result<Val> {
     if let Some(w) = ev.opt_datum("wait_for")? {
         match w.as_str() {
-            Some("ready_for_outdated_reads" | "ready_for_reads" | "ready_for_writes" | "all_replicas_ready") => {}
+            Some(
+                "ready_for_outdated_reads"
+                | "ready_for_reads"
+                | "ready_for_writes"
+                | "all_replicas_ready",
+            ) => {}
             _ => {
                 return Err(logic(format!(
                     "Unknown value for `wait_for`: `{}`.",
-                    w.as_str().map_or_else(|| w.to_json_string(), str::to_string)
+                    w.as_str()
+                        .map_or_else(|| w.to_json_string(), str::to_string)
                 )))
             }
         }

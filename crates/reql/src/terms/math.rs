@@ -233,7 +233,13 @@ pub fn bit_not(ev: &Ev) -> Result<Val> {
 
 /// RANDOM: `r.random()`, `r.random(n)`, `r.random(a, b)`, `float: true`.
 pub fn random(ev: &Ev) -> Result<Val> {
-    let float = ev.opt_bool("float", false)? || ev.nargs() == 0;
+    let explicit = ev.opt_datum("float")?.is_some();
+    let float = ev.opt_bool("float", false)? || (ev.nargs() == 0 && !explicit);
+    if !float && ev.nargs() == 0 {
+        return Err(logic(
+            "Generating a random integer requires one or two bounds.",
+        ));
+    }
     let (lo, hi) = match ev.nargs() {
         0 => (0.0, 1.0),
         1 => (0.0, ev.num(0)?),
@@ -241,22 +247,20 @@ pub fn random(ev: &Ev) -> Result<Val> {
     };
     let mut rng = rand::thread_rng();
     if float {
-        if lo > hi {
-            return Err(logic(format!(
-                "Lower bound ({}) is not less than upper bound ({}).",
-                Datum::Number(lo).to_json_string(),
-                Datum::Number(hi).to_json_string()
-            )));
-        }
-        if lo == hi {
-            return Ok(Val::Datum(Datum::Number(lo)));
-        }
-        return Ok(Val::Datum(Datum::Number(rng.gen_range(lo..hi))));
+        // lo + r(hi - lo) without overflowing when the bounds span the whole range;
+        // bounds in either order, as RethinkDB.
+        let r: f64 = rng.gen_range(0.0..1.0);
+        let x = lo * (1.0 - r) + hi * r;
+        return Ok(Val::Datum(Datum::Number(if x.is_finite() {
+            x
+        } else {
+            lo
+        })));
     }
-    let check = |n: f64, i: usize| -> Result<i64> {
-        if n.fract() != 0.0 {
+    let check = |n: f64, i: usize, which: &str| -> Result<i64> {
+        if n.fract() != 0.0 || n.abs() > 9_007_199_254_740_992.0 {
             return Err(logic(format!(
-                "Upper bound ({}) could not be safely converted to an integer.",
+                "{which} bound ({}) could not be safely converted to an integer.",
                 Datum::Number(n).to_json_string()
             )))
             .at(i);
@@ -264,9 +268,9 @@ pub fn random(ev: &Ev) -> Result<Val> {
         Ok(n as i64)
     };
     let (l, h) = if ev.nargs() == 1 {
-        (0, check(hi, 0)?)
+        (0, check(hi, 0, "Upper")?)
     } else {
-        (check(lo, 0)?, check(hi, 1)?)
+        (check(lo, 0, "Lower")?, check(hi, 1, "Upper")?)
     };
     if l >= h {
         return Err(logic(format!(

@@ -8,13 +8,22 @@ use crate::error::{logic, Result};
 use crate::eval::Ev;
 use crate::value::Val;
 
+pub mod admin;
 pub mod array;
+pub mod changes;
 pub mod control;
 pub mod db;
+pub mod geo;
+pub mod geo_index;
+pub mod group;
+pub mod index;
+pub mod index_read;
+pub mod join;
 pub mod js;
 pub mod math;
 pub mod object;
 pub mod seq;
+pub mod stream;
 pub mod strings;
 pub mod time;
 pub mod write;
@@ -23,7 +32,7 @@ pub mod write;
 pub fn dispatch(ev: &Ev) -> Result<Val> {
     let t = ev.term;
     match t.tt {
-        T::DATUM => Ok(Val::Datum(t.datum.clone())),
+        T::DATUM => control::datum(ev),
         T::MAKE_ARRAY => control::make_array(ev),
         T::MAKE_OBJ => control::make_obj(ev),
         T::VAR => control::var(ev),
@@ -72,6 +81,7 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::OBJECT => object::object(ev),
 
         T::FILTER => seq::filter(ev),
+        T::CHANGES => changes::changes(ev),
         T::MAP => seq::map(ev),
         T::COUNT => seq::count(ev),
         T::LIMIT => seq::limit(ev),
@@ -80,13 +90,21 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::SLICE => seq::slice(ev),
         T::IS_EMPTY => seq::is_empty(ev),
         T::CONCAT_MAP => seq::concat_map(ev),
-        T::UNION => seq::union(ev),
+        T::UNION => stream::union(ev),
         T::ORDER_BY => seq::order_by(ev),
         T::DISTINCT => seq::distinct(ev),
         T::REDUCE => seq::reduce(ev),
         T::SUM | T::AVG | T::MIN | T::MAX => seq::aggregate(ev),
         T::CONTAINS => seq::contains(ev),
         T::WITH_FIELDS => seq::with_fields(ev),
+        T::GROUP => group::group(ev),
+        T::UNGROUP => group::ungroup(ev),
+        T::FOLD => stream::fold(ev),
+        T::SAMPLE => stream::sample(ev),
+        T::INNER_JOIN => join::inner_join(ev),
+        T::OUTER_JOIN => join::outer_join(ev),
+        T::EQ_JOIN => join::eq_join(ev),
+        T::ZIP => join::zip(ev),
 
         T::DB => db::db(ev),
         T::TABLE => db::table(ev),
@@ -96,12 +114,24 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::TABLE_CREATE => db::table_create(ev),
         T::TABLE_DROP => db::table_drop(ev),
         T::TABLE_LIST => db::table_list(ev),
-        T::CONFIG => db::config(ev),
+        T::CONFIG => admin::config(ev),
+        T::STATUS => admin::status(ev),
+        T::GRANT => admin::grant(ev),
+        T::RECONFIGURE => admin::reconfigure(ev),
+        T::REBALANCE => admin::rebalance(ev),
         T::SYNC => db::sync(ev),
         T::WAIT => db::wait(ev),
         T::GET => db::get(ev),
-        T::GET_ALL => db::get_all(ev),
-        T::BETWEEN => db::between(ev),
+        T::GET_ALL => index::get_all(ev),
+        T::BETWEEN => index::between(ev),
+        T::INDEX_CREATE => index::index_create(ev),
+        T::INDEX_DROP => index::index_drop(ev),
+        T::INDEX_LIST => index::index_list(ev),
+        T::INDEX_RENAME => index::index_rename(ev),
+        T::INDEX_STATUS => index::index_status(ev),
+        T::INDEX_WAIT => index::index_wait(ev),
+        T::GET_INTERSECTING => geo_index::get_intersecting(ev),
+        T::GET_NEAREST => geo_index::get_nearest(ev),
 
         T::APPEND => array::append(ev),
         T::PREPEND => array::prepend(ev),
@@ -165,6 +195,18 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::SPLIT => strings::split(ev),
         T::UPCASE => strings::upcase(ev),
         T::DOWNCASE => strings::downcase(ev),
+
+        T::POINT => geo::point(ev),
+        T::LINE => geo::line(ev),
+        T::POLYGON => geo::polygon(ev),
+        T::CIRCLE => geo::circle(ev),
+        T::GEOJSON => geo::geojson(ev),
+        T::TO_GEOJSON => geo::to_geojson(ev),
+        T::DISTANCE => geo::distance(ev),
+        T::INTERSECTS => geo::intersects(ev),
+        T::INCLUDES => geo::includes(ev),
+        T::FILL => geo::fill(ev),
+        T::POLYGON_SUB => geo::polygon_sub(ev),
 
         other => Err(logic(format!(
             "The term `{}` is not supported by this server yet.",

@@ -45,18 +45,18 @@ pub fn get_field(ev: &Ev) -> Result<Val> {
     let field = ev.string(1)?;
     if is_sequence(&v) {
         let seq = ev.to_seq(v)?;
-        return Ok(Val::Seq(pluck_values(seq, field)));
+        return Ok(Val::Seq(pluck_values(seq, field, "get_field")));
     }
     let d = ev.to_datum(v)?;
     field_of(&d, &field, "get_field").map(Val::Datum)
 }
 
 /// `seq('field')`: the field of each object, skipping those without it.
-fn pluck_values(seq: Sequence, field: String) -> Sequence {
+fn pluck_values(seq: Sequence, field: String, term: &'static str) -> Sequence {
     let mut seq = map_items(seq, move |d| match &d {
         Datum::Object(o) => Ok(o.get(field.as_str()).cloned()),
         other => Err(logic(format!(
-            "Cannot perform get_field on a non-object non-sequence `{}`.",
+            "Cannot perform {term} on a non-object non-sequence `{}`.",
             other.to_json_string()
         ))),
     });
@@ -82,7 +82,7 @@ pub fn bracket(ev: &Ev) -> Result<Val> {
         Datum::String(s) => {
             if is_sequence(&v) {
                 let seq = ev.to_seq(v)?;
-                return Ok(Val::Seq(pluck_values(seq, s.to_string())));
+                return Ok(Val::Seq(pluck_values(seq, s.to_string(), "bracket")));
             }
             let d = ev.to_datum(v)?;
             field_of(&d, &s, "bracket").map(Val::Datum)
@@ -126,6 +126,12 @@ fn per_object(
 pub fn pluck(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
     let sel = selectors(ev, 1)?;
+    if is_sequence(&v) {
+        return per_object(ev, v, false, move |d| match d {
+            Datum::Array(_) => Err(logic("Cannot perform pluck on a sequence of sequences.")),
+            _ => pluck_datum(d, &sel),
+        });
+    }
     per_object(ev, v, false, move |d| pluck_datum(d, &sel))
 }
 
@@ -363,7 +369,8 @@ pub fn has_fields(ev: &Ev) -> Result<Val> {
     Ok(Val::Datum(Datum::Bool(sel.iter().all(|s| has_path(o, s)))))
 }
 
-fn has_path(o: &Object, sel: &Datum) -> bool {
+/// Does `o` have the (possibly nested) path `sel`, with a non-null value?
+pub fn has_path(o: &Object, sel: &Datum) -> bool {
     match sel {
         Datum::String(k) => o.get(&**k).is_some_and(|v| !matches!(v, Datum::Null)),
         Datum::Array(items) => items.iter().all(|s| has_path(o, s)),

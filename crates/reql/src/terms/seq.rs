@@ -1,5 +1,5 @@
 //! Sequence terms: `filter`, `map`, `concat_map`, `count`, `limit`, `skip`, `nth`,
-//! `slice`, `is_empty`, `union`, `order_by`, `distinct`, `reduce`, `sum`/`avg`/`min`/`max`,
+//! `slice`, `is_empty`, `order_by`, `distinct`, `reduce`, `sum`/`avg`/`min`/`max`,
 //! `contains`, `with_fields`.
 //!
 //! Streams stay lazy: per-item terms wrap the input iterator; only `order_by`, `distinct`
@@ -81,10 +81,19 @@ fn matches_pattern(doc: &Datum, pat: &Datum) -> bool {
         (Datum::Object(d), Datum::Object(p)) if !pat.is_ptype() => p.iter().all(|(k, v)| {
             d.get(&**k).is_some_and(|x| match v {
                 Datum::Object(_) if !v.is_ptype() => matches_pattern(x, v),
+                _ if v.reql_type() == Some("LITERAL") => Some(x) == v.get("value"),
                 _ => x == v,
             })
         }),
         _ => doc == pat,
+    }
+}
+
+/// RethinkDB's `filter_call`: a predicate returning an object is a pattern to match.
+fn filter_truth(doc: &Datum, result: &Datum) -> bool {
+    match result {
+        Datum::Object(_) if !result.is_ptype() => matches_pattern(doc, result),
+        other => other.truthy(),
     }
 }
 
@@ -101,7 +110,7 @@ pub fn filter(ev: &Ev) -> Result<Val> {
             other => apply(&ctx, other, d.clone()),
         };
         match r {
-            Ok(v) => Ok(v.truthy()),
+            Ok(v) => Ok(filter_truth(d, &v)),
             Err(e) if e.kind == ErrorKind::NonExistence => match &default {
                 None => Ok(false),
                 Some(t) => match crate::eval::eval(&ctx, &env, t) {
@@ -120,6 +129,17 @@ pub fn filter(ev: &Ev) -> Result<Val> {
 pub fn map(ev: &Ev) -> Result<Val> {
     let n = ev.nargs();
     let f = crate::eval::expect_func(ev.arg(n - 1)?).at(n - 1)?;
+    if let Val::Func(func) = &f {
+        let arity = func.params.len();
+        if !crate::terms::js::is_js_func(func) && arity != 0 && arity != n - 1 {
+            return Err(logic(format!(
+                "The function passed to `map` expects {arity} argument{}, but {} sequence{} found.",
+                if arity == 1 { "" } else { "s" },
+                n - 1,
+                if n == 2 { " was" } else { "s were" }
+            )));
+        }
+    }
     let ctx = ev.ctx.clone();
     if n == 2 {
         let seq = ev.seq(0)?;
@@ -198,8 +218,13 @@ pub fn count(ev: &Ev) -> Result<Val> {
                 let n = datum::ptype::binary_bytes(&d).map_or(0, |b| b.len());
                 return Ok(Val::Datum(Datum::from(n)));
             }
-            Val::Datum(Datum::Object(_)) => {
-                return Err(logic("Cannot convert OBJECT to SEQUENCE"));
+            Val::Datum(Datum::Object(ref o)) => {
+                return Ok(Val::Datum(Datum::from(o.len())));
+            }
+            Val::Single(ref s) => {
+                if let Datum::Object(o) = &s.doc {
+                    return Ok(Val::Datum(Datum::from(o.len())));
+                }
             }
             _ => {}
         }
@@ -218,12 +243,15 @@ pub fn count(ev: &Ev) -> Result<Val> {
         let d = d?;
         let hit = match &pred {
             None => true,
-            Some(Val::Func(_)) => apply(
-                ev.ctx,
-                pred.as_ref().map_or(&Val::Datum(Datum::Null), |p| p),
-                d,
-            )?
-            .truthy(),
+            Some(Val::Func(_)) => {
+                let r = apply(
+                    ev.ctx,
+                    pred.as_ref().map_or(&Val::Datum(Datum::Null), |p| p),
+                    d.clone(),
+                )
+                .at(1)?;
+                filter_truth(&d, &r)
+            }
             Some(Val::Datum(x)) => &d == x,
             Some(_) => false,
         };
@@ -260,6 +288,10 @@ fn non_negative(ev: &Ev, i: usize, what: &str) -> Result<usize> {
 pub fn limit(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
     let n = non_negative(ev, 1, "LIMIT")?;
+    if crate::terms::changes::is_feed(ev.ctx, &seq) {
+        // Not `take`: it counts the polls that find nothing queued yet.
+        return Ok(Val::Seq(crate::terms::changes::limit(ev.ctx, seq, n)));
+    }
     let stream = seq.stream.take(n);
     Ok(Val::Seq(Sequence {
         stream: Box::new(stream),
@@ -280,7 +312,21 @@ fn seq_flags(is_array: &bool, table: Option<Arc<dyn crate::access::Table>>) -> S
 /// SKIP.
 pub fn skip(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
-    let n = non_negative(ev, 1, "SKIP")?;
+    let n = expect_int(&ev.datum(1)?).at(1)?;
+    if n < 0 {
+        // RethinkDB's skip is `slice(n)`: from the end of an array, an error on a stream.
+        if !seq.is_array {
+            return Err(logic("Cannot use a negative left index on a stream.")).at(1);
+        }
+        let items = seq.collect(ev.ctx.array_limit)?;
+        let from = items
+            .len()
+            .saturating_sub(usize::try_from(-n).unwrap_or(usize::MAX));
+        return Ok(Val::Datum(Datum::array(
+            items.into_iter().skip(from).collect(),
+        )));
+    }
+    let n = usize::try_from(n).unwrap_or(usize::MAX);
     let infinite = seq.infinite;
     let mut out = seq_flags(&seq.is_array, seq.table);
     out.stream = Box::new(seq.stream.skip(n));
@@ -420,11 +466,25 @@ pub fn slice(ev: &Ev) -> Result<Val> {
         _ => {}
     }
     let seq = ev.to_seq(v).at(0)?;
-    let negative = start < 0 || end_i.is_some_and(|e| e < 0);
-    if negative && !seq.is_array {
-        return Err(logic("Cannot use a negative left index on a stream.")).at(1);
+    let mut end_i = end_i;
+    if !seq.is_array {
+        if start < 0 {
+            return Err(logic("Cannot use a negative left index on a stream.")).at(1);
+        }
+        match end_i {
+            Some(e) if e < -1 => {
+                return Err(logic("Cannot use a right index < -1 on a stream.")).at(2)
+            }
+            Some(-1) if !right_closed => {
+                return Err(logic(
+                    "Cannot slice to an open right index of -1 on a stream.",
+                ))
+            }
+            Some(-1) => end_i = None,
+            _ => {}
+        }
     }
-    if seq.is_array || negative {
+    if seq.is_array {
         let items = seq.collect(ev.ctx.array_limit)?;
         let (s, e) = bounds(items.len() as i64);
         let out = if s < e {
@@ -456,21 +516,6 @@ pub fn is_empty(ev: &Ev) -> Result<Val> {
     let mut seq = ev.seq(0)?;
     let first = seq.stream.next().transpose()?;
     Ok(Val::Datum(Datum::Bool(first.is_none())))
-}
-
-/// UNION: concatenation of sequences.
-pub fn union(ev: &Ev) -> Result<Val> {
-    let mut seqs = Vec::new();
-    for i in 0..ev.nargs() {
-        seqs.push(ev.seq(i)?);
-    }
-    let is_array = seqs.iter().all(|s| s.is_array);
-    let infinite = seqs.iter().any(|s| s.infinite);
-    let stream = seqs.into_iter().flat_map(|s| s.stream);
-    let mut out = Sequence::stream(Box::new(stream));
-    out.is_array = is_array;
-    out.infinite = infinite;
-    Ok(Val::Seq(out))
 }
 
 /// A sort key: ascending or descending on a field or function.
@@ -508,9 +553,17 @@ fn sort_key_of(ev: &Ev, i: usize) -> Result<SortKey> {
 
 /// ORDER_BY (without an index): sorts into an array.
 pub fn order_by(ev: &Ev) -> Result<Val> {
+    if ev.term.optarg("index").is_some() {
+        let v = ev.arg(0)?;
+        if matches!(&v, Val::Seq(s) if crate::terms::changes::is_feed(ev.ctx, s)) {
+            return Err(logic(crate::terms::changes::TERMINAL_ON_FEED));
+        }
+        *ev.arg0.borrow_mut() = Some(v);
+        return crate::terms::index::order_by_index(ev);
+    }
     let seq = ev.seq(0)?;
-    if ev.term.optarg("index").is_some() && ev.nargs() == 1 {
-        return order_by_index(ev, seq);
+    if crate::terms::changes::is_feed(ev.ctx, &seq) {
+        return Err(logic(crate::terms::changes::TERMINAL_ON_FEED));
     }
     let mut keys = Vec::new();
     for i in 1..ev.nargs() {
@@ -553,47 +606,11 @@ pub fn order_by(ev: &Ev) -> Result<Val> {
     Ok(Val::Seq(s))
 }
 
-fn order_by_index(ev: &Ev, seq: Sequence) -> Result<Val> {
-    let idx = ev.opt("index")?;
-    let t = seq
-        .table
-        .clone()
-        .ok_or_else(|| logic("Cannot use an index on a non-table sequence."))?;
-    let (name, desc) = match (idx, ev.term.optarg("index").map(|t| t.tt)) {
-        (Some(Val::Datum(Datum::String(s))), Some(tt)) => (s.to_string(), tt == T::DESC),
-        _ => {
-            let term = ev.term.optarg("index").cloned();
-            let inner = term
-                .as_ref()
-                .and_then(|t| t.args.first().cloned())
-                .ok_or_else(|| logic("Expected an index name."))?;
-            let desc = term.as_ref().is_some_and(|t| t.tt == T::DESC);
-            let d = crate::eval::eval(ev.ctx, ev.env, &inner)?;
-            match d {
-                Val::Datum(Datum::String(s)) => (s.to_string(), desc),
-                _ => return Err(logic("Expected an index name.")),
-            }
-        }
-    };
-    if name != t.primary_key() {
-        return Err(crate::error::op_failed(format!(
-            "Index `{}` was not found on table `{}.{}`.",
-            name,
-            t.db(),
-            t.name()
-        )));
-    }
-    let stream = t.scan(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded, desc)?;
-    Ok(Val::Seq(Sequence {
-        stream,
-        is_array: false,
-        table: Some(t),
-        infinite: false,
-    }))
-}
-
 /// DISTINCT (without an index): sorted unique items as an array.
 pub fn distinct(ev: &Ev) -> Result<Val> {
+    if let Some(v) = crate::terms::stream::distinct_table(ev)? {
+        return Ok(v);
+    }
     let seq = ev.seq(0)?;
     let mut items = seq.collect(ev.ctx.array_limit)?;
     items.sort();
@@ -625,6 +642,11 @@ pub fn reduce(ev: &Ev) -> Result<Val> {
 
 /// SUM, AVG, MIN, MAX (optionally by field or function).
 pub fn aggregate(ev: &Ev) -> Result<Val> {
+    if matches!(ev.term.tt, T::MIN | T::MAX) {
+        if let Some(v) = crate::terms::stream::min_max_table(ev)? {
+            return Ok(v);
+        }
+    }
     let seq = ev.seq(0)?;
     if seq.infinite {
         return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
@@ -695,43 +717,66 @@ pub fn aggregate(ev: &Ev) -> Result<Val> {
 /// CONTAINS: every argument (value or predicate) matches some item.
 pub fn contains(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
-    let mut wanted = Vec::new();
+    // Bag semantics, as RethinkDB: each item satisfies at most one wanted value and
+    // one wanted predicate.
+    let mut values = Vec::new();
+    let mut funcs = Vec::new();
     for i in 1..ev.nargs() {
-        wanted.push(ev.arg(i)?);
+        match ev.arg(i)? {
+            f @ Val::Func(_) => funcs.push(f),
+            v => values.push(ev.to_datum(v).at(i)?),
+        }
     }
-    let mut found = vec![false; wanted.len()];
+    if values.is_empty() && funcs.is_empty() {
+        return Ok(Val::Datum(Datum::Bool(true)));
+    }
     for d in seq.stream {
         let d = d?;
-        for (w, f) in wanted.iter().zip(found.iter_mut()) {
-            if *f {
-                continue;
-            }
-            *f = match w {
-                Val::Func(_) => apply(ev.ctx, w, d.clone())?.truthy(),
-                Val::Datum(x) => &d == x,
-                _ => false,
-            };
+        if let Some(j) = values.iter().position(|x| *x == d) {
+            values.swap_remove(j);
         }
-        if found.iter().all(|f| *f) {
+        let mut hit = None;
+        for (j, f) in funcs.iter().enumerate() {
+            if apply(ev.ctx, f, d.clone())?.truthy() {
+                hit = Some(j);
+                break;
+            }
+        }
+        if let Some(j) = hit {
+            funcs.swap_remove(j);
+        }
+        if values.is_empty() && funcs.is_empty() {
             return Ok(Val::Datum(Datum::Bool(true)));
         }
     }
-    Ok(Val::Datum(Datum::Bool(found.iter().all(|f| *f))))
+    Ok(Val::Datum(Datum::Bool(false)))
 }
 
 /// WITH_FIELDS: `has_fields` then `pluck`.
 pub fn with_fields(ev: &Ev) -> Result<Val> {
-    let seq = ev.seq(0)?;
+    let seq = match ev.arg(0)? {
+        Val::Datum(d) if !matches!(d, Datum::Array(_)) => {
+            return Err(logic(format!(
+                "Cannot perform has_fields on a non-object non-sequence `{}`.",
+                d.to_json_string()
+            )))
+        }
+        v => ev.to_seq(v).at(0)?,
+    };
     let mut sel = Vec::new();
     for i in 1..ev.nargs() {
-        sel.push(ev.datum(i)?);
+        let s = ev.datum(i)?;
+        if !matches!(s, Datum::String(_) | Datum::Array(_) | Datum::Object(_)) {
+            return Err(logic(format!(
+                "Invalid path argument `{}`.",
+                s.to_json_string()
+            )));
+        }
+        sel.push(s);
     }
     let mut out = map_items(seq, move |d| {
         let ok = match &d {
-            Datum::Object(o) => sel.iter().all(|s| match s {
-                Datum::String(k) => o.get(&**k).is_some_and(|v| !matches!(v, Datum::Null)),
-                _ => true,
-            }),
+            Datum::Object(o) => sel.iter().all(|s| crate::terms::object::has_path(o, s)),
             _ => false,
         };
         if ok {

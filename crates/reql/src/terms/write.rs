@@ -214,6 +214,7 @@ pub fn insert(ev: &Ev) -> Result<Val> {
         let r = insert_one(ev, t.as_ref(), d, &conflict, stats, dur);
         match r {
             Ok((old, new)) => stats.record(old, new, rc),
+            Err(e) if e.kind == ErrorKind::Permission => return Err(e),
             Err(e) => {
                 let old = match (&key, rc) {
                     (Some(k), ReturnChanges::Always) => t.get(k).ok().flatten(),
@@ -475,7 +476,9 @@ pub fn update(ev: &Ev) -> Result<Val> {
                 ev.ctx.note_write(ticket, dur);
                 stats.record(old, new, rc)
             }
-            Err(e) if e.kind == ErrorKind::Internal => return Err(e),
+            Err(e) if matches!(e.kind, ErrorKind::Internal | ErrorKind::Permission) => {
+                return Err(e)
+            }
             Err(e) => stats.error(&e, rc, doc.as_ref()),
         }
         Ok(())
@@ -529,7 +532,9 @@ pub fn replace(ev: &Ev) -> Result<Val> {
                 ev.ctx.note_write(ticket, dur);
                 stats.record(old, new, rc)
             }
-            Err(e) if e.kind == ErrorKind::Internal => return Err(e),
+            Err(e) if matches!(e.kind, ErrorKind::Internal | ErrorKind::Permission) => {
+                return Err(e)
+            }
             Err(e) => stats.error(&e, rc, doc.as_ref()),
         }
         Ok(())
@@ -548,15 +553,22 @@ pub fn delete(ev: &Ev) -> Result<Val> {
             return Ok(());
         }
         let dur = durability(ev, t.as_ref())?;
-        let (old, new, ticket) = t.modify(&key, &mut |old| {
+        let r = t.modify(&key, &mut |old| {
             Ok(if old.is_some() {
                 Change::Delete
             } else {
                 Change::Keep
             })
-        })?;
-        ev.ctx.note_write(ticket, dur);
-        stats.record(old, new, rc);
+        });
+        match r {
+            Ok((old, new, ticket)) => {
+                ev.ctx.note_write(ticket, dur);
+                stats.record(old, new, rc);
+            }
+            // A refused delete (a system table's rule) is counted, as in RethinkDB.
+            Err(e) if e.kind == ErrorKind::OpFailed => stats.error(&e, rc, doc.as_ref()),
+            Err(e) => return Err(e),
+        }
         Ok(())
     })?;
     Ok(Val::Datum(stats.into_datum(rc)))

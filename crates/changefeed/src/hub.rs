@@ -1,0 +1,265 @@
+//! `Hub`: the subscriptions of one shard and the publishing of its changes to them.
+//!
+//! Invariants: `listeners` counts the registered subscriptions, so `publish` returns
+//! before taking any lock when it is zero; a subscription is registered under every key
+//! of its point target or once in the range list, and removed when its handle drops.
+//! Publishing runs on the writer's thread under its stripe lock: it evaluates each
+//! interested subscription's transform and queues the result, nothing more.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use datum::Datum;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::Notify;
+
+use crate::queue::{Change, ChangeQueue};
+use crate::subscription::{Request, Subscription, Target, Transform};
+use crate::{FeedError, TABLE_DROPPED};
+
+/// What a subscription listens to, in encoded keys.
+pub(crate) enum KeyTarget {
+    /// These documents.
+    Keys(Vec<Vec<u8>>),
+    /// Documents between two bounds.
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>),
+}
+
+impl KeyTarget {
+    fn contains(&self, k: &[u8]) -> bool {
+        match self {
+            KeyTarget::Keys(keys) => keys.iter().any(|x| x.as_slice() == k),
+            KeyTarget::Range(lo, hi) => {
+                let above = match lo {
+                    Bound::Unbounded => true,
+                    Bound::Included(b) => k >= b.as_slice(),
+                    Bound::Excluded(b) => k > b.as_slice(),
+                };
+                let below = match hi {
+                    Bound::Unbounded => true,
+                    Bound::Included(b) => k <= b.as_slice(),
+                    Bound::Excluded(b) => k < b.as_slice(),
+                };
+                above && below
+            }
+        }
+    }
+}
+
+/// The queue and status of one subscription, behind its mutex.
+pub(crate) struct QueueState {
+    pub(crate) queue: ChangeQueue,
+    /// Changes dropped by overflow and not yet reported to the reader.
+    pub(crate) skipped: usize,
+    /// Set when the feed ends (its table was dropped).
+    pub(crate) error: Option<FeedError>,
+}
+
+/// The part of a subscription the publisher sees.
+pub(crate) struct Shared {
+    pub(crate) id: u64,
+    pub(crate) target: KeyTarget,
+    pub(crate) transform: Option<Transform>,
+    pub(crate) queue_size: usize,
+    pub(crate) state: Mutex<QueueState>,
+    pub(crate) waker: Arc<Notify>,
+}
+
+impl Shared {
+    /// Queues one change if the transformed values make one; wakes the reader.
+    fn offer(&self, key: &[u8], old: Option<&Datum>, new: Option<&Datum>) {
+        let (old, new) = match &self.transform {
+            None => (old.cloned(), new.cloned()),
+            Some(t) => (old.and_then(|d| t(d)), new.and_then(|d| t(d))),
+        };
+        if (old.is_none() && new.is_none()) || (old.is_some() && old == new) {
+            return;
+        }
+        {
+            let mut st = self.state.lock();
+            if st.error.is_some() {
+                return;
+            }
+            st.queue.push(key, Change { old, new });
+            let len = st.queue.len();
+            if len > self.queue_size {
+                st.skipped += len;
+                st.queue.clear();
+            }
+        }
+        self.waker.notify_one();
+    }
+
+    /// Ends the feed with `e` and wakes the reader.
+    pub(crate) fn fail(&self, e: FeedError) {
+        {
+            let mut st = self.state.lock();
+            st.queue.clear();
+            st.error.get_or_insert(e);
+        }
+        self.waker.notify_one();
+    }
+}
+
+#[derive(Default)]
+struct Subs {
+    /// Point subscriptions by encoded primary key.
+    points: HashMap<Vec<u8>, Vec<Arc<Shared>>>,
+    /// Range and whole-table subscriptions.
+    ranges: Vec<Arc<Shared>>,
+}
+
+/// The subscriptions of one shard.
+#[derive(Default)]
+pub struct Hub {
+    listeners: AtomicUsize,
+    closed: AtomicBool,
+    next_id: AtomicU64,
+    subs: RwLock<Subs>,
+}
+
+fn encode(d: &Datum) -> Result<Vec<u8>, FeedError> {
+    datum::keys::encode_bound(d).map_err(|e| FeedError::new(e.message()))
+}
+
+fn encode_bound(b: &Bound<Datum>) -> Result<Bound<Vec<u8>>, FeedError> {
+    Ok(match b {
+        Bound::Unbounded => Bound::Unbounded,
+        Bound::Included(d) => Bound::Included(encode(d)?),
+        Bound::Excluded(d) => Bound::Excluded(encode(d)?),
+    })
+}
+
+impl Hub {
+    /// A hub with no subscriptions.
+    pub fn new() -> Arc<Hub> {
+        Arc::new(Hub::default())
+    }
+
+    /// The number of registered subscriptions.
+    pub fn listeners(&self) -> usize {
+        self.listeners.load(Ordering::Acquire)
+    }
+
+    /// Delivers the change of the document under the encoded key `key` to every
+    /// subscription that covers it. Called after the write was applied, under the
+    /// document's lock.
+    pub fn publish(&self, key: &[u8], old: Option<&Datum>, new: Option<&Datum>) {
+        if self.listeners.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let subs = self.subs.read();
+        if let Some(list) = subs.points.get(key) {
+            for s in list {
+                s.offer(key, old, new);
+            }
+        }
+        for s in &subs.ranges {
+            if s.target.contains(key) {
+                s.offer(key, old, new);
+            }
+        }
+    }
+
+    /// Ends every subscription with RethinkDB's table-dropped error; later
+    /// subscriptions fail at once.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let subs = self.subs.read();
+        for list in subs.points.values() {
+            for s in list {
+                s.fail(FeedError::new(TABLE_DROPPED));
+            }
+        }
+        for s in &subs.ranges {
+            s.fail(FeedError::new(TABLE_DROPPED));
+        }
+    }
+
+    /// Registers a subscription; changes published from now on reach it. The caller
+    /// reads the initial values (if any) before a concurrent write can publish, then
+    /// hands them to [`Subscription::set_initial`].
+    pub fn subscribe(self: &Arc<Self>, req: Request) -> Result<Subscription, FeedError> {
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(FeedError::new(TABLE_DROPPED));
+        }
+        let (target, point) = match &req.target {
+            Target::Keys(keys) => {
+                let mut enc: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
+                for k in keys {
+                    let e = encode(k)?;
+                    if !enc.contains(&e) {
+                        enc.push(e);
+                    }
+                }
+                (KeyTarget::Keys(enc), true)
+            }
+            Target::Range { lower, upper } => (
+                KeyTarget::Range(encode_bound(lower)?, encode_bound(upper)?),
+                false,
+            ),
+        };
+        let shared = Arc::new(Shared {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            target,
+            transform: req.transform.clone(),
+            queue_size: req.options.queue_size.max(1),
+            state: Mutex::new(QueueState {
+                queue: ChangeQueue::new(req.options.squash),
+                skipped: 0,
+                error: None,
+            }),
+            waker: req.waker.clone(),
+        });
+        {
+            let mut subs = self.subs.write();
+            match &shared.target {
+                KeyTarget::Keys(keys) if point => {
+                    for k in keys {
+                        subs.points
+                            .entry(k.clone())
+                            .or_default()
+                            .push(shared.clone());
+                    }
+                }
+                _ => subs.ranges.push(shared.clone()),
+            }
+            self.listeners.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(Subscription::new(self.clone(), shared, req.options))
+    }
+
+    /// Removes a subscription (its handle dropped).
+    pub(crate) fn unregister(&self, shared: &Arc<Shared>) {
+        let mut subs = self.subs.write();
+        let removed = match &shared.target {
+            KeyTarget::Keys(keys) => {
+                let mut found = false;
+                for k in keys {
+                    if let Some(list) = subs.points.get_mut(k.as_slice()) {
+                        if let Some(i) = list.iter().position(|s| s.id == shared.id) {
+                            list.swap_remove(i);
+                            found = true;
+                        }
+                        if list.is_empty() {
+                            subs.points.remove(k.as_slice());
+                        }
+                    }
+                }
+                found
+            }
+            KeyTarget::Range(..) => match subs.ranges.iter().position(|s| s.id == shared.id) {
+                Some(i) => {
+                    subs.ranges.swap_remove(i);
+                    true
+                }
+                None => false,
+            },
+        };
+        if removed {
+            self.listeners.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The rows of each system table, in RethinkDB 2.4's shapes.
+
+use std::sync::atomic::Ordering;
+
+use datum::{Datum, Object, Str};
+
+use super::{system_id, Kind, SystemTable, SYSTEM_DB};
+use crate::auth::Scope;
+use crate::catalog::TableEntry;
+use crate::Cluster;
+
+fn time(secs: f64) -> Datum {
+    datum::ptype::make_time(secs, "+00:00")
+}
+
+fn obj(pairs: Vec<(&str, Datum)>) -> Datum {
+    let m: Object = pairs.into_iter().map(|(k, v)| (Str::from(k), v)).collect();
+    Datum::object(m)
+}
+
+/// Every row of `t` (unsorted).
+pub(super) fn rows(t: &SystemTable) -> reql::Result<Vec<Datum>> {
+    let c = &t.cluster;
+    Ok(match t.kind {
+        Kind::TableConfig => c
+            .tables_snapshot()
+            .iter()
+            .map(|e| table_config_row(c, e, t.uuids))
+            .collect(),
+        Kind::TableStatus => c
+            .tables_snapshot()
+            .iter()
+            .map(|e| table_status_row(c, e, t.uuids))
+            .collect(),
+        Kind::DbConfig => c
+            .dbs_snapshot()
+            .into_iter()
+            .map(|(name, id)| crate::catalog::db_record(&name, &id))
+            .collect(),
+        Kind::ServerConfig => vec![server_config_row(c)],
+        Kind::ServerStatus => vec![server_status_row(c)],
+        Kind::ClusterConfig => vec![obj(vec![
+            ("id", Datum::str("heartbeat")),
+            (
+                "heartbeat_timeout_secs",
+                Datum::Number(*c.admin.heartbeat.lock()),
+            ),
+        ])],
+        Kind::CurrentIssues => Vec::new(),
+        Kind::Jobs => jobs_rows(c, t.uuids),
+        Kind::Stats => stats_rows(c, t.uuids),
+        Kind::Logs => logs_rows(c, t.uuids),
+        Kind::Users => c.users.rows(),
+        Kind::Permissions => permissions_rows(c, t.uuids),
+        Kind::DebugScratch => c.admin.scratch.lock().values().cloned().collect(),
+    })
+}
+
+fn server(c: &Cluster, uuids: bool) -> Datum {
+    if uuids {
+        Datum::str(&c.admin.server_id)
+    } else {
+        Datum::str(&c.server_name)
+    }
+}
+
+fn db_ident(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
+    if uuids {
+        Datum::from(c.db_id_of(&e.db).unwrap_or_default())
+    } else {
+        Datum::str(&e.db)
+    }
+}
+
+/// A `table_config` row (also what `table.config()` returns).
+pub(crate) fn table_config_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
+    let mut row = c.config_of(e);
+    let handle = c
+        .state
+        .read()
+        .tables
+        .get(&(e.db.clone(), e.name.clone()))
+        .map(|(_, h)| h.clone());
+    if let (Some(h), Datum::Object(m)) = (handle, &mut row) {
+        let names = reql::Table::index_status(&*h)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| Datum::from(s.name))
+            .collect();
+        std::sync::Arc::make_mut(m).insert(Str::from("indexes"), Datum::array(names));
+    }
+    if uuids {
+        let srv = server(c, true);
+        let shard = obj(vec![
+            ("nonvoting_replicas", Datum::array(vec![])),
+            ("primary_replica", srv.clone()),
+            ("replicas", Datum::array(vec![srv])),
+        ]);
+        if let Datum::Object(m) = &mut row {
+            let m = std::sync::Arc::make_mut(m);
+            m.insert(Str::from("db"), db_ident(c, e, true));
+            m.insert(
+                Str::from("shards"),
+                Datum::array(vec![shard; e.shards.max(1) as usize]),
+            );
+        }
+    }
+    row
+}
+
+/// A `table_status` row (also what `table.status()` returns).
+pub(crate) fn table_status_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
+    let srv = server(c, uuids);
+    let shard = obj(vec![
+        ("primary_replicas", Datum::array(vec![srv.clone()])),
+        (
+            "replicas",
+            Datum::array(vec![obj(vec![
+                ("server", srv.clone()),
+                ("state", Datum::str("ready")),
+            ])]),
+        ),
+    ]);
+    obj(vec![
+        ("db", db_ident(c, e, uuids)),
+        ("id", Datum::str(&e.id)),
+        ("name", Datum::str(&e.name)),
+        ("raft_leader", srv),
+        (
+            "shards",
+            Datum::array(vec![shard; e.shards.max(1) as usize]),
+        ),
+        (
+            "status",
+            obj(vec![
+                ("all_replicas_ready", Datum::Bool(true)),
+                ("ready_for_outdated_reads", Datum::Bool(true)),
+                ("ready_for_reads", Datum::Bool(true)),
+                ("ready_for_writes", Datum::Bool(true)),
+            ]),
+        ),
+    ])
+}
+
+fn server_config_row(c: &Cluster) -> Datum {
+    let info = c.admin.info.lock().clone();
+    obj(vec![
+        (
+            "cache_size_mb",
+            if info.cache_size_mb > 0.0 {
+                Datum::Number(info.cache_size_mb)
+            } else {
+                Datum::str("auto")
+            },
+        ),
+        ("id", Datum::str(&c.admin.server_id)),
+        ("name", Datum::str(&c.server_name)),
+        ("tags", Datum::array(vec![Datum::str("default")])),
+    ])
+}
+
+fn server_status_row(c: &Cluster) -> Datum {
+    let info = c.admin.info.lock().clone();
+    let port = |p: u16| Datum::Number(f64::from(p));
+    obj(vec![
+        ("id", Datum::str(&c.admin.server_id)),
+        ("name", Datum::str(&c.server_name)),
+        (
+            "network",
+            obj(vec![
+                (
+                    "canonical_addresses",
+                    Datum::array(vec![obj(vec![
+                        ("host", Datum::str("127.0.0.1")),
+                        ("port", port(info.cluster_port)),
+                    ])]),
+                ),
+                ("cluster_port", port(info.cluster_port)),
+                ("connected_to", Datum::object(Object::new())),
+                ("hostname", Datum::str(&info.hostname)),
+                ("http_admin_port", port(info.http_port)),
+                ("reql_port", port(info.reql_port)),
+                ("time_connected", time(c.admin.started)),
+            ]),
+        ),
+        (
+            "process",
+            obj(vec![
+                (
+                    "argv",
+                    Datum::array(info.argv.iter().map(|a| Datum::str(a)).collect()),
+                ),
+                ("cache_size_mb", Datum::Number(info.cache_size_mb)),
+                ("pid", Datum::Number(f64::from(std::process::id()))),
+                ("time_started", time(c.admin.started)),
+                (
+                    "version",
+                    Datum::from(format!(
+                        "rethinkdb 2.4.4 (Ponder {})",
+                        env!("CARGO_PKG_VERSION")
+                    )),
+                ),
+            ]),
+        ),
+    ])
+}
+
+fn jobs_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
+    c.admin
+        .jobs
+        .list()
+        .into_iter()
+        .map(|(id, secs, user, client, query)| {
+            let (addr, port) = match client.rsplit_once(':') {
+                Some((a, p)) => (a.to_string(), p.parse::<f64>().unwrap_or(0.0)),
+                None => (client.clone(), 0.0),
+            };
+            obj(vec![
+                ("duration_sec", Datum::Number(secs)),
+                (
+                    "id",
+                    Datum::array(vec![Datum::str("query"), Datum::from(id)]),
+                ),
+                (
+                    "info",
+                    obj(vec![
+                        ("client_address", Datum::from(addr)),
+                        ("client_port", Datum::Number(port)),
+                        ("query", Datum::from(query)),
+                        ("user", Datum::from(user)),
+                    ]),
+                ),
+                ("servers", Datum::array(vec![server(c, uuids)])),
+                ("type", Datum::str("query")),
+            ])
+        })
+        .collect()
+}
+
+fn stats_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
+    let k = &c.admin.counters;
+    let num = |x: u64| Datum::Number(x as f64);
+    let queries = k.queries.load(Ordering::Relaxed);
+    let conns = k.connections.load(Ordering::Relaxed);
+    let active = c.admin.jobs.list().len() as u64;
+    let (read, written) = k.totals();
+    let qps = k.rate("queries", queries);
+    let rps = k.rate("read", read);
+    let wps = k.rate("written", written);
+    let sid = Datum::str(&c.admin.server_id);
+    let mut out = vec![
+        obj(vec![
+            ("id", Datum::array(vec![Datum::str("cluster")])),
+            (
+                "query_engine",
+                obj(vec![
+                    ("client_connections", num(conns)),
+                    ("clients_active", num(active)),
+                    ("queries_per_sec", Datum::Number(qps)),
+                    ("read_docs_per_sec", Datum::Number(rps)),
+                    ("written_docs_per_sec", Datum::Number(wps)),
+                ]),
+            ),
+        ]),
+        obj(vec![
+            ("id", Datum::array(vec![Datum::str("server"), sid.clone()])),
+            (
+                "query_engine",
+                obj(vec![
+                    ("client_connections", num(conns)),
+                    ("clients_active", num(active)),
+                    ("queries_per_sec", Datum::Number(qps)),
+                    ("queries_total", num(queries)),
+                    ("read_docs_per_sec", Datum::Number(rps)),
+                    ("read_docs_total", num(read)),
+                    ("written_docs_per_sec", Datum::Number(wps)),
+                    ("written_docs_total", num(written)),
+                ]),
+            ),
+            ("server", server(c, uuids)),
+        ]),
+    ];
+    for e in c.tables_snapshot() {
+        let (r, w) = k.table_totals(&e.id);
+        let tr = k.rate(&format!("r/{}", e.id), r);
+        let tw = k.rate(&format!("w/{}", e.id), w);
+        let tid = Datum::str(&e.id);
+        let table = if uuids {
+            tid.clone()
+        } else {
+            Datum::str(&e.name)
+        };
+        out.push(obj(vec![
+            ("db", db_ident(c, &e, uuids)),
+            ("id", Datum::array(vec![Datum::str("table"), tid.clone()])),
+            (
+                "query_engine",
+                obj(vec![
+                    ("read_docs_per_sec", Datum::Number(tr)),
+                    ("written_docs_per_sec", Datum::Number(tw)),
+                ]),
+            ),
+            ("table", table.clone()),
+        ]));
+        out.push(obj(vec![
+            ("db", db_ident(c, &e, uuids)),
+            (
+                "id",
+                Datum::array(vec![Datum::str("table_server"), tid, sid.clone()]),
+            ),
+            (
+                "query_engine",
+                obj(vec![
+                    ("read_docs_per_sec", Datum::Number(tr)),
+                    ("read_docs_total", num(r)),
+                    ("written_docs_per_sec", Datum::Number(tw)),
+                    ("written_docs_total", num(w)),
+                ]),
+            ),
+            ("server", server(c, uuids)),
+            (
+                "storage_engine",
+                obj(vec![
+                    ("cache", obj(vec![("in_use_bytes", Datum::Number(0.0))])),
+                    (
+                        "disk",
+                        obj(vec![
+                            ("read_bytes_per_sec", Datum::Number(0.0)),
+                            ("read_bytes_total", Datum::Number(0.0)),
+                            (
+                                "space_usage",
+                                obj(vec![
+                                    ("data_bytes", Datum::Number(0.0)),
+                                    ("garbage_bytes", Datum::Number(0.0)),
+                                    ("metadata_bytes", Datum::Number(0.0)),
+                                    ("preallocated_bytes", Datum::Number(0.0)),
+                                ]),
+                            ),
+                            ("written_bytes_per_sec", Datum::Number(0.0)),
+                            ("written_bytes_total", Datum::Number(0.0)),
+                        ]),
+                    ),
+                ]),
+            ),
+            ("table", table),
+        ]));
+    }
+    out
+}
+
+fn logs_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
+    c.admin
+        .log_lines()
+        .into_iter()
+        .map(|l| {
+            obj(vec![
+                (
+                    "id",
+                    Datum::array(vec![
+                        Datum::from(format!("{:.6}", l.time)),
+                        Datum::from(format!("{}", l.seq)),
+                    ]),
+                ),
+                ("level", Datum::from(l.level)),
+                ("message", Datum::from(l.message)),
+                ("server", server(c, uuids)),
+                ("timestamp", time(l.time)),
+                ("uptime", Datum::Number(l.uptime)),
+            ])
+        })
+        .collect()
+}
+
+fn permissions_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
+    let dbs = c.dbs_snapshot();
+    let tables = c.tables_snapshot();
+    let db_name = |id: &str| -> Option<String> {
+        if id == system_id(SYSTEM_DB) {
+            return Some(SYSTEM_DB.to_string());
+        }
+        dbs.iter().find(|(_, i)| i == id).map(|(n, _)| n.clone())
+    };
+    let mut out = Vec::new();
+    for (user, scope, perms) in c.users.all_scopes() {
+        let p = perms.to_datum();
+        let u = Datum::from(user.clone());
+        match scope {
+            Scope::Global => out.push(obj(vec![("id", Datum::array(vec![u])), ("permissions", p)])),
+            Scope::Db(id) => {
+                let name = db_name(&id);
+                let shown = match (uuids, name) {
+                    (true, _) => Datum::from(id.clone()),
+                    (false, Some(n)) => Datum::from(n),
+                    (false, None) => Datum::str("__deleted_database__"),
+                };
+                out.push(obj(vec![
+                    ("database", shown),
+                    ("id", Datum::array(vec![u, Datum::from(id)])),
+                    ("permissions", p),
+                ]));
+            }
+            Scope::Table(id) => {
+                let (db_id, db, name) = if let Some(e) = tables.iter().find(|e| e.id == id) {
+                    let Some(db_id) = c.db_id_of(&e.db) else {
+                        continue;
+                    };
+                    (db_id, e.db.clone(), e.name.clone())
+                } else if let Some(k) = super::TABLES
+                    .iter()
+                    .find(|k| system_id(&format!("{SYSTEM_DB}.{k}")) == id)
+                {
+                    (system_id(SYSTEM_DB), SYSTEM_DB.to_string(), k.to_string())
+                } else {
+                    continue;
+                };
+                let (dshown, tshown) = if uuids {
+                    (Datum::from(db_id.clone()), Datum::from(id.clone()))
+                } else {
+                    (Datum::from(db), Datum::from(name))
+                };
+                out.push(obj(vec![
+                    ("database", dshown),
+                    (
+                        "id",
+                        Datum::array(vec![u, Datum::from(db_id), Datum::from(id)]),
+                    ),
+                    ("permissions", p),
+                    ("table", tshown),
+                ]));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,330 @@
+//! What the system tables report that the catalog does not hold: this server's
+//! identity and ports, query and document counters, running jobs and recent log lines.
+//!
+//! Counters are relaxed atomics (one `fetch_add` per query or document), so keeping
+//! them costs nothing measurable; rates are computed when `rethinkdb.stats` is read,
+//! from the change since the previous sample at least one second old.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use datum::Datum;
+use parking_lot::Mutex;
+
+/// Lines kept for `rethinkdb.logs`.
+const LOG_LINES: usize = 1000;
+
+/// This server's identity and listening ports, as `server_status` shows them.
+#[derive(Debug, Clone, Default)]
+pub struct ServerInfo {
+    /// Driver port.
+    pub reql_port: u16,
+    /// HTTP admin port.
+    pub http_port: u16,
+    /// Cluster port.
+    pub cluster_port: u16,
+    /// Host name.
+    pub hostname: String,
+    /// The process's command line.
+    pub argv: Vec<String>,
+    /// Cache size in MB.
+    pub cache_size_mb: f64,
+}
+
+/// Document counters of one table.
+#[derive(Default)]
+pub struct TableCounters {
+    /// Documents read.
+    pub read: AtomicU64,
+    /// Documents written.
+    pub written: AtomicU64,
+}
+
+/// Query and document counters.
+#[derive(Default)]
+pub struct Counters {
+    /// Queries started.
+    pub queries: AtomicU64,
+    /// Open client connections.
+    pub connections: AtomicU64,
+    /// Connections with a query running.
+    pub active: AtomicU64,
+    tables: Mutex<HashMap<String, Arc<TableCounters>>>,
+    samples: Mutex<HashMap<String, (Instant, u64, f64)>>,
+}
+
+impl Counters {
+    /// The counters of the table with `id` (created on first use).
+    pub fn table(&self, id: &str) -> Arc<TableCounters> {
+        self.tables
+            .lock()
+            .entry(id.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// `(read, written)` totals of one table.
+    pub fn table_totals(&self, id: &str) -> (u64, u64) {
+        match self.tables.lock().get(id) {
+            Some(c) => (
+                c.read.load(Ordering::Relaxed),
+                c.written.load(Ordering::Relaxed),
+            ),
+            None => (0, 0),
+        }
+    }
+
+    /// `(read, written)` totals over all tables.
+    pub fn totals(&self) -> (u64, u64) {
+        self.tables.lock().values().fold((0, 0), |(r, w), c| {
+            (
+                r + c.read.load(Ordering::Relaxed),
+                w + c.written.load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// The rate of a growing total named `key`: the change per second since the last
+    /// sample at least one second old (the previous rate in between).
+    pub fn rate(&self, key: &str, total: u64) -> f64 {
+        let now = Instant::now();
+        let mut s = self.samples.lock();
+        match s.get(key).copied() {
+            None => {
+                s.insert(key.to_string(), (now, total, 0.0));
+                0.0
+            }
+            Some((at, old, last)) => {
+                let dt = now.duration_since(at).as_secs_f64();
+                if dt < 1.0 {
+                    return last;
+                }
+                let r = total.saturating_sub(old) as f64 / dt;
+                s.insert(key.to_string(), (now, total, r));
+                r
+            }
+        }
+    }
+}
+
+/// A running query as `rethinkdb.jobs` lists it.
+pub struct Job {
+    /// The user running it.
+    pub user: String,
+    /// The client's address.
+    pub client: String,
+    /// The query (its JSON term, abbreviated).
+    pub query: String,
+    /// When it started.
+    pub started: Instant,
+    /// Set to interrupt it.
+    pub cancel: Arc<AtomicBool>,
+}
+
+/// Running jobs, by id.
+#[derive(Default)]
+pub struct Jobs {
+    jobs: Mutex<BTreeMap<String, Job>>,
+}
+
+/// Removes its job from the registry when dropped.
+pub struct JobGuard {
+    id: String,
+    jobs: std::sync::Weak<crate::Cluster>,
+}
+
+impl Drop for JobGuard {
+    fn drop(&mut self) {
+        if let Some(c) = self.jobs.upgrade() {
+            c.admin.jobs.jobs.lock().remove(&self.id);
+        }
+    }
+}
+
+impl Jobs {
+    /// Every job as `(id, duration_sec, user, client, query)`.
+    pub fn list(&self) -> Vec<(String, f64, String, String, String)> {
+        self.jobs
+            .lock()
+            .iter()
+            .map(|(id, j)| {
+                (
+                    id.clone(),
+                    j.started.elapsed().as_secs_f64(),
+                    j.user.clone(),
+                    j.client.clone(),
+                    j.query.clone(),
+                )
+            })
+            .collect()
+    }
+
+    /// Interrupts the job with `id`; false when there is none.
+    pub fn cancel(&self, id: &str) -> bool {
+        match self.jobs.lock().get(id) {
+            Some(j) => {
+                j.cancel.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// One log line.
+#[derive(Clone)]
+pub struct LogLine {
+    /// Seconds since the epoch.
+    pub time: f64,
+    /// Seconds since the server started.
+    pub uptime: f64,
+    /// `info`, `notice`, `warn` or `error`.
+    pub level: String,
+    /// The message.
+    pub message: String,
+    /// Sequence number (part of the row id).
+    pub seq: u64,
+}
+
+/// The server-wide administrative state.
+pub struct AdminState {
+    /// This server's id.
+    pub server_id: String,
+    /// Seconds since the epoch at start.
+    pub started: f64,
+    started_at: Instant,
+    /// Ports and process facts, set by the server binary.
+    pub info: Mutex<ServerInfo>,
+    /// Counters.
+    pub counters: Counters,
+    /// Running jobs.
+    pub jobs: Jobs,
+    logs: Mutex<VecDeque<LogLine>>,
+    log_seq: AtomicU64,
+    /// `rethinkdb._debug_scratch`.
+    pub(crate) scratch: Mutex<BTreeMap<Datum, Datum>>,
+    /// `cluster_config`'s `heartbeat_timeout_secs`.
+    pub(crate) heartbeat: Mutex<f64>,
+    /// Serialises writes to system tables (read-check-apply of one row).
+    pub(crate) writes: Mutex<()>,
+}
+
+/// Seconds since the epoch.
+pub fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+impl AdminState {
+    /// Fresh state with a new server id.
+    pub fn new() -> AdminState {
+        AdminState {
+            server_id: uuid::Uuid::new_v4().to_string(),
+            started: now_secs(),
+            started_at: Instant::now(),
+            info: Mutex::new(ServerInfo::default()),
+            counters: Counters::default(),
+            jobs: Jobs::default(),
+            logs: Mutex::new(VecDeque::new()),
+            log_seq: AtomicU64::new(0),
+            scratch: Mutex::new(BTreeMap::new()),
+            heartbeat: Mutex::new(10.0),
+            writes: Mutex::new(()),
+        }
+    }
+
+    /// Appends a log line (the oldest is dropped past 1000).
+    pub fn log(&self, level: &str, message: &str) {
+        let line = LogLine {
+            time: now_secs(),
+            uptime: self.started_at.elapsed().as_secs_f64(),
+            level: level.to_string(),
+            message: message.to_string(),
+            seq: self.log_seq.fetch_add(1, Ordering::Relaxed),
+        };
+        let mut l = self.logs.lock();
+        if l.len() >= LOG_LINES {
+            l.pop_front();
+        }
+        l.push_back(line);
+    }
+
+    /// The kept log lines, oldest first.
+    pub fn log_lines(&self) -> Vec<LogLine> {
+        self.logs.lock().iter().cloned().collect()
+    }
+}
+
+impl Default for AdminState {
+    fn default() -> Self {
+        AdminState::new()
+    }
+}
+
+impl crate::Cluster {
+    /// Registers a running query for `rethinkdb.jobs`; it is listed until the guard
+    /// drops, and deleting its row sets `cancel`.
+    pub fn register_job(
+        &self,
+        user: &str,
+        client: &str,
+        query: &str,
+        cancel: Arc<AtomicBool>,
+    ) -> JobGuard {
+        let id = uuid::Uuid::new_v4().to_string();
+        let mut q: String = query.chars().take(200).collect();
+        if q.len() < query.len() {
+            q.push('…');
+        }
+        self.admin.jobs.jobs.lock().insert(
+            id.clone(),
+            Job {
+                user: user.to_string(),
+                client: client.to_string(),
+                query: q,
+                started: Instant::now(),
+                cancel,
+            },
+        );
+        self.admin.counters.queries.fetch_add(1, Ordering::Relaxed);
+        JobGuard {
+            id,
+            jobs: self.me.clone(),
+        }
+    }
+
+    /// Records this server's ports and process facts for `server_status`.
+    pub fn set_server_info(&self, info: ServerInfo) {
+        *self.admin.info.lock() = info;
+    }
+
+    /// Appends a line to `rethinkdb.logs`.
+    pub fn log(&self, level: &str, message: &str) {
+        self.admin.log(level, message);
+    }
+
+    /// A client connection opened (`true`) or closed (`false`).
+    pub fn note_connection(&self, open: bool) {
+        let c = &self.admin.counters.connections;
+        if open {
+            c.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
+        }
+    }
+
+    /// This server's id.
+    pub fn server_id(&self) -> &str {
+        &self.admin.server_id
+    }
+
+    /// The users, credentials and permissions.
+    pub fn users(&self) -> &Arc<crate::auth::Users> {
+        &self.users
+    }
+}

@@ -1,0 +1,164 @@
+//! Changefeed cursors: the CONTINUE of a feed waits, asynchronously and without holding
+//! an evaluation thread, until its subscriptions have something, then answers with the
+//! feed's notes in `"n"`.
+//!
+//! While it waits, the token's slot is `Slot::Waiting(waker)`: STOP and `Session::close`
+//! signal the waker, and the waiting task ends the stream (answering the CONTINUE with an
+//! empty SUCCESS_SEQUENCE, as RethinkDB does) and drops the cursor, which unregisters
+//! its subscriptions. A `squash` interval delays each batch by that much unless a queue
+//! fills past half of `changefeed_queue_size` first (RethinkDB's `get_els`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proto::ql2::ResponseType;
+use proto::response::ResponseWriter;
+use reql::terms::changes::FeedInfo;
+use reql::ReqlError;
+
+use super::{Cursor, Outcome, Session, Slot};
+use crate::wire::{check_json, error_frame, finish};
+
+/// The feed part of a cursor.
+pub(super) struct FeedCursor {
+    /// The query's feeds.
+    pub(super) info: FeedInfo,
+    /// The last batch stopped at a batch limit with more queued: do not squash-wait.
+    mid_batch: bool,
+}
+
+impl FeedCursor {
+    /// A feed cursor over `info`.
+    pub(super) fn new(info: FeedInfo) -> FeedCursor {
+        FeedCursor {
+            info,
+            mid_batch: false,
+        }
+    }
+}
+
+/// Pulls what the feed has now (never waits): the items, and whether the stream ended
+/// (a `limit` after the feed delivered its last item).
+pub(super) fn next_feed_batch(
+    c: &mut Cursor,
+    first: bool,
+) -> Result<(Vec<Vec<u8>>, bool), ReqlError> {
+    let scale = if first {
+        c.opts.first_scaledown.max(1)
+    } else {
+        1
+    };
+    let max_bytes = (c.opts.max_bytes / scale).max(1);
+    let max_time = c.opts.max_time / scale as u32;
+    let began = Instant::now();
+    let mut items = Vec::new();
+    let mut bytes = 0;
+    let mut cut = false;
+    for d in c.seq.stream.by_ref() {
+        let d = d?;
+        check_json(&d)?;
+        let j = d.to_json_bytes();
+        bytes += j.len();
+        items.push(j);
+        if items.len() >= c.opts.max_rows || bytes >= max_bytes || began.elapsed() >= max_time {
+            cut = true;
+            break;
+        }
+    }
+    let done = c.feed.as_ref().is_some_and(|f| f.info.is_done());
+    if let Some(f) = c.feed.as_mut() {
+        f.mid_batch = cut && !done;
+    }
+    Ok((items, done))
+}
+
+impl Session {
+    /// True while the token's CONTINUE may keep waiting.
+    fn feed_live(&self, token: u64) -> bool {
+        !self.cancel.load(std::sync::atomic::Ordering::SeqCst)
+            && matches!(self.tokens.lock().get(&token), Some(Slot::Waiting(_)))
+    }
+
+    /// Ends a feed whose CONTINUE was stopped (or whose connection closed).
+    fn feed_ended(&self, token: u64) -> Vec<u8> {
+        {
+            let mut tokens = self.tokens.lock();
+            if matches!(tokens.get(&token), Some(Slot::Stopped | Slot::Waiting(_))) {
+                tokens.remove(&token);
+            }
+        }
+        finish(ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE), token)
+    }
+
+    /// CONTINUE on a feed cursor.
+    pub(super) async fn continue_feed(self: &Arc<Self>, token: u64, mut cursor: Cursor) -> Vec<u8> {
+        let Some(feed) = cursor.feed.as_ref() else {
+            return error_frame(token, &reql::error::internal("Not a changefeed cursor."));
+        };
+        let waker = feed.info.waker.clone();
+        let squash = (feed.info.min_interval > 0.0 && !feed.mid_batch)
+            .then(|| Duration::from_secs_f64(feed.info.min_interval.min(31_536_000.0)));
+        {
+            let mut tokens = self.tokens.lock();
+            if !matches!(tokens.get(&token), Some(Slot::Busy)) {
+                drop(tokens);
+                return self.feed_ended(token);
+            }
+            tokens.insert(token, Slot::Waiting(waker.clone()));
+        }
+        if let Some(wait) = squash {
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                if !self.feed_live(token) {
+                    return self.feed_ended(token);
+                }
+                if cursor.feed.as_ref().is_some_and(|f| f.info.nearly_full()) {
+                    // Let the burst that filled the queue finish before reading it.
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => break,
+                    _ = waker.notified() => {}
+                }
+            }
+        }
+        loop {
+            if !self.feed_live(token) {
+                return self.feed_ended(token);
+            }
+            let run = self
+                .state
+                .pool
+                .run(move || {
+                    let r = next_feed_batch(&mut cursor, false);
+                    (r, cursor)
+                })
+                .await;
+            match run {
+                Some((Ok((items, done)), c)) => {
+                    if !items.is_empty() || done {
+                        if !self.feed_live(token) {
+                            return self.feed_ended(token);
+                        }
+                        let c = if done { None } else { Some(c) };
+                        return self.respond(token, Outcome::Batch(items, c), None);
+                    }
+                    cursor = c;
+                }
+                Some((Err(e), _)) => {
+                    self.tokens.lock().remove(&token);
+                    return error_frame(token, &e);
+                }
+                None => {
+                    self.tokens.lock().remove(&token);
+                    return error_frame(
+                        token,
+                        &reql::error::internal("The query failed unexpectedly."),
+                    );
+                }
+            }
+            waker.notified().await;
+        }
+    }
+}

@@ -1,0 +1,639 @@
+//! Secondary indexes of a shard: their entries, maintenance hooks, reads and backfill.
+//!
+//! Each index lives in its own storage space. An entry's key is
+//! `datum::keys::secondary_entry(value, primary key, tag)`; its value is empty, or the
+//! whole encoded index value when the key holds a truncated one. The store does not know
+//! ReQL: an index computes its values through an [`IndexFn`] that `cluster` implements by
+//! evaluating the ReQL index function.
+//!
+//! Invariants:
+//! - Every registered index is maintained by `Shard::modify` in the same `WriteBatch` as
+//!   the document, under the document's stripe lock; the shard's index list is read-locked
+//!   for the whole read-modify-write, so registering an index waits for the writes that
+//!   did not see it, and a backfill snapshot taken after registration sees all of them.
+//! - The backfill writes the entries of the *current* document (re-read under its stripe
+//!   lock), never of the snapshot's copy, so it cannot resurrect deleted or changed
+//!   documents; it only adds entries, which later writes delete as usual.
+//! - A document whose index function fails has no entries in that index.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use datum::keys::{self, SECONDARY_TRUNC_BYTES};
+use datum::Datum;
+use storage::{KvIter, Snapshot};
+
+use crate::StoreError;
+
+/// Computes the index values of a document.
+pub trait IndexFn: Send + Sync {
+    /// The encoded values (`datum::keys::encode_secondary`) the document is indexed
+    /// under, one per element for a multi index. An error leaves the document out.
+    fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, String>;
+}
+
+/// One secondary index of a shard, and the state of its construction.
+pub struct SecondaryIndex {
+    space: String,
+    func: Arc<dyn IndexFn>,
+    multi: bool,
+    ready: AtomicBool,
+    done: AtomicU64,
+    total: AtomicU64,
+    cancelled: AtomicBool,
+}
+
+impl SecondaryIndex {
+    /// An index stored in `space`; `ready` when its entries are already complete.
+    pub fn new(space: &str, func: Arc<dyn IndexFn>, multi: bool, ready: bool) -> Arc<Self> {
+        Arc::new(SecondaryIndex {
+            space: space.to_string(),
+            func,
+            multi,
+            ready: AtomicBool::new(ready),
+            done: AtomicU64::new(0),
+            total: AtomicU64::new(0),
+            cancelled: AtomicBool::new(false),
+        })
+    }
+
+    /// The storage space of its entries.
+    pub fn space(&self) -> &str {
+        &self.space
+    }
+
+    /// True once the backfill finished (reads are allowed).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    /// Marks the index complete.
+    pub fn set_ready(&self) {
+        self.ready.store(true, Ordering::SeqCst);
+    }
+
+    /// Backfill progress in `[0, 1]` (1 when ready).
+    pub fn progress(&self) -> f64 {
+        if self.is_ready() {
+            return 1.0;
+        }
+        let total = self.total.load(Ordering::Relaxed).max(1) as f64;
+        (self.done.load(Ordering::Relaxed) as f64 / total).min(1.0)
+    }
+
+    /// Stops a running backfill at its next chunk (the index is being dropped).
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+    }
+
+    /// True once `cancel` was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// The entries (key, value) of a document with encoded primary key `pk`.
+    pub(crate) fn entries(&self, pk: &[u8], doc: &Datum) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let values = match self.func.keys(doc) {
+            Ok(v) => v,
+            Err(_) => return Vec::new(),
+        };
+        values
+            .into_iter()
+            .enumerate()
+            .map(|(i, sec)| {
+                let tag = self.multi.then_some(i as u32);
+                let (key, truncated) = keys::secondary_entry(&sec, pk, tag);
+                (key, if truncated { sec } else { Vec::new() })
+            })
+            .collect()
+    }
+
+    pub(crate) fn set_total(&self, n: u64) {
+        self.total.store(n, Ordering::Relaxed);
+        self.done.store(0, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_done(&self, n: u64) {
+        self.done.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Adds to `batch` the entry changes of every index for one document write.
+pub(crate) fn stage_changes(
+    indexes: &[Arc<SecondaryIndex>],
+    pk: &[u8],
+    old: Option<&Datum>,
+    new: Option<&Datum>,
+    batch: &mut storage::WriteBatch,
+) {
+    for idx in indexes {
+        let old_e = old.map(|d| idx.entries(pk, d)).unwrap_or_default();
+        let new_e = new.map(|d| idx.entries(pk, d)).unwrap_or_default();
+        for (k, _) in &old_e {
+            if !new_e.iter().any(|(n, _)| n == k) {
+                batch.delete(&idx.space, k.clone());
+            }
+        }
+        for (k, v) in new_e {
+            if !old_e.iter().any(|(o, ov)| *o == k && *ov == v) {
+                batch.put(&idx.space, k, v);
+            }
+        }
+    }
+}
+
+/// One entry read from an index: the whole encoded value and the encoded primary key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The encoded index value (never truncated).
+    pub value: Vec<u8>,
+    /// The encoded primary key.
+    pub pk: Vec<u8>,
+    /// The multi-index tag.
+    pub tag: Option<u32>,
+}
+
+/// A range of index values: encoded bounds, each inclusive or not.
+#[derive(Debug, Clone)]
+pub struct IndexRange {
+    lower: Option<(Vec<u8>, bool)>,
+    upper: Option<(Vec<u8>, bool)>,
+}
+
+impl IndexRange {
+    /// Encodes Datum bounds (`MinVal`/`MaxVal` may appear, also inside arrays).
+    pub fn new(lower: &Bound<Datum>, upper: &Bound<Datum>) -> Result<IndexRange, StoreError> {
+        let enc = |b: &Bound<Datum>| -> Result<Option<(Vec<u8>, bool)>, StoreError> {
+            Ok(match b {
+                Bound::Unbounded => None,
+                Bound::Included(d) => Some((encode(d)?, true)),
+                Bound::Excluded(d) => Some((encode(d)?, false)),
+            })
+        };
+        Ok(IndexRange {
+            lower: enc(lower)?,
+            upper: enc(upper)?,
+        })
+    }
+
+    fn key_bounds(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        let lo = match &self.lower {
+            None => Bound::Unbounded,
+            Some((s, inc)) => Bound::Included(keys::secondary_lower(s, *inc)),
+        };
+        let hi = match &self.upper {
+            None => Bound::Unbounded,
+            Some((s, inc)) => Bound::Excluded(keys::secondary_upper(s, *inc)),
+        };
+        (lo, hi)
+    }
+
+    fn contains(&self, value: &[u8]) -> bool {
+        let lo_ok = match &self.lower {
+            None => true,
+            Some((s, true)) => value >= s.as_slice(),
+            Some((s, false)) => value > s.as_slice(),
+        };
+        let hi_ok = match &self.upper {
+            None => true,
+            Some((s, true)) => value <= s.as_slice(),
+            Some((s, false)) => value < s.as_slice(),
+        };
+        lo_ok && hi_ok
+    }
+}
+
+fn encode(d: &Datum) -> Result<Vec<u8>, StoreError> {
+    keys::encode_bound(d).map_err(|e| StoreError::Key(e.message().to_string()))
+}
+
+/// A raw entry: key and value bytes.
+type RawEntry = (Vec<u8>, Vec<u8>);
+
+/// Index entries in a range, in index order, from one snapshot.
+pub struct EntryIter {
+    raw: KvIter,
+    range: IndexRange,
+    reverse: bool,
+    pending: VecDeque<IndexEntry>,
+    /// A raw entry read past a run of truncated entries.
+    peeked: Option<RawEntry>,
+    failed: bool,
+}
+
+impl EntryIter {
+    pub(crate) fn new(
+        snap: &dyn Snapshot,
+        space: &str,
+        range: IndexRange,
+        reverse: bool,
+    ) -> Result<EntryIter, StoreError> {
+        let (lo, hi) = range.key_bounds();
+        let raw = snap.range(space, lo, hi, reverse)?;
+        Ok(EntryIter {
+            raw,
+            range,
+            reverse,
+            pending: VecDeque::new(),
+            peeked: None,
+            failed: false,
+        })
+    }
+
+    fn next_raw(&mut self) -> Option<Result<RawEntry, StoreError>> {
+        if let Some(kv) = self.peeked.take() {
+            return Some(Ok(kv));
+        }
+        self.raw.next().map(|r| r.map_err(StoreError::from))
+    }
+
+    fn parse(key: &[u8], value: Vec<u8>) -> Result<IndexEntry, StoreError> {
+        let (s, pk, tag) = keys::split_secondary_entry(key)
+            .ok_or_else(|| StoreError::Corrupt("malformed index entry".into()))?;
+        Ok(IndexEntry {
+            value: if value.is_empty() { s.to_vec() } else { value },
+            pk: pk.to_vec(),
+            tag,
+        })
+    }
+}
+
+impl Iterator for EntryIter {
+    type Item = Result<IndexEntry, StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Some(Ok(e));
+            }
+            if self.failed {
+                return None;
+            }
+            let (key, value) = match self.next_raw()? {
+                Ok(kv) => kv,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            };
+            if value.is_empty() {
+                match Self::parse(&key, value) {
+                    Ok(e) if self.range.contains(&e.value) => return Some(Ok(e)),
+                    Ok(_) => continue,
+                    Err(e) => {
+                        self.failed = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            // A run of truncated entries sharing one prefix: order them by whole value.
+            let prefix: Vec<u8> = key.get(..SECONDARY_TRUNC_BYTES).unwrap_or(&key).to_vec();
+            let mut run = vec![(key, value)];
+            loop {
+                match self.next_raw() {
+                    None => break,
+                    Some(Err(e)) => {
+                        self.failed = true;
+                        return Some(Err(e));
+                    }
+                    Some(Ok((k, v))) => {
+                        if !v.is_empty() && k.starts_with(&prefix) {
+                            run.push((k, v));
+                        } else {
+                            self.peeked = Some((k, v));
+                            break;
+                        }
+                    }
+                }
+            }
+            let mut parsed = Vec::with_capacity(run.len());
+            for (k, v) in run {
+                match Self::parse(&k, v) {
+                    Ok(e) if self.range.contains(&e.value) => parsed.push(e),
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.failed = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            parsed.sort_by(|a, b| (&a.value, &a.pk, a.tag).cmp(&(&b.value, &b.pk, b.tag)));
+            if self.reverse {
+                parsed.reverse();
+            }
+            self.pending.extend(parsed);
+        }
+    }
+}
+
+/// Decodes a stored document.
+pub(crate) fn decode_doc(bytes: &[u8]) -> Result<Datum, StoreError> {
+    datum::from_json_slice(bytes).map_err(|e| StoreError::Corrupt(e.0))
+}
+
+/// Index entries with their documents, fetched from the entries' snapshot.
+pub(crate) fn docs_of(
+    entries: EntryIter,
+    snap: Arc<dyn Snapshot>,
+    space: String,
+) -> impl Iterator<Item = Result<(IndexEntry, Datum), StoreError>> + Send + 'static {
+    entries.filter_map(move |e| {
+        let e = match e {
+            Ok(e) => e,
+            Err(err) => return Some(Err(err)),
+        };
+        match snap.get(&space, &e.pk) {
+            Ok(Some(v)) => Some(decode_doc(&v).map(|d| (e, d))),
+            // An entry always has its document in the same snapshot; skip if not.
+            Ok(None) => None,
+            Err(err) => Some(Err(err.into())),
+        }
+    })
+}
+
+/// How many documents the backfill indexes per batch (and stripe-lock round).
+const BACKFILL_CHUNK: usize = 256;
+
+impl crate::Shard {
+    /// Registers an index: from now on every write maintains it. Waits for writes in
+    /// flight (they did not see it), so a snapshot taken afterwards sees all of those.
+    pub fn add_index(&self, idx: Arc<SecondaryIndex>) -> Result<(), StoreError> {
+        self.engine.create_space(idx.space())?;
+        let mut list = self.indexes.write();
+        list.retain(|i| i.space != idx.space);
+        list.push(idx);
+        Ok(())
+    }
+
+    /// Stops maintaining an index, stops its backfill and drops its entries.
+    pub fn remove_index(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
+        idx.cancel();
+        self.indexes.write().retain(|i| i.space != idx.space);
+        self.engine.drop_space(&idx.space)?;
+        Ok(())
+    }
+
+    /// The entries of `idx` whose values lie in `[lower, upper]`, in index order (or
+    /// reversed), from one snapshot, lazily.
+    pub fn index_entries(
+        &self,
+        idx: &SecondaryIndex,
+        lower: &Bound<Datum>,
+        upper: &Bound<Datum>,
+        reverse: bool,
+    ) -> Result<EntryIter, StoreError> {
+        let range = IndexRange::new(lower, upper)?;
+        let snap = self.engine.snapshot();
+        EntryIter::new(snap.as_ref(), &idx.space, range, reverse)
+    }
+
+    /// The documents of those entries (a document appears once per matching entry, as
+    /// in RethinkDB), read from the same snapshot as the entries.
+    pub fn index_docs(
+        &self,
+        idx: &SecondaryIndex,
+        lower: &Bound<Datum>,
+        upper: &Bound<Datum>,
+        reverse: bool,
+    ) -> Result<impl Iterator<Item = Result<Datum, StoreError>> + Send + 'static, StoreError> {
+        Ok(self
+            .index_pairs(idx, lower, upper, reverse)?
+            .map(|r| r.map(|(_, d)| d)))
+    }
+
+    /// Like `index_docs`, with each document's entry.
+    pub fn index_pairs(
+        &self,
+        idx: &SecondaryIndex,
+        lower: &Bound<Datum>,
+        upper: &Bound<Datum>,
+        reverse: bool,
+    ) -> Result<
+        impl Iterator<Item = Result<(IndexEntry, Datum), StoreError>> + Send + 'static,
+        StoreError,
+    > {
+        let range = IndexRange::new(lower, upper)?;
+        let snap: Arc<dyn Snapshot> = Arc::from(self.engine.snapshot());
+        let entries = EntryIter::new(snap.as_ref(), &idx.space, range, reverse)?;
+        Ok(docs_of(entries, snap, self.space.clone()))
+    }
+
+    /// The number of entries in a range, without reading a document. Entries holding a
+    /// whole value are the only ones the key range may admit wrongly (module note), so
+    /// only those are decoded.
+    pub fn index_count(
+        &self,
+        idx: &SecondaryIndex,
+        lower: &Bound<Datum>,
+        upper: &Bound<Datum>,
+    ) -> Result<u64, StoreError> {
+        let range = IndexRange::new(lower, upper)?;
+        let (lo, hi) = range.key_bounds();
+        let snap = self.engine.snapshot();
+        let keep = |v: &[u8]| v.is_empty() || range.contains(v);
+        Ok(snap.count_range(&idx.space, lo, hi, &keep)?)
+    }
+
+    /// The number of documents whose primary keys lie between two bounds, without
+    /// decoding them.
+    pub fn count_range(
+        &self,
+        lower: &Bound<Datum>,
+        upper: &Bound<Datum>,
+    ) -> Result<u64, StoreError> {
+        let enc = |b: &Bound<Datum>| -> Result<Bound<Vec<u8>>, StoreError> {
+            Ok(match b {
+                Bound::Unbounded => Bound::Unbounded,
+                Bound::Included(d) => Bound::Included(encode(d)?),
+                Bound::Excluded(d) => Bound::Excluded(encode(d)?),
+            })
+        };
+        let snap = self.engine.snapshot();
+        Ok(snap.count_range(&self.space, enc(lower)?, enc(upper)?, &|_| true)?)
+    }
+
+    /// Backfills `idx` (registered with `add_index` first) from a snapshot of the
+    /// documents, in chunks: each chunk locks its documents' stripes, re-reads the
+    /// current documents and writes their entries in one batch. Returns early (Ok) when
+    /// the index is cancelled. The caller marks the index ready afterwards.
+    pub fn build_index(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
+        let snap = self.engine.snapshot();
+        idx.set_total(self.count());
+        let mut it = snap.range(&self.space, Bound::Unbounded, Bound::Unbounded, false)?;
+        loop {
+            if idx.is_cancelled() {
+                return Ok(());
+            }
+            let mut pks = Vec::with_capacity(BACKFILL_CHUNK);
+            for kv in it.by_ref().take(BACKFILL_CHUNK) {
+                pks.push(kv?.0);
+            }
+            if pks.is_empty() {
+                return Ok(());
+            }
+            let mut stripes: Vec<usize> = pks.iter().map(|k| Self::stripe_index(k)).collect();
+            stripes.sort_unstable();
+            stripes.dedup();
+            // Ascending order: the only multi-lock holders (backfills) cannot deadlock,
+            // and writers hold one stripe at a time.
+            let guards: Vec<_> = stripes
+                .iter()
+                .filter_map(|&i| self.locks.get(i).map(|m| m.lock()))
+                .collect();
+            let mut batch = storage::WriteBatch::new();
+            for pk in &pks {
+                if let Some(v) = self.engine.get(&self.space, pk)? {
+                    let doc = decode_doc(&v)?;
+                    for (k, v) in idx.entries(pk, &doc) {
+                        batch.put(&idx.space, k, v);
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                if let Err(e) = self.engine.apply(batch) {
+                    return if idx.is_cancelled() {
+                        Ok(())
+                    } else {
+                        Err(e.into())
+                    };
+                }
+            }
+            drop(guards);
+            idx.add_done(pks.len() as u64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{GroupCommit, Shard, StoreChange};
+    use storage::{Engine, Memory};
+
+    /// Indexes field `v` (numbers and strings), multi over arrays when asked.
+    struct Field(bool);
+
+    impl IndexFn for Field {
+        fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, String> {
+            let v = doc.get("v").ok_or("no field")?;
+            let vals: Vec<Datum> = match (self.0, v) {
+                (true, Datum::Array(a)) => a.to_vec(),
+                _ => vec![v.clone()],
+            };
+            vals.iter()
+                .map(|d| keys::encode_secondary(d).map_err(|e| e.message().to_string()))
+                .collect()
+        }
+    }
+
+    fn doc(id: f64, v: &str) -> Datum {
+        datum::from_json_slice(format!("{{\"id\":{id},\"v\":{v}}}").as_bytes()).unwrap()
+    }
+
+    fn shard() -> Shard {
+        let e: Arc<dyn Engine> = Arc::new(Memory::new());
+        let gc = GroupCommit::start(e.clone());
+        Shard::open(e, "t", gc).unwrap()
+    }
+
+    fn put(s: &Shard, id: f64, v: &str) {
+        let d = doc(id, v);
+        s.modify::<StoreError>(&Datum::Number(id), &mut |_| Ok(StoreChange::Put(d.clone())))
+            .unwrap();
+    }
+
+    fn ids(
+        s: &Shard,
+        idx: &SecondaryIndex,
+        lo: Bound<Datum>,
+        hi: Bound<Datum>,
+        rev: bool,
+    ) -> Vec<f64> {
+        s.index_docs(idx, &lo, &hi, rev)
+            .unwrap()
+            .map(|d| d.unwrap().get("id").unwrap().as_f64().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn maintained_in_the_write_batch() {
+        let s = shard();
+        let idx = SecondaryIndex::new("i", Arc::new(Field(false)), false, true);
+        s.add_index(idx.clone()).unwrap();
+        put(&s, 1.0, "5");
+        put(&s, 2.0, "3");
+        put(&s, 3.0, "\"x\"");
+        put(&s, 4.0, "null");
+        let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
+        assert_eq!(all, vec![2.0, 1.0, 3.0]);
+        put(&s, 1.0, "1");
+        s.modify::<StoreError>(&Datum::Number(2.0), &mut |_| Ok(StoreChange::Delete))
+            .unwrap();
+        let lo = Bound::Included(Datum::Number(0.0));
+        let hi = Bound::Excluded(Datum::Number(10.0));
+        assert_eq!(ids(&s, &idx, lo.clone(), hi.clone(), false), vec![1.0]);
+        assert_eq!(s.index_count(&idx, &lo, &hi).unwrap(), 1);
+        assert_eq!(
+            ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, true),
+            vec![3.0, 1.0]
+        );
+    }
+
+    #[test]
+    fn multi_and_truncated_values() {
+        let s = shard();
+        let idx = SecondaryIndex::new("m", Arc::new(Field(true)), true, true);
+        s.add_index(idx.clone()).unwrap();
+        put(&s, 1.0, "[1,2,2]");
+        put(&s, 2.0, "[2,3]");
+        let two = Bound::Included(Datum::Number(2.0));
+        assert_eq!(ids(&s, &idx, two.clone(), two, false), vec![1.0, 1.0, 2.0]);
+        // Long strings sharing a prefix longer than the truncation come out in order.
+        let s2 = shard();
+        let t = SecondaryIndex::new("t", Arc::new(Field(false)), false, true);
+        s2.add_index(t.clone()).unwrap();
+        let long = |c: &str, n: u32| format!("\"{}{:03}\"", "a".repeat(300) + c, n);
+        for (id, n) in [(1.0, 5), (2.0, 1), (3.0, 9), (4.0, 3)] {
+            put(&s2, id, &long("", n));
+        }
+        put(&s2, 5.0, "\"b\"");
+        assert_eq!(
+            ids(&s2, &t, Bound::Unbounded, Bound::Unbounded, false),
+            vec![2.0, 4.0, 1.0, 3.0, 5.0]
+        );
+        assert_eq!(
+            ids(&s2, &t, Bound::Unbounded, Bound::Unbounded, true),
+            vec![5.0, 3.0, 1.0, 4.0, 2.0]
+        );
+        let lo = Bound::Excluded(datum::from_json_slice(long("", 1).as_bytes()).unwrap());
+        let hi = Bound::Included(datum::from_json_slice(long("", 5).as_bytes()).unwrap());
+        assert_eq!(ids(&s2, &t, lo, hi, false), vec![4.0, 1.0]);
+    }
+
+    #[test]
+    fn backfill_sees_current_documents() {
+        let s = shard();
+        for i in 0..1000 {
+            put(&s, f64::from(i), &format!("{}", i % 10));
+        }
+        let idx = SecondaryIndex::new("b", Arc::new(Field(false)), false, false);
+        s.add_index(idx.clone()).unwrap();
+        // Writes after registration are maintained; the backfill must not undo them.
+        s.modify::<StoreError>(&Datum::Number(5.0), &mut |_| Ok(StoreChange::Delete))
+            .unwrap();
+        put(&s, 6.0, "100");
+        s.build_index(&idx).unwrap();
+        idx.set_ready();
+        let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
+        assert_eq!(all.len(), 999);
+        let hundred = Bound::Included(Datum::Number(100.0));
+        assert_eq!(ids(&s, &idx, hundred.clone(), hundred, false), vec![6.0]);
+        let six = Bound::Included(Datum::Number(6.0));
+        assert_eq!(s.index_count(&idx, &six, &six).unwrap(), 99);
+        assert_eq!(idx.progress(), 1.0);
+        s.remove_index(&idx).unwrap();
+        assert!(s.indexes.read().is_empty());
+    }
+}

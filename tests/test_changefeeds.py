@@ -1,0 +1,268 @@
+"""Changefeeds through the official driver: delivery under concurrent writers, the
+queue limit for slow readers, include_initial without gap or duplicate, the wire notes,
+STOP, table drop, and release of feeds when a connection closes."""
+import threading
+import time
+
+import pytest
+from rethinkdb import r
+from rethinkdb.errors import ReqlOpFailedError, ReqlTimeoutError
+
+from conftest import assert_serving
+from reqlwire import SUCCESS_PARTIAL, SUCCESS_SEQUENCE, RawConn, rss_kib, term
+
+WRITERS = 50
+DOCS_PER_WRITER = 2
+UPDATES_PER_WRITER = 200          # 50 * 200 = 10,000 changes
+TABLE_FEEDS, RANGE_FEEDS, POINT_FEEDS = 8, 6, 6   # 20 feeds
+
+
+def fresh_table(conn, name):
+    if name in r.db("test").table_list().run(conn):
+        r.db("test").table_drop(name).run(conn)
+    r.db("test").table_create(name).run(conn)
+    return r.db("test").table(name)
+
+
+def test_concurrent_writers_every_feed_sees_every_change_once_in_order(server, conn):
+    tbl = fresh_table(conn, "cf_load")
+    ndocs = WRITERS * DOCS_PER_WRITER
+    tbl.insert([{"id": i, "seq": 0} for i in range(ndocs)]).run(conn)
+
+    # Each feed: (query, the documents it covers).
+    specs = [(tbl.changes(), set(range(ndocs))) for _ in range(TABLE_FEEDS)]
+    for i in range(RANGE_FEEDS):
+        lo, hi = i * 15, i * 15 + 20
+        specs.append((tbl.between(lo, hi).changes(), set(range(lo, min(hi, ndocs)))))
+    for i in range(POINT_FEEDS):
+        d = i * 13 + 1
+        specs.append((tbl.get(d).changes(), {d}))
+    per_doc = UPDATES_PER_WRITER // DOCS_PER_WRITER
+
+    results, errors = [], []
+    ready = threading.Barrier(len(specs) + 1)
+
+    def read(query, docs):
+        c = server.connect()
+        try:
+            cur = query.run(c)
+            ready.wait()
+            want = len(docs) * per_doc
+            seen = {d: [] for d in docs}
+            got = 0
+            deadline = time.time() + 60
+            while got < want:
+                ch = cur.next(wait=max(0.1, deadline - time.time()))
+                assert "error" not in ch, ch
+                d = ch["new_val"]["id"]
+                assert d in docs, ch
+                assert ch["old_val"]["seq"] == ch["new_val"]["seq"] - 1, ch
+                seen[d].append(ch["new_val"]["seq"])
+                got += 1
+            results.append(seen)
+            cur.close()
+        except BaseException as e:  # noqa: B902 - reported by the main thread
+            errors.append(repr(e))
+            try:
+                ready.abort()
+            except threading.BrokenBarrierError:
+                pass
+        finally:
+            c.close()
+
+    def write(w):
+        c = server.connect()
+        try:
+            for k in range(UPDATES_PER_WRITER):
+                d = w * DOCS_PER_WRITER + k % DOCS_PER_WRITER
+                res = tbl.get(d).update({"seq": r.row["seq"] + 1}, durability="soft").run(c)
+                assert res["replaced"] == 1, res
+        except BaseException as e:  # noqa: B902
+            errors.append(repr(e))
+        finally:
+            c.close()
+
+    began = time.time()
+    readers = [threading.Thread(target=read, args=s) for s in specs]
+    for t in readers:
+        t.start()
+    ready.wait(timeout=30)
+    writers = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
+    for t in writers:
+        t.start()
+    for t in writers + readers:
+        t.join(timeout=90)
+    assert not errors, errors[:5]
+    assert len(results) == len(specs)
+    for seen in results:
+        for d, seqs in seen.items():
+            assert seqs == list(range(1, per_doc + 1)), (d, seqs[:10])
+    assert time.time() - began < 60
+
+
+def test_slow_reader_gets_queue_limit_error_not_unbounded_memory(server, conn):
+    tbl = fresh_table(conn, "cf_slow")
+    feed = tbl.changes(changefeed_queue_size=100).run(conn)
+    c2 = server.connect()
+    rss_before = rss_kib(server.proc.pid)
+    for start in range(0, 5000, 500):
+        tbl.insert([{"id": i, "pad": "x" * 1000} for i in range(start, start + 500)],
+                   durability="soft").run(c2)
+    items = []
+    while True:
+        try:
+            items.append(feed.next(wait=1))
+        except ReqlTimeoutError:
+            break
+    errs = [x for x in items if "error" in x]
+    assert errs, items[:3]
+    assert errs[0]["error"].startswith("Changefeed cache over array size limit, skipped ")
+    assert errs[0]["error"].endswith(" elements.")
+    # At most the queue limit (plus a batch in flight) of changes was kept.
+    assert len(items) - len(errs) <= 300
+    # The server kept ~100 changes, not 5,000 documents of 1 KB per feed.
+    assert rss_kib(server.proc.pid) - rss_before < 64 * 1024
+    # The feed goes on after the overflow.
+    tbl.insert({"id": "after"}).run(c2)
+    nxt = feed.next(wait=5)
+    assert nxt["new_val"] == {"id": "after"}
+    feed.close()
+    c2.close()
+
+
+def test_include_initial_then_every_change_without_gap_or_duplicate(server, conn):
+    tbl = fresh_table(conn, "cf_initial")
+    tbl.insert([{"id": i, "v": 0} for i in range(2000)]).run(conn)
+    stop = threading.Event()
+    errors = []
+
+    def churn():
+        c = server.connect()
+        k = 0
+        try:
+            while not stop.is_set():
+                k += 1
+                tbl.get(k % 2000).update({"v": r.row["v"] + 1}, durability="soft").run(c)
+                tbl.insert({"id": 10_000 + k, "v": 0}, durability="soft").run(c)
+                if k % 3 == 0:
+                    tbl.get(10_000 + k - 1).delete(durability="soft").run(c)
+        except BaseException as e:  # noqa: B902
+            errors.append(repr(e))
+        finally:
+            c.close()
+
+    t = threading.Thread(target=churn)
+    t.start()
+    time.sleep(0.3)
+    feed = tbl.changes(include_initial=True, include_states=True).run(conn)
+    state = {}
+    phase = "start"
+    deadline = time.time() + 30
+    settle = None
+    while True:
+        if phase == "live" and settle is None and time.time() > deadline - 28:
+            stop.set()
+            t.join()
+            settle = time.time()
+        try:
+            ch = feed.next(wait=1)
+        except ReqlTimeoutError:
+            if settle is not None:
+                break
+            continue
+        assert "error" not in ch, ch
+        if "state" in ch:
+            phase = {"initializing": "initial", "ready": "live"}[ch["state"]]
+            continue
+        if phase == "initial":
+            nv = ch["new_val"]
+            assert "old_val" not in ch and nv["id"] not in state, ch
+            state[nv["id"]] = nv
+            continue
+        assert phase == "live", ch
+        key = (ch["new_val"] or ch["old_val"])["id"]
+        # Each change starts from exactly what the client already has.
+        assert state.get(key) == ch["old_val"], (key, state.get(key), ch)
+        if ch["new_val"] is None:
+            del state[key]
+        else:
+            state[key] = ch["new_val"]
+    assert not errors, errors
+    feed.close()
+    final = {d["id"]: d for d in tbl.run(conn)}
+    assert state == final
+
+
+def test_point_feed_notes_stop_and_table_drop(server, conn):
+    tbl = fresh_table(conn, "cf_point")
+    c = RawConn(server.port)
+    try:
+        resp = c.query(1, term(tbl.get(1).changes(include_initial=True)))
+        assert resp["t"] == SUCCESS_PARTIAL and resp["n"] == [2], resp   # ATOM_FEED
+        assert resp["r"] == [{"new_val": None}]
+        resp = c.query(2, term(tbl.changes(include_states=True)))
+        assert resp["t"] == SUCCESS_PARTIAL and sorted(resp["n"]) == [1, 5], resp
+        tbl.insert({"id": 1}).run(conn)
+        c.cont(1)
+        tok, resp = c.recv()
+        assert tok == 1 and resp["t"] == SUCCESS_PARTIAL, resp
+        assert resp["r"] == [{"old_val": None, "new_val": {"id": 1}}]
+        # A waiting CONTINUE answered by STOP: two replies, the stream ends.
+        c.cont(1)
+        time.sleep(0.1)
+        c.stop(1)
+        replies = [c.recv(), c.recv()]
+        assert [t for t, _ in replies] == [1, 1], replies
+        assert [x["t"] for _, x in replies] == [SUCCESS_SEQUENCE, SUCCESS_SEQUENCE]
+    finally:
+        c.close()
+    feed = tbl.changes().run(conn)
+    c2 = server.connect()
+    r.db("test").table_drop("cf_point").run(c2)
+    with pytest.raises(ReqlOpFailedError, match=r"Changefeed aborted \(table unavailable\)"):
+        feed.next(wait=5)
+    c2.close()
+
+
+def test_limit_union_filter_and_squash(server, conn):
+    tbl = fresh_table(conn, "cf_misc")
+    two = tbl.changes().limit(2).run(conn)
+    odd = tbl.filter(r.row["id"].mod(2).eq(1)).changes()["new_val"]["id"].run(conn)
+    both = tbl.get(1).changes().union(tbl.get(2).changes()).run(conn)
+    tbl.insert([{"id": i} for i in range(1, 6)]).run(conn)
+    assert [ch["new_val"]["id"] for ch in two] in ([1, 2], [2, 1]) or len(list(two)) == 0
+    assert sorted(odd.next(wait=5) for _ in range(3)) == [1, 3, 5]
+    assert sorted(both.next(wait=5)["new_val"]["id"] for _ in range(2)) == [1, 2]
+    squashed = tbl.get(9).changes(squash=0.3).run(conn)
+    for v in range(5):
+        tbl.insert({"id": 9, "v": v}, conflict="replace").run(conn)
+    ch = squashed.next(wait=5)
+    assert ch == {"old_val": None, "new_val": {"id": 9, "v": 4}}, ch
+    with pytest.raises(Exception, match="infinite stream"):
+        tbl.changes().order_by("id").run(conn)
+
+
+def test_feeds_released_when_connection_closes(server, conn):
+    tbl = fresh_table(conn, "cf_release")
+    pid = server.proc.pid
+
+    def cycle(n):
+        c = server.connect()
+        cursors = [tbl.get(i).changes(include_initial=True).run(c) for i in range(n)]
+        for cur in cursors[:5]:
+            assert cur.next(wait=5) == {"new_val": None}
+        c.close()
+
+    cycle(300)
+    time.sleep(0.5)
+    base = rss_kib(pid)
+    for _ in range(8):
+        cycle(300)
+    time.sleep(0.5)
+    # 2,400 leaked feeds (subscriptions, cursors, waiting tasks) would show here.
+    assert rss_kib(pid) - base < 8 * 1024
+    # Writes still work and a new feed still sees them.
+    cur = tbl.get("x").changes().run(conn)
+    tbl.insert({"id": "x"}).run(conn)
+    assert cur.next(wait=5)["new_val"] == {"id": "x"}
+    assert_serving(server)
