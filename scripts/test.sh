@@ -21,6 +21,11 @@ cargo build --release --quiet -p server
 echo "== end-to-end tests (official Python driver)"
 PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python -m pytest -q tests
 
+echo "== ponder-bench smoke run against a scratch server"
+cargo build --release --quiet -p bench
+.venv/bin/python scripts/with_server.py "$PWD/target/release/ponder" -- \
+  "$PWD/target/release/ponder-bench" smoke --no-progress --port '{port}'
+
 SUITE=../shared/reql-conformance
 if [ -f "$SUITE/run.py" ]; then
   echo "== ReQL conformance suite"
