@@ -13,10 +13,12 @@ fi
 .venv/bin/pip install -q -r tests/requirements.txt
 
 echo "== cargo test"
-cargo test --workspace --quiet 2>&1 | tail -n 40
+cargo test --release --workspace --quiet 2>&1 | tail -n 40
 
 echo "== building the server (release)"
 cargo build --release --quiet -p server
+# test helper for tests/test_durability.py (writes a newer format version)
+cargo build --release --quiet -p storage --example put_key
 
 echo "== end-to-end tests (official Python driver)"
 PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python -m pytest -q tests

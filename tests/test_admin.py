@@ -197,3 +197,32 @@ def test_tls_driver_port(make_server):
             assert "rethinkdb" in r.db_list().run(c)
         finally:
             c.close()
+
+
+def test_user_with_read_permission_uses_indexes_and_feeds(server, conn):
+    """Every table operation goes through the permission wrapper, including secondary
+    index joins and changefeeds (which a wrapper could silently fail to forward)."""
+    for t in ("perm_feed", "perm_join"):
+        if t in r.db("test").table_list().run(conn):
+            r.db("test").table_drop(t).run(conn)
+        r.db("test").table_create(t).run(conn)
+    r.table("perm_join").index_create("k").run(conn)
+    r.table("perm_join").index_wait("k").run(conn)
+    r.table("perm_join").insert({"id": 1, "k": "a"}).run(conn)
+    r.table("perm_feed").insert({"id": "a"}).run(conn)
+    r.db("rethinkdb").table("users").insert({"id": "reader", "password": "pw"}).run(conn)
+    try:
+        r.db("test").grant("reader", {"read": True}).run(conn)
+        user = server.connect(user="reader", password="pw")
+        joined = list(r.table("perm_feed").eq_join("id", r.table("perm_join"), index="k")
+                      .run(user))
+        assert joined == [{"left": {"id": "a"}, "right": {"id": 1, "k": "a"}}]
+        feed = r.table("perm_feed").changes().run(user)
+        r.table("perm_feed").insert({"id": "b"}).run(conn)
+        assert next(feed) == {"old_val": None, "new_val": {"id": "b"}}
+        feed.close()
+        with pytest.raises(ReqlPermissionError):
+            r.table("perm_feed").insert({"id": "c"}).run(user)
+        user.close()
+    finally:
+        r.db("rethinkdb").table("users").get("reader").delete().run(conn)

@@ -266,3 +266,114 @@ def test_feeds_released_when_connection_closes(server, conn):
     tbl.insert({"id": "x"}).run(conn)
     assert cur.next(wait=5)["new_val"] == {"id": "x"}
     assert_serving(server)
+
+
+def apply_offsets(mirror, ch):
+    """Applies one top-n change to a client-side copy, as RethinkDB's clients do."""
+    if ch.get("old_offset") is not None:
+        assert mirror[ch["old_offset"]] == ch["old_val"], (mirror, ch)
+        del mirror[ch["old_offset"]]
+    if ch.get("new_offset") is not None:
+        mirror.insert(ch["new_offset"], ch["new_val"])
+
+
+def test_order_by_limit_feed_offsets_track_the_top_n(server, conn):
+    tbl = fresh_table(conn, "cf_topn")
+    tbl.index_create("v").run(conn)
+    tbl.index_wait("v").run(conn)
+    tbl.insert([{"id": i, "v": i * 10} for i in range(6)]).run(conn)
+    c = RawConn(server.port)
+    try:
+        q = tbl.order_by(index=r.desc("v")).limit(3).changes(include_initial=True)
+        resp = c.query(1, term(q))
+        assert resp["t"] == SUCCESS_PARTIAL and resp["n"] == [3], resp  # ORDER_BY_LIMIT_FEED
+    finally:
+        c.close()
+    feed = tbl.order_by(index=r.desc("v")).limit(3).changes(
+        include_initial=True, include_offsets=True, include_types=True).run(conn)
+    mirror = []
+    for _ in range(3):
+        ch = feed.next(wait=5)
+        assert ch["type"] == "initial"
+        apply_offsets(mirror, ch)
+    top = lambda: list(tbl.order_by(index=r.desc("v")).limit(3).run(conn))  # noqa: E731
+    assert mirror == top()
+    steps = [
+        tbl.insert({"id": 10, "v": 45}),            # enters, evicts v=30
+        tbl.get(5).update({"v": 1}),                # leaves, v=30 comes back
+        tbl.get(10).update({"v": 46}),              # changes in place
+        tbl.get(0).update({"v": 2}),                # outside the set: nothing
+        tbl.get(4).delete(),                        # leaves, next one enters
+        tbl.insert({"id": 11, "v": 100}),
+    ]
+    for step in steps:
+        before = list(mirror)
+        step.run(conn)
+        want = top()
+        deadline = time.time() + 5
+        while mirror != want and time.time() < deadline:
+            try:
+                ch = feed.next(wait=0.5)
+            except ReqlTimeoutError:
+                continue
+            assert ch["type"] in ("add", "remove", "change"), ch
+            apply_offsets(mirror, ch)
+        assert mirror == want, (before, mirror, want)
+    with pytest.raises(ReqlTimeoutError):
+        feed.next(wait=0.3)
+
+
+def test_min_max_and_secondary_index_feeds(server, conn):
+    tbl = fresh_table(conn, "cf_sindex")
+    tbl.index_create("a").run(conn)
+    tbl.index_wait("a").run(conn)
+    tbl.insert([{"id": 1, "a": 8}, {"id": 2, "a": 7}]).run(conn)
+    amin = tbl.min(index="a").changes(include_initial=True).limit(2).run(conn)
+    idmax = tbl.max(index="id").changes(include_initial=True).limit(2).run(conn)
+    between = tbl.between(5, 7, index="a", right_bound="closed").changes()["new_val"].run(conn)
+    get_all = tbl.get_all(9, index="a").changes(include_initial=True).run(conn)
+    tbl.insert([{"id": 0, "a": 9}, {"id": 3, "a": 6}]).run(conn)
+    assert list(amin) == [{"new_val": {"id": 2, "a": 7}},
+                          {"old_val": {"id": 2, "a": 7}, "new_val": {"id": 3, "a": 6}}]
+    assert list(idmax) == [{"new_val": {"id": 2, "a": 7}},
+                           {"old_val": {"id": 2, "a": 7}, "new_val": {"id": 3, "a": 6}}]
+    assert between.next(wait=5) == {"id": 3, "a": 6}
+    assert get_all.next(wait=5) == {"old_val": None, "new_val": {"id": 0, "a": 9}}
+    tbl.get(1).update({"a": 5}).run(conn)
+    assert between.next(wait=5) == {"id": 1, "a": 5}
+
+
+def test_system_table_feeds(server, conn):
+    scratch = r.db("rethinkdb").table("_debug_scratch")
+    feed = scratch.changes().run(conn)
+    point = scratch.get("cf1").changes(include_initial=True).run(conn)
+    assert point.next(wait=5) == {"new_val": None}
+    scratch.insert({"id": "cf1"}).run(conn)
+    scratch.get("cf1").update({"v": 1}).run(conn)
+    scratch.get("cf1").delete().run(conn)
+    want = [{"old_val": None, "new_val": {"id": "cf1"}},
+            {"old_val": {"id": "cf1"}, "new_val": {"id": "cf1", "v": 1}},
+            {"old_val": {"id": "cf1", "v": 1}, "new_val": None}]
+    assert [feed.next(wait=5) for _ in range(3)] == want
+    assert [point.next(wait=5) for _ in range(3)] == want
+    fresh_table(conn, "cf_sys")
+    status = r.db("rethinkdb").table("table_config").filter({"name": "cf_sys2"}).changes()
+    cur = status.run(conn)
+    r.db("test").table_create("cf_sys2").run(conn)
+    assert cur.next(wait=5)["new_val"]["name"] == "cf_sys2"
+    r.db("test").table_drop("cf_sys2").run(conn)
+
+
+def test_skip_counts_items_and_aggregates_fail_with_the_feed_error(server, conn):
+    tbl = fresh_table(conn, "cf_skip")
+    cur = tbl.changes().skip(2)["new_val"]["id"].run(conn)
+    for i in range(5):
+        time.sleep(0.05)   # each insert reaches the feed alone: polls find nothing between
+        tbl.insert({"id": i}).run(conn)
+    assert [cur.next(wait=5) for _ in range(3)] == [2, 3, 4]
+    for q in (tbl.changes().count(), tbl.changes().reduce(lambda a, b: a)):
+        with pytest.raises(Exception, match=r"Cannot call a terminal \(`reduce`, `count`, etc.\) "
+                                            r"on an infinite stream \(such as a changefeed\)."):
+            q.run(conn)
+    with pytest.raises(Exception, match="Cannot use an infinite stream"):
+        r.range().count().run(conn)

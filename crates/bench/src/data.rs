@@ -148,6 +148,13 @@ impl KvShape {
         value_min: 8,
         value_max: 128,
     };
+    /// The durability figures' 1 KB documents: keys of 8–16 bytes, 1000-byte values.
+    pub const ONE_KB: KvShape = KvShape {
+        key_min: 8,
+        key_max: 16,
+        value_min: 1000,
+        value_max: 1000,
+    };
     /// The large-value workload: values of 4–64 KB.
     pub const LARGE: KvShape = KvShape {
         key_min: 8,

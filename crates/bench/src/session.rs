@@ -375,12 +375,13 @@ mod tests {
     #[test]
     fn groups_share_loads() {
         let g = groups(&Workload::ALL);
-        assert_eq!(g.len(), 4, "ycsb, small kv, large kv, yugabyte");
+        assert_eq!(g.len(), 5, "ycsb, small kv, 1 KB kv, large kv, yugabyte");
         assert_eq!(
             g[0].1,
             vec![Workload::Analytic, Workload::YcsbC, Workload::YcsbA]
         );
         assert_eq!(g[1].1.len(), 4);
+        assert_eq!(g[2].1, vec![Workload::Insert1k, Workload::Insert1kStrong]);
         assert!(!supports(SystemKind::Redis, Workload::Analytic));
         assert!(supports(SystemKind::Postgres, Workload::Analytic));
     }

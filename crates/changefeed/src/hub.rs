@@ -2,9 +2,15 @@
 //!
 //! Invariants: `listeners` counts the registered subscriptions, so `publish` returns
 //! before taking any lock when it is zero; a subscription is registered under every key
-//! of its point target or once in the range list, and removed when its handle drops.
-//! Publishing runs on the writer's thread under its stripe lock: it evaluates each
-//! interested subscription's transform and queues the result, nothing more.
+//! of its point target, or once in the equality index when it carries an [`EqHint`],
+//! or once in the range list, and removed when its handle drops. Publishing runs on the
+//! writer's thread under its stripe lock: it evaluates each interested subscription's
+//! transform and queues the result, nothing more.
+//!
+//! The equality index makes idle filtered feeds free: a feed such as
+//! `filter(row('id') == 7)` is found through (field, value) from the old and the new
+//! document, so a write evaluates only the filters that can match it, whatever the
+//! number of feeds (anything else falls back to the range list and evaluation).
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -16,7 +22,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::Notify;
 
 use crate::queue::{Change, ChangeQueue};
-use crate::subscription::{Request, Subscription, Target, Transform};
+use crate::subscription::{EqHint, Request, Subscription, Target, Transform};
 use crate::{FeedError, TABLE_DROPPED};
 
 /// What a subscription listens to, in encoded keys.
@@ -48,6 +54,27 @@ impl KeyTarget {
     }
 }
 
+/// A scalar value as a hash key, equal exactly when ReQL's `eq` says so.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum EqKey {
+    Bool(bool),
+    /// The bits of the number, with -0 read as 0.
+    Num(u64),
+    Str(datum::Str),
+}
+
+impl EqKey {
+    /// The key of a bool, number or string; `None` for anything else.
+    pub(crate) fn of(d: &Datum) -> Option<EqKey> {
+        match d {
+            Datum::Bool(b) => Some(EqKey::Bool(*b)),
+            Datum::Number(n) => Some(EqKey::Num(if *n == 0.0 { 0.0f64 } else { *n }.to_bits())),
+            Datum::String(s) => Some(EqKey::Str(s.clone())),
+            _ => None,
+        }
+    }
+}
+
 /// The queue and status of one subscription, behind its mutex.
 pub(crate) struct QueueState {
     pub(crate) queue: ChangeQueue,
@@ -62,6 +89,8 @@ pub(crate) struct Shared {
     pub(crate) id: u64,
     pub(crate) target: KeyTarget,
     pub(crate) transform: Option<Transform>,
+    /// Where the subscription sits in the equality index.
+    pub(crate) eq: Option<(String, EqKey)>,
     pub(crate) queue_size: usize,
     pub(crate) state: Mutex<QueueState>,
     pub(crate) waker: Arc<Notify>,
@@ -109,6 +138,16 @@ struct Subs {
     points: HashMap<Vec<u8>, Vec<Arc<Shared>>>,
     /// Range and whole-table subscriptions.
     ranges: Vec<Arc<Shared>>,
+    /// Subscriptions with an equality hint: field, then value.
+    eq: HashMap<String, HashMap<EqKey, Vec<Arc<Shared>>>>,
+}
+
+fn offer_in(list: Option<&Vec<Arc<Shared>>>, key: &[u8], old: Option<&Datum>, new: Option<&Datum>) {
+    for s in list.into_iter().flatten() {
+        if s.target.contains(key) {
+            s.offer(key, old, new);
+        }
+    }
 }
 
 /// The subscriptions of one shard.
@@ -161,6 +200,18 @@ impl Hub {
                 s.offer(key, old, new);
             }
         }
+        for (field, by_value) in &subs.eq {
+            let ko = old.and_then(|d| d.get(field)).and_then(EqKey::of);
+            let kn = new.and_then(|d| d.get(field)).and_then(EqKey::of);
+            if let Some(k) = &ko {
+                offer_in(by_value.get(k), key, old, new);
+            }
+            if let Some(k) = &kn {
+                if ko.as_ref() != Some(k) {
+                    offer_in(by_value.get(k), key, old, new);
+                }
+            }
+        }
     }
 
     /// Ends every subscription with RethinkDB's table-dropped error; later
@@ -174,6 +225,9 @@ impl Hub {
             }
         }
         for s in &subs.ranges {
+            s.fail(FeedError::new(TABLE_DROPPED));
+        }
+        for s in subs.eq.values().flat_map(|m| m.values()).flatten() {
             s.fail(FeedError::new(TABLE_DROPPED));
         }
     }
@@ -201,10 +255,15 @@ impl Hub {
                 false,
             ),
         };
+        let eq = match (&req.hint, point) {
+            (Some(EqHint { field, value }), false) => EqKey::of(value).map(|k| (field.clone(), k)),
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             id: self.next_id.fetch_add(1, Ordering::Relaxed),
             target,
             transform: req.transform.clone(),
+            eq,
             queue_size: req.options.queue_size.max(1),
             state: Mutex::new(QueueState {
                 queue: ChangeQueue::new(req.options.squash),
@@ -224,7 +283,16 @@ impl Hub {
                             .push(shared.clone());
                     }
                 }
-                _ => subs.ranges.push(shared.clone()),
+                _ => match &shared.eq {
+                    Some((field, k)) => subs
+                        .eq
+                        .entry(field.clone())
+                        .or_default()
+                        .entry(k.clone())
+                        .or_default()
+                        .push(shared.clone()),
+                    None => subs.ranges.push(shared.clone()),
+                },
             }
             self.listeners.fetch_add(1, Ordering::AcqRel);
         }
@@ -250,12 +318,32 @@ impl Hub {
                 }
                 found
             }
-            KeyTarget::Range(..) => match subs.ranges.iter().position(|s| s.id == shared.id) {
-                Some(i) => {
-                    subs.ranges.swap_remove(i);
-                    true
+            KeyTarget::Range(..) => match &shared.eq {
+                Some((field, k)) => {
+                    let mut found = false;
+                    if let Some(by_value) = subs.eq.get_mut(field) {
+                        if let Some(list) = by_value.get_mut(k) {
+                            if let Some(i) = list.iter().position(|s| s.id == shared.id) {
+                                list.swap_remove(i);
+                                found = true;
+                            }
+                            if list.is_empty() {
+                                by_value.remove(k);
+                            }
+                        }
+                        if by_value.is_empty() {
+                            subs.eq.remove(field);
+                        }
+                    }
+                    found
                 }
-                None => false,
+                None => match subs.ranges.iter().position(|s| s.id == shared.id) {
+                    Some(i) => {
+                        subs.ranges.swap_remove(i);
+                        true
+                    }
+                    None => false,
+                },
             },
         };
         if removed {

@@ -31,7 +31,7 @@ mod subscription;
 
 pub use hub::Hub;
 pub use queue::Change;
-pub use subscription::{Initial, Options, Probe, Request, Subscription, Target, Transform};
+pub use subscription::{EqHint, Initial, Options, Probe, Request, Subscription, Target, Transform};
 pub use tokio::sync::Notify;
 
 /// RethinkDB's default `changefeed_queue_size`.

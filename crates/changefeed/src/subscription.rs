@@ -60,12 +60,25 @@ impl Default for Options {
     }
 }
 
+/// A promise about a subscription's transform: it drops every document whose `field`
+/// is not equal to `value` (a bool, number or string), so the hub may skip evaluating
+/// it for such documents (`filter(row(field) == value)`).
+#[derive(Debug, Clone)]
+pub struct EqHint {
+    /// The top-level field.
+    pub field: String,
+    /// Its value.
+    pub value: Datum,
+}
+
 /// A subscription request.
 pub struct Request {
     /// What to listen to.
     pub target: Target,
     /// Applied to old and new values before queueing.
     pub transform: Option<Transform>,
+    /// Lets the hub find the subscription by a field's value.
+    pub hint: Option<EqHint>,
     /// Delivery options.
     pub options: Options,
     /// Signalled whenever something is queued (shared by a query's feeds).
@@ -244,6 +257,7 @@ impl Drop for Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EqHint;
 
     fn doc(id: f64, v: f64) -> Datum {
         Datum::from_pairs([("id", Datum::Number(id)), ("v", Datum::Number(v))])
@@ -257,6 +271,7 @@ mod tests {
         Request {
             target,
             transform: None,
+            hint: None,
             options,
             waker: Arc::new(Notify::new()),
         }
@@ -432,6 +447,44 @@ mod tests {
         waker.notified().await;
         t.await.unwrap();
         assert!(s.next_doc().is_some());
+    }
+
+    #[test]
+    fn equality_hint_finds_filtered_feeds_by_value() {
+        let hub = Hub::new();
+        let open = |v: f64| {
+            let mut r = req(all(), Options::default());
+            r.transform = Some(Arc::new(move |d: &Datum| {
+                (d.get("v")?.as_f64()? == v).then(|| d.clone())
+            }));
+            r.hint = Some(EqHint {
+                field: "v".into(),
+                value: Datum::Number(v),
+            });
+            hub.subscribe(r).unwrap()
+        };
+        let (mut one, mut two) = (open(1.0), open(2.0));
+        hub.publish(&key(5.0), None, Some(&doc(5.0, 1.0)));
+        hub.publish(&key(5.0), Some(&doc(5.0, 1.0)), Some(&doc(5.0, 2.0)));
+        hub.publish(&key(6.0), None, Some(&doc(6.0, 3.0)));
+        assert_eq!(
+            drain(&mut one),
+            vec![
+                r#"{"new_val":{"id":5,"v":1},"old_val":null}"#,
+                r#"{"new_val":null,"old_val":{"id":5,"v":1}}"#
+            ]
+        );
+        assert_eq!(
+            drain(&mut two),
+            vec![r#"{"new_val":{"id":5,"v":2},"old_val":null}"#]
+        );
+        hub.close();
+        assert_eq!(
+            drain(&mut one),
+            vec![format!("ERR {}", crate::TABLE_DROPPED)]
+        );
+        drop((one, two));
+        assert_eq!(hub.listeners(), 0);
     }
 
     #[test]

@@ -490,11 +490,35 @@ impl Table for Guarded {
         self.check(Perm::Read)?;
         self.inner.index_values(name, lower, upper, reverse)
     }
+    fn index_pairs(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+    ) -> reql::Result<reql::access::PairStream> {
+        self.check(Perm::Read)?;
+        self.inner.index_pairs(name, lower, upper)
+    }
     fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> reql::Result<u64> {
         self.check(Perm::Read)?;
         self.inner.count_range(lower, upper)
     }
+    fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
+        self.check(Perm::Read)?;
+        self.inner.subscribe(req)
+    }
     fn slice(&self) -> Option<&reql::slice::TableSlice> {
         self.inner.slice()
+    }
+    fn write_hook(&self) -> reql::Result<Option<reql::WriteHook>> {
+        self.inner.write_hook()
+    }
+    fn set_write_hook(&self, hook: Option<reql::WriteHook>) -> reql::Result<bool> {
+        self.check(Perm::Config)?;
+        self.inner.set_write_hook(hook)
+    }
+    fn require_config(&self) -> reql::Result<()> {
+        self.check(Perm::Config)?;
+        self.inner.require_config()
     }
 }

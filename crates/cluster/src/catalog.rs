@@ -103,7 +103,6 @@ impl Cluster {
         initial_password: &str,
     ) -> Result<Arc<Cluster>, ClusterError> {
         engine.create_space(CATALOG)?;
-        let commit = GroupCommit::start(engine.clone());
         match engine.get(CATALOG, FORMAT_KEY)? {
             Some(v) => {
                 let s = String::from_utf8_lossy(&v).to_string();
@@ -131,6 +130,9 @@ impl Cluster {
             }
         }
         let users = Arc::new(crate::auth::Users::open(&engine, initial_password)?);
+        // Started only once the format is known to be ours, so a refused directory
+        // leaves no flush thread (holding the engine) behind.
+        let commit = GroupCommit::start(engine.clone());
         let cluster = Arc::new_cyclic(|me| Cluster {
             engine: engine.clone(),
             commit,
@@ -277,6 +279,13 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
         ("shards", Datum::from(e.shards as f64)),
         ("replicas", Datum::from(e.replicas as f64)),
     ])
+}
+
+/// A table config's `write_hook` field: `{function, query}`, or null without a hook.
+pub(crate) fn hook_field(h: &TableHandle) -> Datum {
+    h.indexes
+        .hook()
+        .map_or(Datum::Null, |w| reql::terms::write_hook::hook_datum(&w))
 }
 
 pub(crate) fn change(old: Datum, new: Datum) -> Datum {
@@ -505,6 +514,7 @@ impl reql::TableAccess for Cluster {
         if let Datum::Object(m) = &mut cfg {
             let names = h.indexes.names().iter().map(|n| Datum::str(n)).collect();
             std::sync::Arc::make_mut(m).insert(Str::from("indexes"), Datum::array(names));
+            std::sync::Arc::make_mut(m).insert(Str::from("write_hook"), hook_field(h));
         }
         Ok(cfg)
     }

@@ -6,6 +6,11 @@
 //! JSON wire form. An index's entries live in the storage space `i_<table id>_<index id>`,
 //! so a rename touches only the record and a drop drops the space.
 //!
+//! The same record carries the table's write hook (`"write_hook": {"function": <FUNC
+//! term JSON>}`, absent when none is set): `TableIndexes` is the one writer of the
+//! record after the table is created, so index changes and hook changes never overwrite
+//! each other. `reql` evaluates the hook (`reql::terms::write_hook`); this only stores it.
+//!
 //! Invariants:
 //! - A definition is persisted (fsync) before its index is registered with the shard, and
 //!   `ready: true` only after the backfill finished, so a restart during a build finds
@@ -24,7 +29,7 @@ use datum::Datum;
 use parking_lot::{Mutex, RwLock};
 use reql::error::op_failed;
 use reql::terms::index::IndexFunction;
-use reql::{IndexSpec, IndexStatus, ReqlError};
+use reql::{IndexSpec, IndexStatus, ReqlError, WriteHook};
 use storage::{Engine, WriteBatch};
 use store::{IndexFn, SecondaryIndex, Shard};
 
@@ -79,10 +84,12 @@ pub struct TableIndexes {
     engine: Arc<dyn Engine>,
     table_id: String,
     display: String,
-    record_key: Vec<u8>,
+    record_key: RwLock<Vec<u8>>,
     /// The table record without `indexes`.
-    record_base: Datum,
+    record_base: RwLock<Datum>,
     defs: RwLock<BTreeMap<String, Entry>>,
+    /// The table's write hook.
+    hook: RwLock<Option<WriteHook>>,
     ddl: Mutex<()>,
 }
 
@@ -98,14 +105,16 @@ impl TableIndexes {
         let mut base = record.clone();
         if let Datum::Object(m) = &mut base {
             Arc::make_mut(m).remove("indexes");
+            Arc::make_mut(m).remove("write_hook");
         }
         TableIndexes {
             engine,
             table_id: table_id.to_string(),
             display: display.to_string(),
-            record_key,
-            record_base: base,
+            record_key: RwLock::new(record_key),
+            record_base: RwLock::new(base),
             defs: RwLock::new(BTreeMap::new()),
+            hook: RwLock::new(None),
             ddl: Mutex::new(()),
         }
     }
@@ -131,6 +140,11 @@ impl TableIndexes {
 
     /// Registers the indexes of a loaded table record and restarts unfinished builds.
     pub(crate) fn load(self: &Arc<Self>, record: &Datum, shard: &Arc<Shard>) -> Result<(), String> {
+        if let Some(f) = record.get("write_hook").and_then(|h| h.get("function")) {
+            *self.hook.write() = Some(WriteHook {
+                function: datum::to_json_value(f),
+            });
+        }
         let list = match record.get("indexes").and_then(Datum::as_array) {
             Some(l) => l.to_vec(),
             None => return Ok(()),
@@ -171,6 +185,10 @@ impl TableIndexes {
     }
 
     fn record(&self, defs: &BTreeMap<String, Entry>) -> Datum {
+        self.record_with(defs, self.hook.read().as_ref())
+    }
+
+    fn record_with(&self, defs: &BTreeMap<String, Entry>, hook: Option<&WriteHook>) -> Datum {
         let list = defs
             .iter()
             .map(|(name, e)| {
@@ -187,24 +205,77 @@ impl TableIndexes {
                 ])
             })
             .collect();
-        let mut rec = self.record_base.clone();
+        let mut rec = self.record_base.read().clone();
         if let Datum::Object(m) = &mut rec {
             Arc::make_mut(m).insert(datum::Str::from("indexes"), Datum::array(list));
+            if let Some(h) = hook {
+                let f = datum::from_json_value(&h.function).unwrap_or(Datum::Null);
+                Arc::make_mut(m).insert(
+                    datum::Str::from("write_hook"),
+                    Datum::from_pairs([("function", f)]),
+                );
+            }
         }
         rec
     }
 
     fn persist(&self, defs: &BTreeMap<String, Entry>) -> reql::Result<()> {
+        self.write_record(self.record(defs))
+    }
+
+    fn write_record(&self, rec: Datum) -> reql::Result<()> {
         let mut b = WriteBatch::new();
-        b.put(
-            CATALOG,
-            self.record_key.clone(),
-            self.record(defs).to_json_bytes(),
-        );
+        b.put(CATALOG, self.record_key.read().clone(), rec.to_json_bytes());
         self.engine
             .apply(b)
             .and_then(|_| self.engine.persist())
             .map_err(|e| op_failed(format!("Could not write the catalog: {e}")))
+    }
+
+    /// The full record of the table whose other fields are now `base` (a rename or a
+    /// reconfiguration writes it, so that indexes and the hook survive).
+    pub(crate) fn record_for(&self, base: &Datum) -> Datum {
+        let defs = self.defs.read().clone();
+        let mut rec = Self::strip(base);
+        if let (Datum::Object(m), Datum::Object(full)) = (&mut rec, self.record(&defs)) {
+            for k in ["indexes", "write_hook"] {
+                if let Some(v) = full.get(k) {
+                    Arc::make_mut(m).insert(datum::Str::from(k), v.clone());
+                }
+            }
+        }
+        rec
+    }
+
+    /// After a committed rename or reconfiguration: the record's new key and fields.
+    pub(crate) fn rebase(&self, record_key: Vec<u8>, base: &Datum) {
+        let _g = self.ddl.lock();
+        *self.record_key.write() = record_key;
+        *self.record_base.write() = Self::strip(base);
+    }
+
+    fn strip(record: &Datum) -> Datum {
+        let mut base = record.clone();
+        if let Datum::Object(m) = &mut base {
+            Arc::make_mut(m).remove("indexes");
+            Arc::make_mut(m).remove("write_hook");
+        }
+        base
+    }
+
+    /// The table's write hook.
+    pub(crate) fn hook(&self) -> Option<WriteHook> {
+        self.hook.read().clone()
+    }
+
+    /// Sets or removes the write hook, persisted before it applies. Returns whether a
+    /// hook existed.
+    pub(crate) fn set_hook(&self, hook: Option<WriteHook>) -> reql::Result<bool> {
+        let _g = self.ddl.lock();
+        let defs = self.defs.read().clone();
+        self.write_record(self.record_with(&defs, hook.as_ref()))?;
+        let old = std::mem::replace(&mut *self.hook.write(), hook);
+        Ok(old.is_some())
     }
 
     /// The index names (for the table's config document).
@@ -482,5 +553,58 @@ mod tests {
         t.index_drop("m").unwrap();
         assert!(t.index_drop("m").is_err());
         c.table_drop("test", "t").unwrap();
+    }
+
+    #[test]
+    fn write_hook_and_indexes_survive_rename_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let e: Arc<dyn Engine> = Arc::new(storage::Fjall::open(dir.path(), 1 << 24).unwrap());
+            Cluster::open(e, "s1").unwrap()
+        };
+        let hook = reql::WriteHook {
+            function: serde_json::json!([69, [[2, [1, 2, 3]], [10, [3]]]]),
+        };
+        {
+            let c = open();
+            c.table_create("test", "t", opts()).unwrap();
+            let t = c.table("test", "t").unwrap();
+            t.index_create("v", spec("v", false)).unwrap();
+            assert!(!t.set_write_hook(Some(hook.clone())).unwrap());
+            assert!(t.set_write_hook(Some(hook.clone())).unwrap());
+            let id = c.table_entry("test", "t").unwrap().id;
+            c.alter_table(
+                &id,
+                crate::system::TableAlter {
+                    name: Some("u".into()),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            let cfg = c.table_config("test", "u").unwrap();
+            assert!(cfg.get("write_hook").and_then(|h| h.get("query")).is_some());
+            // A DDL after the rename writes the record under the new name.
+            c.table("test", "u")
+                .unwrap()
+                .index_create("w", spec("w", false))
+                .unwrap();
+            c.shutdown();
+        }
+        let c = open();
+        assert!(c.table("test", "t").is_err());
+        let t = c.table("test", "u").unwrap();
+        assert_eq!(t.write_hook().unwrap(), Some(hook));
+        let names: Vec<String> = t
+            .index_status()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, vec!["v".to_string(), "w".to_string()]);
+        assert!(t.set_write_hook(None).unwrap());
+        c.shutdown();
+        drop((t, c));
+        let c = open();
+        assert_eq!(c.table("test", "u").unwrap().write_hook().unwrap(), None);
     }
 }

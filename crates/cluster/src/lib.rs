@@ -12,6 +12,8 @@ mod catalog;
 #[cfg(test)]
 mod fault_tests;
 mod feeds;
+#[cfg(test)]
+mod format_tests;
 mod index;
 pub mod system;
 mod table;

@@ -168,4 +168,10 @@ impl reql::Table for TableHandle {
     fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> reql::Result<u64> {
         self.shard.count_range(&lower, &upper).map_err(store_err)
     }
+    fn write_hook(&self) -> reql::Result<Option<reql::WriteHook>> {
+        Ok(self.indexes.hook())
+    }
+    fn set_write_hook(&self, hook: Option<reql::WriteHook>) -> reql::Result<bool> {
+        self.indexes.set_hook(hook)
+    }
 }

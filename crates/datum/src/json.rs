@@ -23,7 +23,36 @@ impl fmt::Display for JsonError {
 impl std::error::Error for JsonError {}
 
 /// Parses JSON text into a Datum.
+///
+/// The hand-written decoder (`fast.rs`) takes every input it is sure about; the rest
+/// (invalid JSON above all) goes through serde, whose error messages we keep.
 pub fn from_json_slice(bytes: &[u8]) -> Result<Datum, JsonError> {
+    if let Some((d, _)) = crate::fast::parse(bytes) {
+        return Ok(d);
+    }
+    from_json_slice_serde(bytes)
+}
+
+/// Parses JSON text that the caller hands over. When the text is an object in
+/// canonical form (what `to_json_bytes` prints — stored documents are), the object
+/// keeps it (`Object::raw_json`), so writing the document out again unchanged is a
+/// copy. Costs one small allocation over `from_json_slice`; the bytes are not copied.
+pub fn from_json_owned(bytes: Vec<u8>) -> Result<Datum, JsonError> {
+    match crate::fast::parse(&bytes) {
+        Some((Datum::Object(mut o), true)) => {
+            if let Some(obj) = Arc::get_mut(&mut o) {
+                obj.set_raw(Arc::new(bytes));
+            }
+            Ok(Datum::Object(o))
+        }
+        Some((d, _)) => Ok(d),
+        None => from_json_slice_serde(&bytes),
+    }
+}
+
+/// Parses JSON text with serde only (the reference the fast decoder is tested against).
+#[doc(hidden)]
+pub fn from_json_slice_serde(bytes: &[u8]) -> Result<Datum, JsonError> {
     serde_json::from_slice::<Datum>(bytes).map_err(|e| JsonError(e.to_string()))
 }
 
@@ -101,6 +130,21 @@ impl Datum {
         write_json(self, &mut out, false);
         out
     }
+
+    /// Compact JSON bytes, which an object also keeps (`Object::raw_json`, when no one
+    /// else shares it) so that writing it out again is a copy. For documents about to
+    /// be stored and cached.
+    pub fn to_json_bytes_kept(&mut self) -> Vec<u8> {
+        let out = self.to_json_bytes();
+        if let Datum::Object(o) = self {
+            if let Some(obj) = Arc::get_mut(o) {
+                if obj.raw_json().is_none() {
+                    obj.set_raw(Arc::new(out.clone()));
+                }
+            }
+        }
+        out
+    }
 }
 
 pub(crate) fn write_json(d: &Datum, out: &mut Vec<u8>, _pretty: bool) {
@@ -121,6 +165,10 @@ pub(crate) fn write_json(d: &Datum, out: &mut Vec<u8>, _pretty: bool) {
             out.push(b']');
         }
         Datum::Object(o) => {
+            if let Some(raw) = o.raw_json() {
+                out.extend_from_slice(raw);
+                return;
+            }
             out.push(b'{');
             for (i, (k, v)) in o.iter().enumerate() {
                 if i > 0 {
@@ -135,9 +183,9 @@ pub(crate) fn write_json(d: &Datum, out: &mut Vec<u8>, _pretty: bool) {
     }
 }
 
-fn write_number(n: f64, out: &mut Vec<u8>) {
+pub(crate) fn write_number(n: f64, out: &mut Vec<u8>) {
     if let Some(i) = as_exact_int(n) {
-        out.extend_from_slice(i.to_string().as_bytes());
+        out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
     } else if n.is_finite() {
         // serde_json prints the shortest representation that round-trips.
         let _ = serde_json::to_writer(&mut *out, &n);
@@ -146,8 +194,39 @@ fn write_number(n: f64, out: &mut Vec<u8>) {
     }
 }
 
+/// Writes a JSON string exactly as serde_json does: quote and backslash escaped, the
+/// control characters as their short escapes (`b t n f r`) or `u00xx` with lower-case
+/// hex, nothing else.
 fn write_string(s: &str, out: &mut Vec<u8>) {
-    let _ = serde_json::to_writer(&mut *out, s);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &c) in bytes.iter().enumerate() {
+        let short: &[u8] = match c {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x09 => b"\\t",
+            0x0a => b"\\n",
+            0x0c => b"\\f",
+            0x0d => b"\\r",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(bytes.get(start..i).unwrap_or_default());
+        if short.is_empty() {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(c >> 4)]);
+            out.push(HEX[usize::from(c & 0xf)]);
+        } else {
+            out.extend_from_slice(short);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(bytes.get(start..).unwrap_or_default());
+    out.push(b'"');
 }
 
 /// RethinkDB's pretty layout for values quoted in error messages.
@@ -243,7 +322,7 @@ impl<'de> Visitor<'de> for DatumVisitor {
         while let Some((k, v)) = map.next_entry::<std::borrow::Cow<'de, str>, Datum>()? {
             m.insert(Str::from(&*k), v);
         }
-        Ok(Datum::Object(Arc::new(m)))
+        Ok(Datum::Object(Arc::new(Object::from(m))))
     }
 }
 
@@ -275,5 +354,143 @@ mod tests {
     #[test]
     fn rejects_bad_json() {
         assert!(from_json_slice(b"{\"a\":").is_err());
+    }
+
+    /// The fast decoder agrees with serde on everything serde accepts, and serde's
+    /// errors come through for the rest.
+    #[test]
+    fn fast_decoder_matches_serde() {
+        let cases: &[&str] = &[
+            r#"{"b":1,"a":2,"a":3}"#,
+            r#" [ 1 , -0 , -0.0 , 0.1 , 1e3 , 1E-3 , 12345678901234567890 , -9007199254740993 ] "#,
+            r#""\u00e9\ud83d\ude00\n\"\\\/\b\f\r\t""#,
+            r#"{"":{"x":[[],{}]},"é":null,"z":true,"y":false}"#,
+            "1e400",
+            "01",
+            "1.",
+            ".5",
+            "-",
+            "+1",
+            "[1,]",
+            "{\"a\":1,}",
+            "\"\\ud800\"",
+            "\"\\udc00\"",
+            "\"\u{1}\"",
+            "\"a\u{7f}\"",
+            "nul",
+            "[1] x",
+            "",
+            "123456789012345678",
+            "-123456789012345678",
+            "1234567890123456789",
+        ];
+        for c in cases {
+            let fast = from_json_slice(c.as_bytes());
+            let slow = from_json_slice_serde(c.as_bytes());
+            match (&fast, &slow) {
+                (Ok(a), Ok(b)) => assert_eq!(
+                    (a.to_json_bytes(), format!("{a:?}")),
+                    (b.to_json_bytes(), format!("{b:?}")),
+                    "{c}"
+                ),
+                _ => assert_eq!(fast, slow, "{c}"),
+            }
+        }
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(
+            from_json_slice(deep.as_bytes()),
+            from_json_slice_serde(deep.as_bytes())
+        );
+    }
+
+    /// Our string writer is byte-for-byte serde_json's.
+    #[test]
+    fn string_writer_matches_serde() {
+        let all: String = (0u32..0x100).filter_map(char::from_u32).collect();
+        for s in [all.as_str(), "", "plain", "a\"b\\c\u{1f}\u{7f}é😀"] {
+            let mut ours = Vec::new();
+            write_string(s, &mut ours);
+            assert_eq!(ours, serde_json::to_vec(s).unwrap(), "{s:?}");
+        }
+    }
+
+    /// Canonical text is kept and written back as is; anything else is re-encoded.
+    #[test]
+    fn owned_objects_keep_only_canonical_text() {
+        let canonical = [
+            r#"{"a":1,"b":[1.5,-2,"x\"\\\n\u001f"],"c":{"d":null},"e":-0.0,"f":1e+20}"#,
+            "{\"a\":\"\u{7f}\"}",
+            r#"{}"#,
+            r#"{"id":"user1","s":"é😀"}"#,
+        ];
+        for c in canonical {
+            let d = from_json_owned(c.as_bytes().to_vec()).unwrap();
+            let o = d.as_object().unwrap();
+            assert_eq!(o.raw_json(), Some(c.as_bytes()), "{c}");
+            assert_eq!(
+                from_json_slice(c.as_bytes()).unwrap().to_json_bytes(),
+                c.as_bytes()
+            );
+        }
+        let other = [
+            r#"{"a": 1}"#,
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":"\/"}"#,
+            r#"{"a":"\u00e9"}"#,
+            r#"{"a":"\u001F"}"#,
+            r#"{"a":"\u0008"}"#,
+            r#"{"a":1.0}"#,
+            r#"{"a":1e3}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":12345678901234567}"#,
+            r#"{"a":12345678901234567890}"#,
+            " {}",
+        ];
+        for c in other {
+            let d = from_json_owned(c.as_bytes().to_vec()).unwrap();
+            assert_eq!(d.as_object().unwrap().raw_json(), None, "{c}");
+            assert_eq!(
+                d.to_json_bytes(),
+                from_json_slice_serde(c.as_bytes()).unwrap().to_json_bytes()
+            );
+        }
+        let mut kept = Datum::from_pairs([("b", Datum::Number(2.5)), ("a", Datum::Null)]);
+        let bytes = kept.to_json_bytes_kept();
+        assert_eq!(kept.as_object().unwrap().raw_json(), Some(bytes.as_slice()));
+        assert_eq!(bytes, br#"{"a":null,"b":2.5}"#);
+        // Mutation drops the text.
+        let mut d = from_json_owned(br#"{"a":1}"#.to_vec()).unwrap();
+        if let Datum::Object(o) = &mut d {
+            Arc::make_mut(o).insert(Str::from("b"), Datum::Null);
+        }
+        assert_eq!(d.to_json_bytes(), br#"{"a":1,"b":null}"#);
+        assert!(from_json_owned(b"[1]".to_vec())
+            .unwrap()
+            .as_array()
+            .is_some());
+        assert!(from_json_owned(b"{".to_vec()).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_decoder_round_trips(s in "\\PC*", n in proptest::num::f64::NORMAL, i in -1_000_000_000_000i64..1_000_000_000_000) {
+            let doc = Datum::from_pairs([
+                ("s", Datum::str(&s)),
+                ("n", Datum::Number(n)),
+                ("i", Datum::Number(i as f64)),
+                ("a", Datum::array(vec![Datum::str(&s), Datum::Null])),
+            ]);
+            let bytes = doc.to_json_bytes();
+            let fast = from_json_slice(&bytes).unwrap();
+            let slow = from_json_slice_serde(&bytes).unwrap();
+            proptest::prop_assert_eq!(fast.to_json_bytes(), slow.to_json_bytes());
+            proptest::prop_assert_eq!(fast.to_json_bytes(), bytes.clone());
+            let owned = from_json_owned(bytes.clone()).unwrap();
+            proptest::prop_assert_eq!(owned.as_object().unwrap().raw_json(), Some(bytes.as_slice()));
+            let mut w = Vec::new();
+            write_string(&s, &mut w);
+            proptest::prop_assert_eq!(w, serde_json::to_vec(&s).unwrap());
+        }
     }
 }

@@ -69,6 +69,7 @@ enum Kind {
 
 /// Encodes a primary key, checking RethinkDB's type and length rules.
 pub fn encode_primary(d: &Datum) -> Result<Vec<u8>, KeyError> {
+    check_nul(d)?;
     let mut out = Vec::with_capacity(24);
     encode_into(d, &mut out, true, Kind::Primary)?;
     if printed_len(d) > MAX_PRIMARY_KEY_CHARS {
@@ -79,6 +80,37 @@ pub fn encode_primary(d: &Datum) -> Result<Vec<u8>, KeyError> {
         )));
     }
     Ok(out)
+}
+
+/// RethinkDB refuses NUL bytes in the strings of a primary key (top level or inside an
+/// array): its key format cannot hold them.
+fn check_nul(d: &Datum) -> Result<(), KeyError> {
+    match d {
+        Datum::String(s) => match s.bytes().position(|b| b == 0) {
+            Some(pos) => Err(KeyError::BadType(format!(
+                "String {} (truncated) contains NULL byte at offset {pos} in index key.",
+                quoted_prefix(s.as_bytes(), 20)
+            ))),
+            None => Ok(()),
+        },
+        Datum::Array(a) => a.iter().try_for_each(check_nul),
+        _ => Ok(()),
+    }
+}
+
+/// RethinkDB's `debug_print_quoted_string` of the first `max` bytes.
+fn quoted_prefix(bytes: &[u8], max: usize) -> String {
+    let mut out = String::from("\"");
+    for &b in bytes.iter().take(max) {
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x20..=0x7e => out.push(char::from(b)),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// Encodes a range bound (MinVal/MaxVal allowed, no length limit).
@@ -403,10 +435,12 @@ mod tests {
             "\"b\"",
         ];
         for w in vals.windows(2) {
-            let a = encode_primary(&d(w[0])).unwrap();
-            let b = encode_primary(&d(w[1])).unwrap();
+            let a = encode_bound(&d(w[0])).unwrap();
+            let b = encode_bound(&d(w[1])).unwrap();
             assert!(a < b, "{} < {}", w[0], w[1]);
         }
+        // Order holds for bounds; a NUL byte is refused in a stored primary key.
+        assert!(encode_primary(&d("\"a\\u0000\"")).is_err());
         assert!(encode_bound(&Datum::MinVal).unwrap() < encode_primary(&d("[]")).unwrap());
         assert!(encode_bound(&Datum::MaxVal).unwrap() > encode_primary(&d("\"zz\"")).unwrap());
     }
@@ -459,7 +493,7 @@ mod tests {
         assert!(encode_secondary(&d(r#"[{"a":1}]"#)).is_err());
         let long = Datum::str(&"x".repeat(1000));
         assert!(encode_secondary(&long).is_ok());
-        let pk = encode_primary(&Datum::str("k\u{0}")).unwrap();
+        let pk = encode_primary(&Datum::str("k\u{1}")).unwrap();
         let sec = encode_secondary(&long).unwrap();
         let (key, truncated) = secondary_entry(&sec, &pk, Some(7));
         assert!(truncated);

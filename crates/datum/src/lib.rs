@@ -10,12 +10,16 @@
 //! - `MinVal`/`MaxVal` exist only inside queries (range bounds); they never reach storage
 //!   or the wire.
 
+mod fast;
 mod json;
 pub mod keys;
 mod order;
 pub mod ptype;
 mod value;
 
-pub use json::{from_json_slice, from_json_value, to_json_value, JsonError};
+pub use json::{
+    from_json_owned, from_json_slice, from_json_slice_serde, from_json_value, to_json_value,
+    JsonError,
+};
 pub use order::cmp;
 pub use value::{Datum, Object, Str};

@@ -9,8 +9,115 @@ use std::sync::Arc;
 
 /// A shared, immutable string.
 pub type Str = Arc<str>;
+
 /// The map inside an object Datum; keys are sorted.
-pub type Object = BTreeMap<Str, Datum>;
+///
+/// It dereferences to its `BTreeMap`, so it reads and writes like one. It may also
+/// carry the compact JSON text it was decoded from (`raw_json`): a stored document
+/// that is returned unchanged is then written out by copying those bytes instead of
+/// re-encoding it. Invariant: `raw`, when present, is exactly what `write_json` would
+/// print for `map` — the decoder attaches it only to text it verified to be in that
+/// canonical form, and every mutable access (`DerefMut`, `get_mut`, …) drops it first.
+#[derive(Clone, Default)]
+pub struct Object {
+    map: BTreeMap<Str, Datum>,
+    raw: Option<Arc<Vec<u8>>>,
+}
+
+impl Object {
+    /// An empty object.
+    pub fn new() -> Object {
+        Object::default()
+    }
+
+    /// The map, without the raw text.
+    pub fn into_map(self) -> BTreeMap<Str, Datum> {
+        self.map
+    }
+
+    /// The canonical compact JSON of this object, when it is known without encoding.
+    pub fn raw_json(&self) -> Option<&[u8]> {
+        self.raw.as_deref().map(Vec::as_slice)
+    }
+
+    /// Attaches the canonical JSON text (the caller guarantees the invariant).
+    pub(crate) fn set_raw(&mut self, raw: Arc<Vec<u8>>) {
+        self.raw = Some(raw);
+    }
+}
+
+impl std::ops::Deref for Object {
+    type Target = BTreeMap<Str, Datum>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Object {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        // Any mutable access may change the map: the raw text no longer describes it.
+        self.raw = None;
+        &mut self.map
+    }
+}
+
+impl From<BTreeMap<Str, Datum>> for Object {
+    fn from(map: BTreeMap<Str, Datum>) -> Object {
+        Object { map, raw: None }
+    }
+}
+
+impl FromIterator<(Str, Datum)> for Object {
+    fn from_iter<I: IntoIterator<Item = (Str, Datum)>>(iter: I) -> Object {
+        Object::from(iter.into_iter().collect::<BTreeMap<_, _>>())
+    }
+}
+
+impl Extend<(Str, Datum)> for Object {
+    fn extend<I: IntoIterator<Item = (Str, Datum)>>(&mut self, iter: I) {
+        self.raw = None;
+        self.map.extend(iter);
+    }
+}
+
+impl IntoIterator for Object {
+    type Item = (Str, Datum);
+    type IntoIter = std::collections::btree_map::IntoIter<Str, Datum>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Object {
+    type Item = (&'a Str, &'a Datum);
+    type IntoIter = std::collections::btree_map::Iter<'a, Str, Datum>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut Object {
+    type Item = (&'a Str, &'a mut Datum);
+    type IntoIter = std::collections::btree_map::IterMut<'a, Str, Datum>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.raw = None;
+        self.map.iter_mut()
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Object) -> bool {
+        self.map == other.map
+    }
+}
+
+impl Eq for Object {}
+
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.map.fmt(f)
+    }
+}
 
 /// A ReQL value.
 #[derive(Clone)]

@@ -88,15 +88,23 @@ for line in open(sys.argv[1]):
     name, *vals = line.split("\t")
     rows.setdefault(name, []).append([float(v) for v in vals])
 flagged = 0
-print(f'{"workload":<26}{"iobench ops/s":>14}{"fio ops/s":>12}{"ratio":>7}{"iobench MB/s":>14}{"fio MB/s":>10}{"ratio":>7}  verdict')
+def quartiles(xs):
+    q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+    return q[0], q[2]
+print(f'{"workload":<26}{"iobench ops/s":>14}{"fio ops/s":>12}{"ratio":>7}{"iobench MB/s":>14}{"fio MB/s":>10}{"ratio":>7}{"ratio IQR":>13}  verdict')
 for name, runs in rows.items():
     o_ops, o_mb, f_ops, f_mb = (statistics.median(r[i] for r in runs) for i in range(4))
-    r_ops = statistics.median(r[0] / r[2] if r[2] else float("inf") for r in runs)
+    ratios = [r[0] / r[2] if r[2] else float("inf") for r in runs]
+    r_ops = statistics.median(ratios)
     r_mb = statistics.median(r[1] / r[3] if r[3] else float("inf") for r in runs)
+    lo, hi = quartiles(ratios)
     bad = abs(r_ops - 1) > 0.10 or abs(r_mb - 1) > 0.10
     flagged += bad
-    print(f'{name:<26}{o_ops:>14.1f}{f_ops:>12.1f}{r_ops:>7.3f}{o_mb:>14.2f}{f_mb:>10.2f}{r_mb:>7.3f}  {"DIFFERS >10%" if bad else "ok"}')
-print("\nratio = median over rounds of iobench/fio, each round's two runs back to back")
+    print(f'{name:<26}{o_ops:>14.1f}{f_ops:>12.1f}{r_ops:>7.3f}{o_mb:>14.2f}{f_mb:>10.2f}{r_mb:>7.3f}{f"{lo:.2f}-{hi:.2f}":>13}  {"DIFFERS >10%" if bad else "ok"}')
+print("\nratio = median over rounds of iobench/fio, each round's two runs back to back;")
+print("ratio IQR = its interquartile range: wide means the disk itself drifted during the run")
+print("fio's own round-to-round spread (max/min ops/s): " + ", ".join(
+    f'{name} {max(r[2] for r in runs) / max(min(r[2] for r in runs), 1e-9):.1f}x' for name, runs in rows.items()))
 print("ops/s of each round, iobench/fio (the tools alternate, ABBA):")
 for name, runs in rows.items():
     print(f'  {name:<24}' + "  ".join(f'{r[0]:.0f}/{r[2]:.0f}' for r in runs))

@@ -2,7 +2,7 @@
 //!
 //! Everything that can fail before measuring (checks, opening descriptors with
 //! their flags, mappings, io_uring availability) happens first, in the calling
-//! thread. Then every thread of every workload waits on a barrier, the common
+//! thread. Then every thread of every workload checks in at a starting gate, the common
 //! start instant is taken, and they run until their own stop condition. A
 //! failing thread raises a shared flag so that the others stop early, and the
 //! first error is returned.
@@ -23,7 +23,7 @@ pub struct WorkloadResult {
     pub workload: Workload,
     /// All its threads' measurements merged.
     pub rec: Recorder,
-    /// From the common start to the end of its last operation.
+    /// From the common start until its last thread stopped.
     pub elapsed: Duration,
 }
 
@@ -70,13 +70,7 @@ fn handle_for(target: &Target, w: &Workload, shared: &mut Option<IoHandle>) -> R
     let share = w.fd == FdMode::Shared;
     if share {
         if let Some(h) = shared {
-            return Ok(match h {
-                IoHandle::File { file, lock } => IoHandle::File {
-                    file: file.clone(),
-                    lock: lock.clone(),
-                },
-                IoHandle::Mmap(m) => IoHandle::Mmap(m.clone()),
-            });
+            return Ok(h.share());
         }
     }
     let file = target.open(w)?;
@@ -103,14 +97,7 @@ fn handle_for(target: &Target, w: &Workload, shared: &mut Option<IoHandle>) -> R
         }
     };
     if share {
-        let copy = match &handle {
-            IoHandle::File { file, lock } => IoHandle::File {
-                file: file.clone(),
-                lock: lock.clone(),
-            },
-            IoHandle::Mmap(m) => IoHandle::Mmap(m.clone()),
-        };
-        *shared = Some(copy);
+        *shared = Some(handle.share());
     }
     Ok(handle)
 }

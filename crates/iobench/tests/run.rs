@@ -111,16 +111,17 @@ fn several_workloads_run_together_for_their_duration() {
     let t = target(&dir, 4 << 20);
     let ws = [
         parse_line("name=a duration=300ms", 0).unwrap(),
-        parse_line("name=b op=write duration=600ms threads=2", 1).unwrap(),
+        parse_line("name=b op=write duration=1500ms threads=2", 1).unwrap(),
     ];
     let r = run(&t, &ws, RunOptions::default()).unwrap();
     assert_eq!(r.len(), 2);
     assert!(
-        r[0].elapsed.as_millis() >= 300 && r[0].elapsed.as_millis() < 550,
+        // Generous upper bound: one slow operation on a busy machine can overrun.
+        r[0].elapsed.as_millis() >= 300 && r[0].elapsed.as_millis() < 1200,
         "{:?}",
         r[0].elapsed
     );
-    assert!(r[1].elapsed.as_millis() >= 600, "{:?}", r[1].elapsed);
+    assert!(r[1].elapsed.as_millis() >= 1500, "{:?}", r[1].elapsed);
     assert!(r[0].rec.ops() > 0 && r[1].rec.ops() > 0);
 }
 

@@ -164,6 +164,26 @@ pub trait Table: Send + Sync {
     fn slice(&self) -> Option<&crate::slice::TableSlice> {
         None
     }
+    /// The table's write hook, applied by every write unless `ignore_write_hook`
+    /// (`terms::write_hook`). The table stores the definition; `reql` evaluates it.
+    fn write_hook(&self) -> Result<Option<WriteHook>> {
+        Ok(None)
+    }
+    /// `set_write_hook`: stores (`Some`) or removes (`None`) the hook, persisted with
+    /// the table's configuration. Returns whether a hook existed before.
+    fn set_write_hook(&self, hook: Option<WriteHook>) -> Result<bool> {
+        let _ = hook;
+        Err(crate::error::op_failed(format!(
+            "Table `{}.{}` does not support write hooks.",
+            self.db(),
+            self.name()
+        )))
+    }
+    /// Fails unless the user may change this table's configuration (`config`): RethinkDB
+    /// requires it for `get_write_hook` and for writes with `ignore_write_hook: true`.
+    fn require_config(&self) -> Result<()> {
+        Ok(())
+    }
     /// Opens a changefeed on this table (`terms::changes`). With `include_initial`, the
     /// initial values are read atomically with the registration: no write is both in
     /// them and in the feed, and none is in neither.
@@ -175,6 +195,14 @@ pub trait Table: Send + Sync {
             self.name()
         )))
     }
+}
+
+/// A table's write hook as `set_write_hook` gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteHook {
+    /// The hook function `(context, old_val, new_val) -> new_val` as a FUNC term in
+    /// RethinkDB's JSON wire form.
+    pub function: serde_json::Value,
 }
 
 /// Documents with the index value of their entry (`Table::index_pairs`).

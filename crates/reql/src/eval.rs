@@ -48,6 +48,10 @@ pub fn eval(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Val> {
                 "r.args is not supported in an order_by or union command yet.",
             ));
         }
+        if matches!(term.tt, T::UPDATE | T::REPLACE) {
+            // `r.args` would hide a non-deterministic argument once expanded.
+            terms::write::check_args_deterministic(term)?;
+        }
         let expanded = expand_args(ctx, env, term)?;
         let ev = Ev::new(ctx, env, &expanded);
         return terms::group::eval_groupable(&ev);

@@ -18,7 +18,7 @@ pub mod terms;
 pub mod value;
 
 pub use access::{
-    Change, Durability, IndexSpec, IndexStatus, Table, TableAccess, TableOptions, Ticket,
+    Change, Durability, IndexSpec, IndexStatus, Table, TableAccess, TableOptions, Ticket, WriteHook,
 };
 pub use ctx::QueryCtx;
 pub use error::{ErrorKind, Frame, ReqlError, Result};

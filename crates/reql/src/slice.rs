@@ -175,4 +175,13 @@ impl Table for TableSlice {
     fn slice(&self) -> Option<&TableSlice> {
         Some(self)
     }
+    fn write_hook(&self) -> Result<Option<crate::access::WriteHook>> {
+        self.base.write_hook()
+    }
+    fn set_write_hook(&self, hook: Option<crate::access::WriteHook>) -> Result<bool> {
+        self.base.set_write_hook(hook)
+    }
+    fn require_config(&self) -> Result<()> {
+        self.base.require_config()
+    }
 }

@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// Longest time a soft-durability write stays unflushed, in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub soft_flush_ms: u64,
+    /// Free disk space (MB) that writes may not eat into: below it writes fail with a
+    /// "disk full" error and resume once space is freed. 0 turns the check off.
+    #[arg(long, default_value_t = 64)]
+    pub min_free_disk_mb: u64,
     /// PEM private key for TLS on the driver port (with `--driver-tls-cert`).
     #[arg(long, requires = "driver_tls_cert")]
     pub driver_tls_key: Option<PathBuf>,

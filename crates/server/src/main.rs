@@ -74,13 +74,14 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             args.directory.display()
         )
     })?;
-    let engine: Arc<dyn storage::Engine> = Arc::new(
-        storage::Fjall::open(
-            &args.directory.join("data"),
-            args.cache_size.saturating_mul(1 << 20),
-        )
-        .map_err(|e| format!("cannot open storage: {e}"))?,
-    );
+    // --cache-size is split: half for the engine's block cache, half for the shards'
+    // caches of decoded documents in front of it (store::set_doc_cache_budget).
+    let cache_bytes = args.cache_size.saturating_mul(1 << 20);
+    store::set_doc_cache_budget(usize::try_from(cache_bytes / 2).unwrap_or(usize::MAX));
+    let fjall = storage::Fjall::open(&args.directory.join("data"), cache_bytes - cache_bytes / 2)
+        .map_err(|e| format!("cannot open storage: {e}"))?;
+    fjall.set_min_free_bytes(args.min_free_disk_mb.saturating_mul(1 << 20));
+    let engine: Arc<dyn storage::Engine> = Arc::new(fjall);
     let cluster = cluster::Cluster::open_with_password(
         engine.clone(),
         &args.server_name,

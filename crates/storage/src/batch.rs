@@ -114,6 +114,19 @@ impl WriteBatch {
         Ok(())
     }
 
+    /// Roughly how many bytes the batch takes in a journal: keys, values and
+    /// a small per-op overhead.
+    pub(crate) fn approx_bytes(&self) -> u64 {
+        let mut n = 0u64;
+        for (space, ops) in &self.spaces {
+            for (key, value) in ops {
+                let v = value.as_ref().map_or(0, Vec::len);
+                n = n.saturating_add((space.len() + key.len() + v + 16) as u64);
+            }
+        }
+        n
+    }
+
     /// Consumes the batch into its per-space op maps.
     pub(crate) fn into_spaces(self) -> Vec<(String, SpaceOps)> {
         self.spaces

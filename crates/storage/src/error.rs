@@ -12,8 +12,18 @@ pub enum StorageError {
     Engine(String),
     /// A previous write or fsync failed; the engine refuses further writes
     /// because durability can no longer be guaranteed. Restart to recover.
-    #[error("storage engine poisoned by an earlier write/fsync failure")]
+    #[error("the storage engine refuses writes after an earlier write/fsync failure (for example a full disk); reads still work; free space if needed and restart the server to resume writes")]
     Poisoned,
+    /// The data directory's file system has less free space than the
+    /// configured reserve; the write was refused before anything was written,
+    /// and writes resume by themselves once space is freed.
+    #[error("disk full: {available} bytes free in the data directory's file system, below the reserve of {reserve} bytes; writes are refused until space is freed (reads still work)")]
+    DiskFull {
+        /// Bytes available to this process.
+        available: u64,
+        /// The reserve that writes may not eat into.
+        reserve: u64,
+    },
     /// The named space does not exist (in the engine or in the snapshot).
     #[error("no such space: {0:?}")]
     NoSuchSpace(String),
@@ -40,6 +50,9 @@ pub enum StorageError {
 impl From<fjall::Error> for StorageError {
     fn from(e: fjall::Error) -> Self {
         match e {
+            fjall::Error::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => Self::Io(
+                std::io::Error::new(io.kind(), format!("disk full while writing: {io}")),
+            ),
             fjall::Error::Io(io) => Self::Io(io),
             fjall::Error::Poisoned => Self::Poisoned,
             other => Self::Engine(other.to_string()),

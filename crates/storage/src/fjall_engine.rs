@@ -16,7 +16,18 @@
 //!   apply survives power loss. Journal recovery truncates a torn trailing
 //!   batch (checksummed start/end markers), keeping batches atomic.
 //! * An fsync/write failure poisons the fjall database: later writes and
-//!   persists fail with [`StorageError::Poisoned`].
+//!   persists fail with [`StorageError::Poisoned`] until the process restarts
+//!   (fjall 3.1.13 sets a sticky flag in `Batch::commit`/`Database::persist`;
+//!   reads are not affected, and recovery on the next open truncates a torn
+//!   trailing batch). A journal write hitting `ENOSPC` is such a failure.
+//! * To keep a full disk from poisoning the database, `apply` and
+//!   `create_space` first check the free space of the data directory's file
+//!   system (`statvfs`, re-read at most every [`SPACE_CHECK_INTERVAL`] or
+//!   when the running estimate drops under the reserve) and refuse the write
+//!   with [`StorageError::DiskFull`] while fewer than the reserve
+//!   ([`Fjall::set_min_free_bytes`], default [`DEFAULT_MIN_FREE_BYTES`]) bytes
+//!   are free. Nothing is written, so writes resume by themselves once space
+//!   is freed. The reserve also leaves fjall room to flush memtables.
 
 use crate::{
     check_space_name, key_unstorable, range_is_empty, Engine, KvIter, Snapshot, StorageError,
@@ -29,6 +40,13 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Default free space a write may not eat into (see [`Fjall::set_min_free_bytes`]).
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
+
+/// How long a free-space reading is trusted (less written bytes) before `statvfs` again.
+pub const SPACE_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Open keyspace handles by space name; replaced wholesale (copy-on-write) on DDL.
 type Spaces = Arc<HashMap<String, Keyspace>>;
@@ -46,6 +64,64 @@ pub struct Fjall {
     applied: AtomicU64,
     /// Value of `applied` read just before the last successful fsync began.
     durable: Mutex<u64>,
+    /// Refuses writes while the disk is (nearly) full.
+    space: SpaceGuard,
+}
+
+/// The free-space check in front of every write (see the module notes).
+struct SpaceGuard {
+    /// The reserve in bytes; 0 disables the check.
+    min_free: AtomicU64,
+    /// The last `statvfs` reading, less the bytes admitted since.
+    reading: Mutex<Option<(Instant, u64)>>,
+}
+
+impl SpaceGuard {
+    /// Admits a write of about `bytes` bytes into the file system holding `path`.
+    fn admit(&self, path: &Path, bytes: u64) -> Result<(), StorageError> {
+        let reserve = self.min_free.load(Ordering::Relaxed);
+        if reserve == 0 {
+            return Ok(());
+        }
+        let mut reading = self.reading.lock();
+        let fresh = match *reading {
+            Some((at, avail)) if at.elapsed() < SPACE_CHECK_INTERVAL => {
+                Some(avail).filter(|a| *a >= reserve.saturating_add(bytes))
+            }
+            _ => None,
+        };
+        let avail = match fresh {
+            Some(a) => a,
+            None => {
+                let a = available_bytes(path)?;
+                *reading = Some((Instant::now(), a));
+                a
+            }
+        };
+        if avail < reserve.saturating_add(bytes) {
+            return Err(StorageError::DiskFull {
+                available: avail,
+                reserve,
+            });
+        }
+        if let Some((_, a)) = reading.as_mut() {
+            *a = a.saturating_sub(bytes);
+        }
+        Ok(())
+    }
+}
+
+/// Bytes available to unprivileged writers in the file system holding `path`.
+#[cfg(unix)]
+pub(crate) fn available_bytes(path: &Path) -> Result<u64, StorageError> {
+    let st = rustix::fs::statvfs(path).map_err(std::io::Error::from)?;
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Free space is not checked on other platforms.
+#[cfg(not(unix))]
+pub(crate) fn available_bytes(_path: &Path) -> Result<u64, StorageError> {
+    Ok(u64::MAX)
 }
 
 impl Fjall {
@@ -66,7 +142,23 @@ impl Fjall {
             ddl: Mutex::new(()),
             applied: AtomicU64::new(0),
             durable: Mutex::new(0),
+            space: SpaceGuard {
+                min_free: AtomicU64::new(DEFAULT_MIN_FREE_BYTES),
+                reading: Mutex::new(None),
+            },
         })
+    }
+
+    /// Sets the free space (bytes) that writes may not eat into; 0 turns the
+    /// check off (a full disk then poisons the engine until restart).
+    pub fn set_min_free_bytes(&self, bytes: u64) {
+        self.space.min_free.store(bytes, Ordering::Relaxed);
+        *self.space.reading.lock() = None;
+    }
+
+    /// The current free-space reserve in bytes.
+    pub fn min_free_bytes(&self) -> u64 {
+        self.space.min_free.load(Ordering::Relaxed)
     }
 
     /// The directory this database lives in.
@@ -98,6 +190,9 @@ impl Engine for Fjall {
         if self.spaces.read().contains_key(name) {
             return Ok(());
         }
+        // A keyspace's folder and config take a few KiB; refuse on a full disk
+        // rather than let a failed write poison the database.
+        self.space.admit(&self.path, 64 << 10)?;
         // The keyspace config is written to fjall's meta keyspace as an
         // fsynced table, so creation is durable once this returns.
         let ks = self.db.keyspace(name, KeyspaceCreateOptions::default)?;
@@ -161,6 +256,7 @@ impl Engine for Fjall {
             return Ok(());
         }
         batch.validate()?;
+        self.space.admit(&self.path, batch.approx_bytes())?;
         let guard = self.spaces.read();
         let mut fb = self.db.batch();
         for (space, ops) in batch.into_spaces() {

@@ -474,3 +474,180 @@ fn fjall_survives_abort() {
     let e = Fjall::open(dir.path(), 8 << 20).unwrap();
     assert_eq!(all(&e, "s").len(), 500);
 }
+
+#[test]
+fn fjall_refuses_writes_below_the_free_space_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Fjall::open(dir.path(), 8 << 20).unwrap();
+    assert_eq!(
+        e.min_free_bytes(),
+        crate::fjall_engine::DEFAULT_MIN_FREE_BYTES
+    );
+    e.create_space("s").unwrap();
+    put(&e, "s", b"a", b"1");
+    // No file system has this much free space: every write is refused.
+    e.set_min_free_bytes(u64::MAX / 4);
+    let mut b = WriteBatch::new();
+    b.put("s", b"b".to_vec(), b"2".to_vec());
+    let err = e.apply(b.clone()).unwrap_err();
+    assert!(matches!(err, StorageError::DiskFull { .. }), "{err:?}");
+    assert!(err.to_string().starts_with("disk full: "), "{err}");
+    assert!(matches!(
+        e.create_space("t").unwrap_err(),
+        StorageError::DiskFull { .. }
+    ));
+    // Reads go on, and nothing was written or poisoned.
+    assert_eq!(e.get("s", b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(e.get("s", b"b").unwrap(), None);
+    e.persist().unwrap();
+    // Writes resume as soon as the space is there.
+    e.set_min_free_bytes(1);
+    e.apply(b).unwrap();
+    e.persist().unwrap();
+    assert_eq!(e.get("s", b"b").unwrap(), Some(b"2".to_vec()));
+}
+
+/// A small tmpfs mounted for one test (root only), unmounted on drop.
+struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    /// Mounts a tmpfs of `mb` MiB, or `None` (with a note) where that is not allowed.
+    fn mount(mb: u32) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            Some(SmallFs { dir })
+        } else {
+            eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+            None
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Writes `filler` until the file system is full or `limit` bytes are written.
+    fn fill(&self, name: &str, limit: u64) -> u64 {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.path().join(name)).unwrap();
+        let chunk = vec![7u8; 64 << 10];
+        let mut n = 0u64;
+        while n < limit {
+            let take = chunk.len().min((limit - n) as usize);
+            match f.write(&chunk[..take]) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => n += k as u64,
+            }
+        }
+        let _ = f.sync_all();
+        n
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// On a real, small file system that fills up: below the reserve writes are refused
+/// without harm and resume when space returns; with the reserve off, ENOSPC in
+/// the journal poisons the engine, reads go on, and a reopen after freeing space
+/// finds every persisted write and takes new ones.
+#[test]
+fn fjall_on_a_full_file_system() {
+    let Some(fs) = SmallFs::mount(32) else {
+        return;
+    };
+    let data = fs.path().join("data");
+    let reserve = 2u64 << 20;
+    let mut written = Vec::new();
+    {
+        let e = Fjall::open(&data, 8 << 20).unwrap();
+        e.set_min_free_bytes(reserve);
+        e.create_space("s").unwrap();
+        // Leave ~1 MiB above the reserve, then write 4 KiB values until refused.
+        let avail = crate::fjall_engine::available_bytes(fs.path()).unwrap();
+        fs.fill("filler", avail.saturating_sub(reserve + (1 << 20)));
+        // Incompressible, so the journal really grows by ~4 KiB a write.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let value: Vec<u8> = (0..4096)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let mut refused = None;
+        for i in 0..10_000u32 {
+            let mut b = WriteBatch::new();
+            b.put("s", i.to_be_bytes().to_vec(), value.clone());
+            match e.apply(b) {
+                Ok(()) => written.push(i),
+                Err(err) => {
+                    refused = Some(err);
+                    break;
+                }
+            }
+        }
+        let err = refused.expect("a full disk never refused a write");
+        assert!(matches!(err, StorageError::DiskFull { .. }), "{err:?}");
+        assert!(!written.is_empty());
+        e.persist().unwrap();
+        // Reads go on.
+        for i in &written {
+            assert_eq!(e.get("s", &i.to_be_bytes()).unwrap(), Some(value.clone()));
+        }
+        // Space returns: writes resume without a restart.
+        std::fs::remove_file(fs.path().join("filler")).unwrap();
+        let mut b = WriteBatch::new();
+        b.put("s", b"after-free".to_vec(), b"ok".to_vec());
+        e.apply(b).unwrap();
+        e.persist().unwrap();
+
+        // Now with the reserve off: fill the disk completely and hit ENOSPC.
+        e.set_min_free_bytes(0);
+        fs.fill("filler", u64::MAX);
+        let mut failed = None;
+        for i in 0..10_000u32 {
+            let mut b = WriteBatch::new();
+            b.put("s", (1_000_000 + i).to_be_bytes().to_vec(), value.clone());
+            if let Err(err) = e.apply(b).and_then(|_| e.persist()) {
+                failed = Some(err);
+                break;
+            }
+        }
+        let err = failed.expect("ENOSPC never surfaced");
+        assert!(
+            matches!(err, StorageError::Io(_) | StorageError::Poisoned),
+            "{err:?}"
+        );
+        // The engine is poisoned now, even with space back; reads still work.
+        std::fs::remove_file(fs.path().join("filler")).unwrap();
+        let mut b = WriteBatch::new();
+        b.put("s", b"x".to_vec(), b"x".to_vec());
+        assert!(matches!(e.apply(b).unwrap_err(), StorageError::Poisoned));
+        assert_eq!(e.get("s", b"after-free").unwrap(), Some(b"ok".to_vec()));
+    }
+    // A restart (reopen) recovers: persisted writes are there, writes work.
+    let e = Fjall::open(&data, 8 << 20).unwrap();
+    e.set_min_free_bytes(reserve);
+    for i in &written {
+        assert!(e.get("s", &i.to_be_bytes()).unwrap().is_some(), "lost {i}");
+    }
+    assert_eq!(e.get("s", b"after-free").unwrap(), Some(b"ok".to_vec()));
+    put(&e, "s", b"after-restart", b"ok");
+    e.persist().unwrap();
+}

@@ -190,4 +190,42 @@ mod tests {
         assert!(gc.wait_blocking(t).is_err());
         gc.shutdown();
     }
+
+    /// Applies one soft write (a ticket nobody waits for) through `f`.
+    fn soft_write(f: &Faulty<Memory>, gc: &GroupCommit, key: &[u8]) {
+        let mut b = WriteBatch::new();
+        b.put("s", key.to_vec(), b"v".to_vec());
+        f.apply(b).unwrap();
+        gc.ticket();
+    }
+
+    #[test]
+    fn soft_writes_are_flushed_within_the_bound() {
+        let f = Arc::new(Faulty::new(Memory::new()));
+        f.create_space("s").unwrap();
+        let e: Arc<dyn Engine> = f.clone();
+        let gc = GroupCommit::start(e);
+        gc.set_soft_flush_interval(Duration::from_millis(50));
+        // Let the thread's current (default-length) wait run out first.
+        std::thread::sleep(SOFT_FLUSH_INTERVAL + Duration::from_millis(50));
+        for round in 0..3u8 {
+            soft_write(&f, &gc, &[round]);
+            // Nobody waits on the ticket: only the periodic flush covers it.
+            let began = std::time::Instant::now();
+            while !f.unpersisted().is_empty() {
+                assert!(
+                    began.elapsed() < Duration::from_millis(50 + 250),
+                    "a soft write stayed unflushed for longer than the bound"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        // A long bound really delays the flush (so the check above means something).
+        gc.set_soft_flush_interval(Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(100));
+        soft_write(&f, &gc, b"late");
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(f.unpersisted().len(), 1);
+        gc.shutdown();
+    }
 }

@@ -65,6 +65,7 @@ mod tests {
                 upper: Bound::Unbounded,
             },
             transform: None,
+            hint: None,
             options: Options {
                 include_initial: true,
                 ..Options::default()

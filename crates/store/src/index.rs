@@ -328,9 +328,10 @@ impl Iterator for EntryIter {
     }
 }
 
-/// Decodes a stored document.
-pub(crate) fn decode_doc(bytes: &[u8]) -> Result<Datum, StoreError> {
-    datum::from_json_slice(bytes).map_err(|e| StoreError::Corrupt(e.0))
+/// Decodes a stored document, keeping its bytes so that an unchanged document is
+/// replied to by copying them (`datum::from_json_owned`).
+pub(crate) fn decode_doc(bytes: Vec<u8>) -> Result<Datum, StoreError> {
+    datum::from_json_owned(bytes).map_err(|e| StoreError::Corrupt(e.0))
 }
 
 /// Index entries with their documents, fetched from the entries' snapshot.
@@ -345,7 +346,7 @@ pub(crate) fn docs_of(
             Err(err) => return Some(Err(err)),
         };
         match snap.get(&space, &e.pk) {
-            Ok(Some(v)) => Some(decode_doc(&v).map(|d| (e, d))),
+            Ok(Some(v)) => Some(decode_doc(v).map(|d| (e, d))),
             // An entry always has its document in the same snapshot; skip if not.
             Ok(None) => None,
             Err(err) => Some(Err(err.into())),
@@ -485,7 +486,7 @@ impl crate::Shard {
             let mut batch = storage::WriteBatch::new();
             for pk in &pks {
                 if let Some(v) = self.engine.get(&self.space, pk)? {
-                    let doc = decode_doc(&v)?;
+                    let doc = decode_doc(v)?;
                     for (k, v) in idx.entries(pk, &doc) {
                         batch.put(&idx.space, k, v);
                     }

@@ -3,6 +3,8 @@
 //! - `Shard`: documents by primary key (keys from `datum::keys`, values compact JSON),
 //!   atomic single-document read-modify-write under a striped key lock, ordered range
 //!   reads from a snapshot, and an exact document count kept in memory.
+//! - A bounded cache of decoded documents per shard for point reads and
+//!   read-modify-writes (`cache.rs`), kept exact under the stripe locks.
 //! - `GroupCommit`: every write gets a ticket after it is applied; one background thread
 //!   fsyncs the engine for all waiting writers at once, so hard-durability throughput
 //!   grows with concurrency. Soft writes are flushed within `SOFT_FLUSH_INTERVAL`.
@@ -10,11 +12,13 @@
 //! Invariant: a ticket is marked durable only after an `Engine::persist` that started
 //! after the write was applied returned successfully.
 
+mod cache;
 mod commit;
 mod feeds;
 mod index;
 mod shard;
 
+pub use cache::set_budget as set_doc_cache_budget;
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
 pub use index::{EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use shard::{ModifyOutcome, Shard, StoreChange};

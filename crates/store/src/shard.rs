@@ -9,6 +9,7 @@ use datum::Datum;
 use parking_lot::Mutex;
 use storage::{Engine, WriteBatch};
 
+use crate::cache::{DocCache, Lookup};
 use crate::commit::GroupCommit;
 use crate::StoreError;
 
@@ -40,6 +41,8 @@ pub struct Shard {
     pub(crate) indexes: parking_lot::RwLock<Vec<Arc<crate::index::SecondaryIndex>>>,
     /// Changefeed subscriptions, fed by `modify` under the key's stripe lock (`feeds.rs`).
     pub(crate) feeds: Arc<changefeed::Hub>,
+    /// Decoded documents for point reads and read-modify-writes (`cache.rs`).
+    cache: DocCache,
 }
 
 impl Shard {
@@ -64,6 +67,7 @@ impl Shard {
             commit,
             indexes: parking_lot::RwLock::new(Vec::new()),
             feeds: changefeed::Hub::new(),
+            cache: DocCache::new(),
         })
     }
 
@@ -76,15 +80,26 @@ impl Shard {
         datum::keys::encode_primary(key).map_err(|e| StoreError::Key(e.message().to_string()))
     }
 
-    fn decode(bytes: &[u8]) -> Result<Datum, StoreError> {
-        datum::from_json_slice(bytes).map_err(|e| StoreError::Corrupt(e.0))
+    /// Decodes a stored document, which keeps its bytes for replies (they are our own
+    /// canonical JSON: see `datum::from_json_owned`).
+    fn decode(bytes: Vec<u8>) -> Result<Datum, StoreError> {
+        crate::index::decode_doc(bytes)
     }
 
     /// The document under `key`.
     pub fn get(&self, key: &Datum) -> Result<Option<Datum>, StoreError> {
         let k = Self::encode(key)?;
+        let stripe = Self::stripe_index(&k);
+        let generation = match self.cache.get(stripe, &k) {
+            Lookup::Hit(d) => return Ok(Some(d)),
+            Lookup::Miss(g) => g,
+        };
         match self.engine.get(&self.space, &k)? {
-            Some(v) => Ok(Some(Self::decode(&v)?)),
+            Some(v) => {
+                let d = Self::decode(v)?;
+                self.cache.fill(stripe, generation, &k, &d);
+                Ok(Some(d))
+            }
             None => Ok(None),
         }
     }
@@ -113,7 +128,7 @@ impl Shard {
         let it = snap.range(&self.space, enc(lower)?, enc(upper)?, reverse)?;
         Ok(it.map(|kv| {
             let (_, v) = kv?;
-            Self::decode(&v)
+            Self::decode(v)
         }))
     }
 
@@ -143,17 +158,22 @@ impl Shard {
         f: &mut dyn FnMut(Option<&Datum>) -> Result<StoreChange, E>,
     ) -> Result<ModifyOutcome, E> {
         let k = Self::encode(key)?;
+        let stripe = Self::stripe_index(&k);
         let _guard = self.stripe(&k).lock();
-        let old = match self.engine.get(&self.space, &k).map_err(StoreError::from)? {
-            Some(v) => Some(Self::decode(&v)?),
-            None => None,
+        // Under the stripe lock the cache cannot hold an outdated version (cache.rs).
+        let old = match self.cache.get(stripe, &k) {
+            Lookup::Hit(d) => Some(d),
+            Lookup::Miss(_) => match self.engine.get(&self.space, &k).map_err(StoreError::from)? {
+                Some(v) => Some(Self::decode(v)?),
+                None => None,
+            },
         };
         let change = f(old.as_ref())?;
         let mut batch = WriteBatch::new();
         let new = match change {
             StoreChange::Keep => return Ok((old.clone(), old, None)),
-            StoreChange::Put(d) => {
-                batch.put(&self.space, k.clone(), d.to_json_bytes());
+            StoreChange::Put(mut d) => {
+                batch.put(&self.space, k.clone(), d.to_json_bytes_kept());
                 Some(d)
             }
             StoreChange::Delete => {
@@ -167,7 +187,12 @@ impl Shard {
         // Held until applied: registering an index waits for this write (index.rs).
         let indexes = self.indexes.read();
         crate::index::stage_changes(&indexes, &k, old.as_ref(), new.as_ref(), &mut batch);
-        self.engine.apply(batch).map_err(StoreError::from)?;
+        self.cache.begin_write(stripe, &k);
+        let applied = self.engine.apply(batch);
+        // On failure the engine's state is unknown: cache nothing for the key.
+        self.cache
+            .end_write(stripe, &k, new.as_ref().filter(|_| applied.is_ok()));
+        applied.map_err(StoreError::from)?;
         drop(indexes);
         let ticket = self.commit.ticket();
         // Still under the stripe lock: one document's changes reach feeds in commit order.
@@ -224,6 +249,32 @@ mod tests {
             .unwrap();
         assert_eq!(s.count(), 2);
         assert!(s.get(&Datum::Number(1.0)).unwrap().is_none());
+    }
+
+    /// Reads through the document cache see every write, and documents read back keep
+    /// their stored JSON for replies.
+    #[test]
+    fn cached_reads_follow_writes() {
+        let s = shard();
+        let key = Datum::Number(7.0);
+        for v in 0..3 {
+            s.modify::<StoreError>(&key, &mut |_| {
+                Ok(StoreChange::Put(Datum::from_pairs([
+                    ("id", Datum::Number(7.0)),
+                    ("v", Datum::Number(f64::from(v))),
+                ])))
+            })
+            .unwrap();
+            for _ in 0..2 {
+                let d = s.get(&key).unwrap().unwrap();
+                assert_eq!(d.get("v").and_then(Datum::as_f64), Some(f64::from(v)));
+                let raw = d.as_object().and_then(datum::Object::raw_json).unwrap();
+                assert_eq!(raw, format!("{{\"id\":7,\"v\":{v}}}").as_bytes());
+            }
+        }
+        s.modify::<StoreError>(&key, &mut |_| Ok(StoreChange::Delete))
+            .unwrap();
+        assert!(s.get(&key).unwrap().is_none());
     }
 
     #[test]

@@ -74,7 +74,7 @@ impl PonderConn {
         s.insert(
             "write durability".into(),
             format!(
-                "{} (per query; kv-insert uses soft)",
+                "{} (per query; kv-insert and insert-1k use soft)",
                 self.durability.name()
             ),
         );

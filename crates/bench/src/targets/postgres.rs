@@ -99,7 +99,7 @@ impl PgConn {
         s.insert(
             "session synchronous_commit".into(),
             format!(
-                "{} for {} writes (kv-insert: off)",
+                "{} for {} writes (kv-insert, insert-1k: off)",
                 if self.durability == Durability::Hard {
                     "server default"
                 } else {

@@ -11,6 +11,8 @@
 //! | `kv-select` | small KV | 100% get | — |
 //! | `kv-insert` | small KV | 100% insert of new keys | soft |
 //! | `kv-insert-strong` | small KV | 100% insert of new keys | hard |
+//! | `insert-1k` | 1 KB KV | 100% insert of new keys | soft |
+//! | `insert-1k-strong` | 1 KB KV | 100% insert of new keys | hard |
 //! | `kv-large` | 4–64 KB values | 50% get, 50% update | hard |
 //! | `yb-read` / `yb-write` | 40-byte keys, 16-byte values | 100% get / 100% upsert | hard |
 //!
@@ -44,6 +46,10 @@ pub enum Workload {
     KvInsert,
     /// Inserts of new keys, hard durability.
     KvInsertStrong,
+    /// Inserts of new 1 KB documents, soft durability.
+    Insert1k,
+    /// Inserts of new 1 KB documents, hard durability (the durability figures).
+    Insert1kStrong,
     /// Gets and updates of 4–64 KB values.
     KvLarge,
     /// YugabyteDB's KV workload, 100% reads.
@@ -143,6 +149,7 @@ impl DataSpec {
             DataSpec::Ycsb => "ycsb usertable (10 x 100 B fields)",
             DataSpec::Kv(s) if s == KvShape::SMALL => "kv: 8-16 B keys, 8-128 B values",
             DataSpec::Kv(s) if s == KvShape::LARGE => "kv: 8-16 B keys, 4-64 KB values",
+            DataSpec::Kv(s) if s == KvShape::ONE_KB => "kv: 8-16 B keys, 1000 B values",
             DataSpec::Kv(_) => "kv: 40 B keys, 16 B values",
         }
     }
@@ -150,7 +157,7 @@ impl DataSpec {
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 10] = [
+    pub const ALL: [Workload; 12] = [
         Workload::Analytic,
         Workload::YcsbC,
         Workload::YcsbA,
@@ -158,6 +165,8 @@ impl Workload {
         Workload::KvCanonical,
         Workload::KvInsert,
         Workload::KvInsertStrong,
+        Workload::Insert1k,
+        Workload::Insert1kStrong,
         Workload::KvLarge,
         Workload::YbRead,
         Workload::YbWrite,
@@ -173,6 +182,8 @@ impl Workload {
             Workload::KvSelect => "kv-select",
             Workload::KvInsert => "kv-insert",
             Workload::KvInsertStrong => "kv-insert-strong",
+            Workload::Insert1k => "insert-1k",
+            Workload::Insert1kStrong => "insert-1k-strong",
             Workload::KvLarge => "kv-large",
             Workload::YbRead => "yb-read",
             Workload::YbWrite => "yb-write",
@@ -188,6 +199,7 @@ impl Workload {
             | Workload::KvInsert
             | Workload::KvInsertStrong => DataSpec::Kv(KvShape::SMALL),
             Workload::KvLarge => DataSpec::Kv(KvShape::LARGE),
+            Workload::Insert1k | Workload::Insert1kStrong => DataSpec::Kv(KvShape::ONE_KB),
             Workload::YbRead | Workload::YbWrite => DataSpec::Kv(KvShape::YUGABYTE),
         }
     }
@@ -206,7 +218,10 @@ impl Workload {
                 m(100, 0, 0, 0)
             }
             Workload::KvCanonical => m(70, 15, 10, 5),
-            Workload::KvInsert | Workload::KvInsertStrong => m(0, 0, 100, 0),
+            Workload::KvInsert
+            | Workload::KvInsertStrong
+            | Workload::Insert1k
+            | Workload::Insert1kStrong => m(0, 0, 100, 0),
             Workload::YbWrite => m(0, 100, 0, 0),
         }
     }
@@ -214,7 +229,7 @@ impl Workload {
     /// Durability of its writes.
     pub fn durability(self) -> Durability {
         match self {
-            Workload::KvInsert => Durability::Soft,
+            Workload::KvInsert | Workload::Insert1k => Durability::Soft,
             _ => Durability::Hard,
         }
     }

@@ -115,12 +115,23 @@ impl Cluster {
         if moved {
             b.delete(CATALOG, table_key(&old.db, &old.name));
         }
-        b.put(
-            CATALOG,
-            table_key(&new.db, &new.name),
-            table_record(&new).to_json_bytes(),
-        );
+        // The record keeps the table's indexes and write hook (`crate::index`).
+        let handle = self
+            .state
+            .read()
+            .tables
+            .get(&(old.db.clone(), old.name.clone()))
+            .map(|(_, h)| h.clone());
+        let base = table_record(&new);
+        let rec = match &handle {
+            Some(h) => h.indexes.record_for(&base),
+            None => base.clone(),
+        };
+        b.put(CATALOG, table_key(&new.db, &new.name), rec.to_json_bytes());
         self.commit_catalog(b).map_err(|e| e.message)?;
+        if let Some(h) = &handle {
+            h.indexes.rebase(table_key(&new.db, &new.name), &base);
+        }
         let mut st = self.state.write();
         let key = (old.db.clone(), old.name.clone());
         if let Some((_, h)) = st.tables.remove(&key) {
@@ -158,17 +169,31 @@ impl Cluster {
             db_key(new_name),
             db_record(new_name, id).to_json_bytes(),
         );
+        let mut rebased = Vec::new();
         for t in &tables {
             let mut n = t.clone();
             n.db = new_name.to_string();
             b.delete(CATALOG, table_key(&t.db, &t.name));
-            b.put(
-                CATALOG,
-                table_key(&n.db, &n.name),
-                table_record(&n).to_json_bytes(),
-            );
+            let handle = self
+                .state
+                .read()
+                .tables
+                .get(&(t.db.clone(), t.name.clone()))
+                .map(|(_, h)| h.clone());
+            let base = table_record(&n);
+            let rec = match &handle {
+                Some(h) => h.indexes.record_for(&base),
+                None => base.clone(),
+            };
+            b.put(CATALOG, table_key(&n.db, &n.name), rec.to_json_bytes());
+            if let Some(h) = handle {
+                rebased.push((h, table_key(&n.db, &n.name), base));
+            }
         }
         self.commit_catalog(b).map_err(|e| e.message)?;
+        for (h, key, base) in rebased {
+            h.indexes.rebase(key, &base);
+        }
         let mut st = self.state.write();
         st.dbs.remove(&old_name);
         st.dbs

@@ -12,6 +12,7 @@
 //! name. Departure: `server_config` is read-only here (one server, named at start).
 
 mod alter;
+mod feeds;
 mod rows;
 mod state;
 mod writes;
@@ -26,6 +27,7 @@ use reql::{Change, DatumStream, Durability, Ticket};
 use crate::Cluster;
 
 pub(crate) use alter::TableAlter;
+pub(crate) use feeds::SystemFeeds;
 pub(crate) use rows::{table_config_row, table_status_row};
 pub use state::{AdminState, JobGuard, ServerInfo, TableCounters};
 
@@ -49,7 +51,7 @@ pub const TABLES: &[&str] = &[
 ];
 
 /// Which system table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// `cluster_config`.
     ClusterConfig,
@@ -223,6 +225,7 @@ impl reql::Table for SystemTable {
             Change::Keep => Ok((old.clone(), old, None)),
             Change::Put(new) => {
                 writes::put(self, key, old.as_ref(), &new).map_err(write_error)?;
+                SystemFeeds::refresh(&self.cluster);
                 // A user's new password reads back as `true`; report the row as written
                 // (as RethinkDB does) so a password change counts as `replaced`.
                 let stored = match self.kind {
@@ -234,6 +237,7 @@ impl reql::Table for SystemTable {
             Change::Delete => {
                 if old.is_some() {
                     writes::delete(self, key, old.as_ref()).map_err(write_error)?;
+                    SystemFeeds::refresh(&self.cluster);
                 }
                 Ok((old, None, None))
             }
@@ -241,5 +245,8 @@ impl reql::Table for SystemTable {
     }
     fn sync_ticket(&self) -> Ticket {
         0
+    }
+    fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
+        SystemFeeds::subscribe(self, req)
     }
 }

@@ -88,6 +88,7 @@ pub(crate) fn table_config_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datu
             .map(|s| Datum::from(s.name))
             .collect();
         std::sync::Arc::make_mut(m).insert(Str::from("indexes"), Datum::array(names));
+        std::sync::Arc::make_mut(m).insert(Str::from("write_hook"), crate::catalog::hook_field(&h));
     }
     if uuids {
         let srv = server(c, true);

@@ -209,6 +209,8 @@ pub struct AdminState {
     pub(crate) heartbeat: Mutex<f64>,
     /// Serialises writes to system tables (read-check-apply of one row).
     pub(crate) writes: Mutex<()>,
+    /// Changefeeds on the system tables.
+    pub(crate) feeds: super::SystemFeeds,
 }
 
 /// Seconds since the epoch.
@@ -233,6 +235,7 @@ impl AdminState {
             scratch: Mutex::new(BTreeMap::new()),
             heartbeat: Mutex::new(10.0),
             writes: Mutex::new(()),
+            feeds: super::SystemFeeds::default(),
         }
     }
 

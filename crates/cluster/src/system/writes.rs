@@ -262,10 +262,9 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
     let (shards, replicas) = shards_of(t, field(new, "shards")?)?;
     check_write_acks(field(new, "write_acks")?)?;
     let durability = durability_of(field(new, "durability")?)?;
-    if new
-        .get("write_hook")
-        .is_some_and(|w| !matches!(w, Datum::Null))
-    {
+    // As in RethinkDB: the field may be left as it is, not changed.
+    let old_hook = old.get("write_hook").cloned().unwrap_or(Datum::Null);
+    if new.get("write_hook").is_some_and(|w| *w != old_hook) {
         return Err("The `write_hook` field is read-only and can't be used to create or drop a write hook function.".into());
     }
     no_extra(new, TABLE_KEYS)?;

@@ -133,6 +133,19 @@ pub enum IoHandle {
     Mmap(Arc<mmap::Mapping>),
 }
 
+impl IoHandle {
+    /// Another handle on the same descriptor (and lock) or mapping.
+    pub fn share(&self) -> IoHandle {
+        match self {
+            IoHandle::File { file, lock } => IoHandle::File {
+                file: file.clone(),
+                lock: lock.clone(),
+            },
+            IoHandle::Mmap(m) => IoHandle::Mmap(m.clone()),
+        }
+    }
+}
+
 /// When a thread stops.
 #[derive(Debug, Clone, Copy)]
 pub enum ThreadStop {
@@ -228,7 +241,8 @@ impl ThreadPlan {
 pub struct ThreadResult {
     /// Its measurements.
     pub rec: Recorder,
-    /// When its last operation completed, since the common start.
+    /// When it stopped (its last operation completed, or the stop condition
+    /// was seen), since the common start.
     pub end: Duration,
 }
 

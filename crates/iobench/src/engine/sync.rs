@@ -46,7 +46,6 @@ pub fn run(mut plan: ThreadPlan, start: Instant) -> Result<ThreadResult> {
     let mut rec = Recorder::new();
     let mut stopper = Stopper::new(plan.stop, plan.abort.clone());
     let mut writes_since_flush = 0u64;
-    let mut end = start.elapsed();
     let path = &plan.path;
 
     loop {
@@ -82,7 +81,6 @@ pub fn run(mut plan: ThreadPlan, start: Instant) -> Result<ThreadResult> {
             return Err(Error::io(op, path, e));
         }
         rec.record(kind, bs as u64, t1 - t0, t1 - start);
-        end = t1 - start;
         if kind == OpKind::Write {
             if let Some(fl) = plan.flush {
                 writes_since_flush += 1;
@@ -93,10 +91,12 @@ pub fn run(mut plan: ThreadPlan, start: Instant) -> Result<ThreadResult> {
                     })?;
                     let t2 = Instant::now();
                     rec.record_flush(t2 - t1);
-                    end = t2 - start;
                 }
             }
         }
     }
-    Ok(ThreadResult { rec, end })
+    Ok(ThreadResult {
+        rec,
+        end: start.elapsed(),
+    })
 }

@@ -123,7 +123,6 @@ pub fn run(mut plan: ThreadPlan, start: Instant) -> Result<ThreadResult> {
     let mut stopping = false;
     let mut writes_since_flush = 0u64;
     let mut flush_due = false;
-    let mut end = start.elapsed();
     let mut done: Vec<(u64, i32)> = Vec::with_capacity(qd);
     let path = plan.path.clone();
 
@@ -167,7 +166,6 @@ pub fn run(mut plan: ThreadPlan, start: Instant) -> Result<ThreadResult> {
                     continue;
                 }
                 rec.record(slot.kind, bs as u64, now - slot.started, now - start);
-                end = now - start;
             }
             if let Some(e) = failure {
                 drain(&mut ring, qd - free.len());
@@ -209,7 +207,6 @@ pub fn run(mut plan: ThreadPlan, start: Instant) -> Result<ThreadResult> {
                 }
                 let t1 = Instant::now();
                 rec.record_flush(t1 - t0);
-                end = t1 - start;
             }
             flush_due = false;
             writes_since_flush = 0;
@@ -272,7 +269,10 @@ pub fn run(mut plan: ThreadPlan, start: Instant) -> Result<ThreadResult> {
         enter(&ring, 0, 1, &path)?;
     }
     std::hint::black_box(&slots);
-    Ok(ThreadResult { rec, end })
+    Ok(ThreadResult {
+        rec,
+        end: start.elapsed(),
+    })
 }
 
 /// `io_uring_enter(to_submit, min_complete, GETEVENTS)`, retried on EINTR.

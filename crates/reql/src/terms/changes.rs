@@ -14,8 +14,10 @@
 //! per changed document on a one-element array (RethinkDB's `apply_ops`; an error or a
 //! filtered-out value counts as absent).
 //!
-//! Not yet: feeds on secondary indexes, `order_by(index=).limit(n)` and `min`/`max`
-//! feeds (they need the secondary-index work), and the system tables.
+//! `get_all`/`between` on a secondary index subscribe to the whole table with a
+//! pre-filter that evaluates the index function on each changed document (an entry of a
+//! multi index matches when any of its values does). Top-n feeds
+//! (`order_by(index=).limit(n)`, `min`/`max(index=)`) live in `changes_limit`.
 
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,6 +34,7 @@ use crate::ctx::QueryCtx;
 use crate::error::{logic, op_failed, Result, WithFrame};
 use crate::eval::{describe, eval, to_datum, Ev};
 use crate::term::Term;
+use crate::terms::changes_limit::{LimitOpts, LimitSpec};
 use crate::value::{DatumStream, Func, Sequence, Val};
 
 /// RethinkDB's error for terminals (`order_by`, `count`, ...) on a feed.
@@ -43,6 +46,8 @@ pub const TERMINAL_ON_FEED: &str =
 pub enum FeedKind {
     /// `get(...).changes()`.
     Point,
+    /// `order_by(index=).limit(n).changes()` and `min`/`max(index=)`.
+    Limit,
     /// A table, range or key-set feed.
     Stream,
 }
@@ -68,6 +73,7 @@ impl FeedInfo {
     pub fn notes(&self) -> Vec<ResponseNote> {
         let mut n = vec![match self.kinds.as_slice() {
             [FeedKind::Point] => ResponseNote::ATOM_FEED,
+            [FeedKind::Limit] => ResponseNote::ORDER_BY_LIMIT_FEED,
             [_] => ResponseNote::SEQUENCE_FEED,
             _ => ResponseNote::UNIONED_FEED,
         }];
@@ -192,6 +198,73 @@ struct Plan {
     kind: FeedKind,
     /// Transformation terms, innermost first; each has the selection as argument 0.
     transforms: Vec<Arc<Term>>,
+    /// Keeps only documents of a secondary-index selection.
+    prefilter: Option<Prefilter>,
+}
+
+/// A membership test on documents (secondary-index `get_all`/`between`).
+type Prefilter = Arc<dyn Fn(&Datum) -> bool + Send + Sync>;
+
+/// The documents of `table` whose values in index `name` satisfy `pred`.
+fn index_prefilter(
+    table: &Arc<dyn Table>,
+    name: &str,
+    pred: impl Fn(&Datum) -> bool + Send + Sync + 'static,
+) -> Result<Prefilter> {
+    let st = table.index_status()?;
+    let Some(s) = st.iter().find(|s| s.name == name) else {
+        return Err(crate::access::index_not_found(
+            name,
+            table.db(),
+            table.name(),
+        ));
+    };
+    let multi = s.spec.multi;
+    let f = crate::terms::index::IndexFunction::compile(&s.spec.function)?;
+    Ok(Arc::new(move |d: &Datum| match f.eval(d) {
+        Ok(Datum::Array(a)) if multi => a.iter().any(&pred),
+        Ok(v) => pred(&v),
+        Err(_) => false,
+    }))
+}
+
+fn bounds_pred(lower: Bound<Datum>, upper: Bound<Datum>) -> impl Fn(&Datum) -> bool {
+    use std::cmp::Ordering::{Greater, Less};
+    move |v: &Datum| {
+        let lo = match &lower {
+            Bound::Unbounded => true,
+            Bound::Included(b) => datum::cmp(v, b) != Less,
+            Bound::Excluded(b) => datum::cmp(v, b) == Greater,
+        };
+        let hi = match &upper {
+            Bound::Unbounded => true,
+            Bound::Included(b) => datum::cmp(v, b) != Greater,
+            Bound::Excluded(b) => datum::cmp(v, b) == Less,
+        };
+        lo && hi
+    }
+}
+
+fn whole() -> Target {
+    Target::Range {
+        lower: Bound::Unbounded,
+        upper: Bound::Unbounded,
+    }
+}
+
+/// The secondary index named by `term`'s `index` optarg (`None` for the primary key).
+fn secondary(ev: &Ev, t: &Arc<dyn Table>, term: &Term) -> Result<Option<String>> {
+    let Some(idx) = term.optarg("index") else {
+        return Ok(None);
+    };
+    match datum_of(ev, idx)? {
+        Datum::String(s) if &*s == t.primary_key() => Ok(None),
+        Datum::String(s) => Ok(Some(s.to_string())),
+        d => Err(logic(format!(
+            "Expected type STRING but found {}.",
+            d.type_name()
+        ))),
+    }
 }
 
 fn table_of(ev: &Ev, t: &Arc<Term>) -> Result<Arc<dyn Table>> {
@@ -208,20 +281,6 @@ fn table_of(ev: &Ev, t: &Arc<Term>) -> Result<Arc<dyn Table>> {
 fn datum_of(ev: &Ev, t: &Arc<Term>) -> Result<Datum> {
     let v = eval(ev.ctx, ev.env, t)?;
     to_datum(ev.ctx, v)
-}
-
-fn check_primary(ev: &Ev, t: &Arc<dyn Table>, term: &Term) -> Result<()> {
-    let Some(idx) = term.optarg("index") else {
-        return Ok(());
-    };
-    let idx = datum_of(ev, idx)?;
-    if idx.as_str() == Some(t.primary_key()) {
-        return Ok(());
-    }
-    Err(op_failed(format!(
-        "Changefeeds on secondary index `{}` are not supported by this server yet.",
-        idx.as_str().unwrap_or_default()
-    )))
 }
 
 fn bound(ev: &Ev, term: &Term, name: &str, default_closed: bool) -> Result<bool> {
@@ -259,11 +318,25 @@ fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
                 target: Target::Keys(vec![key]),
                 kind: FeedKind::Point,
                 transforms: Vec::new(),
+                prefilter: None,
             })
         }
         T::GET_ALL => {
             let table = table_of(ev, arg(t, 0)?)?;
-            check_primary(ev, &table, t)?;
+            if let Some(name) = secondary(ev, &table, t)? {
+                let mut keys = Vec::new();
+                for a in t.args.iter().skip(1) {
+                    keys.push(datum_of(ev, a)?);
+                }
+                let prefilter = index_prefilter(&table, &name, move |v| keys.contains(v))?;
+                return Ok(Plan {
+                    table,
+                    target: whole(),
+                    kind: FeedKind::Stream,
+                    transforms: Vec::new(),
+                    prefilter: Some(prefilter),
+                });
+            }
             let mut keys = Vec::new();
             for a in t.args.iter().skip(1) {
                 keys.push(primary_key(datum_of(ev, a)?)?);
@@ -273,11 +346,12 @@ fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
                 target: Target::Keys(keys),
                 kind: FeedKind::Stream,
                 transforms: Vec::new(),
+                prefilter: None,
             })
         }
         T::BETWEEN => {
             let table = table_of(ev, arg(t, 0)?)?;
-            check_primary(ev, &table, t)?;
+            let index = secondary(ev, &table, t)?;
             let left_closed = bound(ev, t, "left_bound", true)?;
             let right_closed = bound(ev, t, "right_bound", false)?;
             let lower = match datum_of(ev, arg(t, 1)?)? {
@@ -290,11 +364,22 @@ fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
                 d if right_closed => Bound::Included(d),
                 d => Bound::Excluded(d),
             };
+            if let Some(name) = index {
+                let prefilter = index_prefilter(&table, &name, bounds_pred(lower, upper))?;
+                return Ok(Plan {
+                    table,
+                    target: whole(),
+                    kind: FeedKind::Stream,
+                    transforms: Vec::new(),
+                    prefilter: Some(prefilter),
+                });
+            }
             Ok(Plan {
                 table,
                 target: Target::Range { lower, upper },
                 kind: FeedKind::Stream,
                 transforms: Vec::new(),
+                prefilter: None,
             })
         }
         T::FILTER | T::PLUCK | T::WITH_FIELDS | T::WITHOUT | T::MERGE | T::HAS_FIELDS => {
@@ -310,10 +395,21 @@ fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
         _ => match eval(ev.ctx, ev.env, t)? {
             Val::Table(table) => {
                 if let Some(s) = table.slice() {
-                    if s.index.is_some() || s.order.is_some() {
-                        return Err(op_failed(
-                            "Changefeeds on secondary indexes and ordered slices are not supported by this server yet.",
+                    if s.order.is_some() {
+                        return Err(logic(
+                            "Cannot call `changes` on an `order_by` without a `limit`.",
                         ));
+                    }
+                    if let Some(name) = &s.index {
+                        let pred = bounds_pred(s.lower.clone(), s.upper.clone());
+                        let prefilter = index_prefilter(&s.base, name, pred)?;
+                        return Ok(Plan {
+                            table: s.base.clone(),
+                            target: whole(),
+                            kind: FeedKind::Stream,
+                            transforms: Vec::new(),
+                            prefilter: Some(prefilter),
+                        });
                     }
                     return Ok(Plan {
                         table: s.base.clone(),
@@ -323,16 +419,15 @@ fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
                         },
                         kind: FeedKind::Stream,
                         transforms: Vec::new(),
+                        prefilter: None,
                     });
                 }
                 Ok(Plan {
                     table,
-                    target: Target::Range {
-                        lower: Bound::Unbounded,
-                        upper: Bound::Unbounded,
-                    },
+                    target: whole(),
                     kind: FeedKind::Stream,
                     transforms: Vec::new(),
+                    prefilter: None,
                 })
             }
             Val::Single(s) => Ok(Plan {
@@ -340,6 +435,7 @@ fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
                 target: Target::Keys(vec![s.key]),
                 kind: FeedKind::Point,
                 transforms: Vec::new(),
+                prefilter: None,
             }),
             Val::Seq(_) | Val::Datum(Datum::Array(_)) => {
                 Err(logic("Cannot call `changes` on an eager stream."))
@@ -364,9 +460,10 @@ enum Step {
 }
 
 /// Re-evaluates the transformation terms on one document.
-fn transform_of(ev: &Ev, terms: Vec<Arc<Term>>) -> Option<Transform> {
+fn transform_of(ev: &Ev, terms: Vec<Arc<Term>>, prefilter: Option<Prefilter>) -> Option<Transform> {
     if terms.is_empty() {
-        return None;
+        let pf = prefilter?;
+        return Some(Arc::new(move |d: &Datum| pf(d).then(|| d.clone())));
     }
     // A context of its own: the feed's must not be reachable from the hub (a cycle).
     let mut ctx = QueryCtx::new(ev.ctx.access.clone(), ev.ctx.db.clone(), ev.ctx.now);
@@ -396,6 +493,11 @@ fn transform_of(ev: &Ev, terms: Vec<Arc<Term>>) -> Option<Transform> {
         })
         .collect();
     Some(Arc::new(move |d: &Datum| {
+        if let Some(pf) = &prefilter {
+            if !pf(d) {
+                return None;
+            }
+        }
         let mut cur = d.clone();
         for step in &steps {
             let t = match step {
@@ -436,15 +538,20 @@ fn transform_of(ev: &Ev, terms: Vec<Arc<Term>>) -> Option<Transform> {
 pub fn changes(ev: &Ev) -> Result<Val> {
     let opts = feed_opts(ev)?;
     let src = arg(ev.term, 0)?;
+    if let Some(spec) = limit_spec(ev, src).at(0)? {
+        return open_limit(ev, spec, &opts);
+    }
     let p = plan(ev, src).at(0)?;
     if opts.include_offsets {
         return Err(logic("Cannot include offsets for range subs."));
     }
-    let transform = transform_of(ev, p.transforms);
+    let hint = crate::terms::changes_hint::eq_hint(&p.transforms);
+    let transform = transform_of(ev, p.transforms, p.prefilter);
     let waker = ev.ctx.feeds.with_info(|i| i.waker.clone());
     let sub = p.table.subscribe(Request {
         target: p.target,
         transform,
+        hint,
         options: opts.options,
         waker,
     })?;
@@ -464,6 +571,107 @@ pub fn changes(ev: &Ev) -> Result<Val> {
         table: None,
         infinite: true,
     }))
+}
+
+/// The top-n feed `src` describes: `order_by(index=).limit(n)` or `min`/`max(index=)`.
+fn limit_spec(ev: &Ev, src: &Arc<Term>) -> Result<Option<LimitSpec>> {
+    match src.tt {
+        T::LIMIT => {
+            let inner = arg(src, 0)?;
+            if inner.tt != T::ORDER_BY || inner.optarg("index").is_none() || inner.args.len() != 1 {
+                return Ok(None);
+            }
+            let Val::Table(t) = eval(ev.ctx, ev.env, inner)? else {
+                return Ok(None);
+            };
+            let Some(s) = t.slice() else {
+                return Ok(None);
+            };
+            let Some(desc) = s.order else {
+                return Ok(None);
+            };
+            let n = crate::eval::expect_int(&datum_of(ev, arg(src, 1)?)?).at(1)?;
+            if n < 0 {
+                return Err(logic("LIMIT takes a non-negative argument (got -1)"));
+            }
+            Ok(Some(LimitSpec {
+                table: s.base.clone(),
+                index: s.index.clone(),
+                lower: s.lower.clone(),
+                upper: s.upper.clone(),
+                desc,
+                n: usize::try_from(n).unwrap_or(usize::MAX),
+            }))
+        }
+        T::MIN | T::MAX if src.optarg("index").is_some() && src.args.len() == 1 => {
+            let table = table_of(ev, arg(src, 0)?)?;
+            let (base, lower, upper) = match table.slice() {
+                Some(s) => (s.base.clone(), s.lower.clone(), s.upper.clone()),
+                None => (table.clone(), Bound::Unbounded, Bound::Unbounded),
+            };
+            let index = secondary(ev, &base, src)?;
+            Ok(Some(LimitSpec {
+                table: base,
+                index,
+                lower,
+                upper,
+                desc: src.tt == T::MAX,
+                n: 1,
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn open_limit(ev: &Ev, spec: LimitSpec, opts: &FeedOpts) -> Result<Val> {
+    let waker = ev.ctx.feeds.with_info(|i| i.waker.clone());
+    let o = &opts.options;
+    let lopts = LimitOpts {
+        include_initial: o.include_initial,
+        include_states: o.include_states,
+        include_types: o.include_types,
+        include_offsets: opts.include_offsets,
+        queue_size: o.queue_size,
+    };
+    let (seq, probe) = crate::terms::changes_limit::open(spec, lopts, waker)?;
+    ev.ctx.feeds.with_info(|i| {
+        i.kinds.push(FeedKind::Limit);
+        i.include_states |= o.include_states;
+        i.min_interval = i.min_interval.max(opts.min_interval);
+        i.probes.push(probe);
+    });
+    Ok(Val::Seq(seq))
+}
+
+/// RethinkDB's error for an aggregation over an infinite stream: the changefeed text
+/// for a feed, the generic one otherwise (`r.range()`).
+pub fn infinite_error(ctx: &QueryCtx) -> crate::error::ReqlError {
+    if ctx.feeds.active() {
+        logic(TERMINAL_ON_FEED)
+    } else {
+        logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array.")
+    }
+}
+
+/// `skip(n)` on a feed: drops the first `n` items delivered (a poll that finds nothing
+/// queued is not an item).
+pub fn skip(seq: Sequence, n: usize) -> Sequence {
+    let mut inner = seq.stream;
+    let mut left = n;
+    let stream = std::iter::from_fn(move || loop {
+        let x = inner.next()?;
+        if left == 0 {
+            return Some(x);
+        }
+        if x.is_err() {
+            return Some(x);
+        }
+        left -= 1;
+    });
+    Sequence {
+        stream: Box::new(stream),
+        ..seq
+    }
 }
 
 /// `union` of sequences when one is a feed: polls each in turn and never drops one

@@ -323,32 +323,11 @@ pub fn info(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
     let d = match v {
         Val::Table(t) if t.slice().is_some() => crate::terms::index::slice_info(ev, &t)?,
-        Val::Table(t) => {
-            let mut m = Object::new();
-            let cfg = ev.ctx.access.table_config(t.db(), t.name())?;
-            let db_id = ev.ctx.access.db_list().map(|_| Datum::Null)?;
-            let _ = db_id;
-            m.insert(Str::from("type"), Datum::str("TABLE"));
-            m.insert(Str::from("name"), Datum::str(t.name()));
-            m.insert(Str::from("primary_key"), Datum::str(t.primary_key()));
-            let names = t.index_status()?.into_iter().map(|s| Datum::str(&s.name));
-            m.insert(Str::from("indexes"), Datum::array(names.collect()));
-            if let Some(id) = cfg.get("id") {
-                m.insert(Str::from("id"), id.clone());
-            }
-            m.insert(
-                Str::from("doc_count_estimates"),
-                Datum::array(vec![Datum::from(t.count()? as f64)]),
-            );
-            let mut db = Object::new();
-            db.insert(Str::from("name"), Datum::str(t.db()));
-            db.insert(Str::from("type"), Datum::str("DB"));
-            if let Some(dbid) = ev.ctx.access.db_config(t.db())?.get("id") {
-                db.insert(Str::from("id"), dbid.clone());
-            }
-            m.insert(Str::from("db"), Datum::object(db));
-            Datum::object(m)
-        }
+        Val::Table(t) => table_info(ev, &t)?,
+        Val::Single(s) => Datum::from_pairs([
+            ("type", Datum::str("SELECTION<OBJECT>")),
+            ("table", table_info(ev, &s.table)?),
+        ]),
         Val::Db(name) => {
             let mut m = Object::new();
             if let Some(id) = ev.ctx.access.db_config(&name)?.get("id") {
@@ -367,20 +346,28 @@ pub fn info(ev: &Ev) -> Result<Val> {
             };
             Datum::from_pairs([("type", Datum::str(name))])
         }
-        Val::Seq(s) if !s.is_array => {
-            let name = if s.table.is_some() {
-                "SELECTION<STREAM>"
-            } else {
-                "STREAM"
-            };
-            Datum::from_pairs([("type", Datum::str(name))])
-        }
+        Val::Seq(s) if !s.is_array || s.table.is_some() => match &s.table {
+            Some(t) => Datum::from_pairs([
+                (
+                    "type",
+                    Datum::str(if s.is_array {
+                        "SELECTION<ARRAY>"
+                    } else {
+                        "SELECTION<STREAM>"
+                    }),
+                ),
+                ("table", table_info(ev, t)?),
+            ]),
+            None => Datum::from_pairs([("type", Datum::str("STREAM"))]),
+        },
         other => {
             let d = ev.to_datum(other)?;
             let mut m = Object::new();
             m.insert(Str::from("type"), Datum::from(d.type_name()));
-            if !matches!(d, Datum::MinVal | Datum::MaxVal) {
-                m.insert(Str::from("value"), Datum::from(d.to_json_string()));
+            if !matches!(d, Datum::MinVal | Datum::MaxVal | Datum::Null) {
+                let mut text = String::new();
+                print_datum(&d, &mut text, 0);
+                m.insert(Str::from("value"), Datum::from(text));
             }
             if d.reql_type() == Some("BINARY") {
                 let n = datum::ptype::binary_bytes(&d).map_or(0, |b| b.len());
@@ -392,9 +379,79 @@ pub fn info(ev: &Ev) -> Result<Val> {
     Ok(Val::Datum(d))
 }
 
+/// `info` of a table (also the `table` of a selection's `info`; a slice's base table).
+fn table_info(ev: &Ev, t: &Arc<dyn crate::access::Table>) -> Result<Datum> {
+    let t = match t.slice() {
+        Some(s) => s.base.clone(),
+        None => t.clone(),
+    };
+    let mut m = Object::new();
+    let cfg = ev.ctx.access.table_config(t.db(), t.name())?;
+    m.insert(Str::from("type"), Datum::str("TABLE"));
+    m.insert(Str::from("name"), Datum::str(t.name()));
+    m.insert(Str::from("primary_key"), Datum::str(t.primary_key()));
+    let names = t.index_status()?.into_iter().map(|s| Datum::str(&s.name));
+    m.insert(Str::from("indexes"), Datum::array(names.collect()));
+    if let Some(id) = cfg.get("id") {
+        m.insert(Str::from("id"), id.clone());
+    }
+    m.insert(
+        Str::from("doc_count_estimates"),
+        Datum::array(vec![Datum::from(t.count()? as f64)]),
+    );
+    let mut db = Object::new();
+    db.insert(Str::from("name"), Datum::str(t.db()));
+    db.insert(Str::from("type"), Datum::str("DB"));
+    if let Some(dbid) = ev.ctx.access.db_config(t.db())?.get("id") {
+        db.insert(Str::from("id"), dbid.clone());
+    }
+    m.insert(Str::from("db"), Datum::object(db));
+    Ok(Datum::object(m))
+}
+
+/// RethinkDB's `datum_t::print` (rapidjson's pretty writer with tab indentation and
+/// `"key":\tvalue`), as `info` shows a value: arrays and objects one element a line.
+fn print_datum(d: &Datum, out: &mut String, depth: usize) {
+    let indent = |out: &mut String, n: usize| out.extend(std::iter::repeat_n('\t', n));
+    match d {
+        Datum::Array(a) if !a.is_empty() => {
+            out.push_str("[\n");
+            for (i, v) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(",\n");
+                }
+                indent(out, depth + 1);
+                print_datum(v, out, depth + 1);
+            }
+            out.push('\n');
+            indent(out, depth);
+            out.push(']');
+        }
+        Datum::Object(o) if !o.is_empty() => {
+            out.push_str("{\n");
+            for (i, (k, v)) in o.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(",\n");
+                }
+                indent(out, depth + 1);
+                out.push_str(&Datum::str(k).to_json_string());
+                out.push_str(":\t");
+                print_datum(v, out, depth + 1);
+            }
+            out.push('\n');
+            indent(out, depth);
+            out.push('}');
+        }
+        other => out.push_str(&other.to_json_string()),
+    }
+}
+
 /// JSON: parses a string.
 pub fn json(ev: &Ev) -> Result<Val> {
     let s = ev.string(0)?;
+    if let Some(k) = crate::terms::json_check::duplicate_key(s.as_bytes()) {
+        return Err(logic(format!("Duplicate key \"{k}\" in JSON.")));
+    }
     datum::from_json_slice(s.as_bytes())
         .map(Val::Datum)
         .map_err(|e| {
@@ -407,7 +464,7 @@ pub fn json(ev: &Ev) -> Result<Val> {
 
 /// RethinkDB parses JSON with rapidjson; its error texts are what clients see. Maps
 /// serde_json's description of the same problem onto rapidjson's wording.
-fn rapidjson_message(serde_msg: &str, empty: bool) -> &'static str {
+pub(crate) fn rapidjson_message(serde_msg: &str, empty: bool) -> &'static str {
     let m = serde_msg;
     if empty {
         "The document is empty."

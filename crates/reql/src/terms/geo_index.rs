@@ -129,14 +129,6 @@ pub fn get_nearest(ev: &Ev) -> Result<Val> {
             n * unit
         }
     };
-    let limit = std::f64::consts::FRAC_PI_2 * e.a * (1.0 - e.f);
-    if max_dist >= limit {
-        return Err(logic(format!(
-            "The distance has become too large for continuing the indexed nearest traversal.  Consider specifying a smaller `max_dist` parameter.  (Radius must be smaller than a quarter of the circumference along the minor axis of the reference ellipsoid.  Got {}m, but must be smaller than {}m.)",
-            shape::fmt_g20(max_dist),
-            shape::fmt_g20(limit)
-        )));
-    }
     // The nearest geometry of each document.
     let mut best: BTreeMap<String, (f64, Datum)> = BTreeMap::new();
     for r in t.index_pairs(&name, Bound::Unbounded, Bound::Unbounded)? {
@@ -156,6 +148,8 @@ pub fn get_nearest(ev: &Ev) -> Result<Val> {
     }
     let mut hits: Vec<(f64, Datum)> = best.into_values().collect();
     hits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let dists: Vec<f64> = hits.iter().map(|h| h.0).collect();
+    nearest_traversal(e, max_dist, max_results, &dists)?;
     hits.truncate(max_results);
     let out = hits
         .into_iter()
@@ -164,4 +158,80 @@ pub fn get_nearest(ev: &Ev) -> Result<Val> {
         })
         .collect();
     Ok(Val::Datum(Datum::array(out)))
+}
+
+// RethinkDB's nearest traversal (`nearest_traversal_state_t`): the search radius starts
+// at 10 m (on earth) and grows batch by batch with the density of the results found.
+const NEAREST_INITIAL_RADIUS_FRACTION: f64 = 10.0 / 6_378_137.0;
+const NEAREST_MAX_GROWTH_FACTOR: f64 = 2.0;
+const NEAREST_GOAL_BATCH_SIZE: f64 = 100.0;
+const NEAREST_NUM_VERTICES: f64 = 8.0;
+
+/// Replays RethinkDB's batched nearest traversal over the sorted distances of the
+/// documents within `max_dist`, failing as it does when a batch's query polygon
+/// (`build_polygon_with_inradius_at_least`) would need a radius of a quarter of the
+/// ellipsoid's minor circumference or more. The answer itself does not depend on the
+/// batches (every batch covers all documents up to its radius), only this error does.
+fn nearest_traversal(
+    e: crate::terms::geo::Ellipsoid,
+    max_dist: f64,
+    max_results: usize,
+    dists: &[f64],
+) -> Result<()> {
+    let b = e.a * (1.0 - e.f);
+    let limit = 0.5 * std::f64::consts::PI * e.a.min(b);
+    let distortion = e.a.max(b) / e.a.min(b);
+    let mut processed = 0.0_f64;
+    let mut current = max_dist.min(NEAREST_INITIAL_RADIUS_FRACTION * e.a);
+    let mut emitted = 0usize;
+    loop {
+        let ex_r =
+            current * 1.01 / (std::f64::consts::PI / NEAREST_NUM_VERTICES).cos() * distortion;
+        if ex_r >= limit {
+            return Err(logic(format!(
+                "The distance has become too large for continuing the indexed nearest traversal.  Consider specifying a smaller `max_dist` parameter.  (Radius must be smaller than a quarter of the circumference along the minor axis of the reference ellipsoid.  Got {}m, but must be smaller than {}m.)",
+                shape::fmt_g20(ex_r),
+                shape::fmt_g20(limit)
+            )));
+        }
+        let found = dists.partition_point(|d| *d <= current);
+        let new = found.saturating_sub(emitted) as f64;
+        emitted = emitted.max(found);
+        let area = std::f64::consts::PI * (current * current - processed * processed);
+        let density = new / area;
+        processed = current;
+        current = if density != 0.0 {
+            ((NEAREST_GOAL_BATCH_SIZE / std::f64::consts::PI / density) + processed * processed)
+                .sqrt()
+        } else {
+            processed * NEAREST_MAX_GROWTH_FACTOR
+        };
+        // As in RethinkDB, the growth cap applies to the new radius itself.
+        current = current.min((current * NEAREST_MAX_GROWTH_FACTOR).min(max_dist));
+        if processed >= max_dist || emitted >= max_results || !current.is_finite() {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod traversal_tests {
+    use super::*;
+
+    #[test]
+    fn traversal_fails_only_when_it_reaches_a_too_large_radius() {
+        let e = crate::terms::geo::WGS84;
+        let dists = [0.0, 0.0557, 1_565_109.1];
+        let err = nearest_traversal(e, 10_000_000.0, 100, &dists).unwrap_err();
+        assert!(
+            err.message.contains(
+                "Got 10968937.995244588703m, but must be smaller than 9985163.1855612862855m."
+            ),
+            "{}",
+            err.message
+        );
+        assert!(nearest_traversal(e, 1_565_110.0, 100, &dists).is_ok());
+        // Enough results before the radius grows too large: no error.
+        assert!(nearest_traversal(e, 10_000_000.0, 2, &dists).is_ok());
+    }
 }

@@ -29,7 +29,7 @@ pub use super::index_read::{
 
 const BLOB_PREFIX: &str = "$reql_index_function$";
 
-fn expect_table(ev: &Ev, i: usize, what: &str) -> Result<Arc<dyn Table>> {
+pub(crate) fn expect_table(ev: &Ev, i: usize, what: &str) -> Result<Arc<dyn Table>> {
     match ev.arg(i)? {
         Val::Table(t) if t.slice().is_none() => Ok(t),
         Val::Table(t) => Err(logic(format!(
@@ -228,7 +228,7 @@ fn spec_from_blob(d: &Datum) -> Result<IndexSpec> {
 }
 
 /// A JavaScript rendering of an index function for `index_status`'s `query`.
-fn js_of(j: &Json) -> String {
+pub(crate) fn js_of(j: &Json) -> String {
     let arr = match j.as_array() {
         Some(a) => a,
         None => return j.to_string(),

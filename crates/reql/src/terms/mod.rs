@@ -11,15 +11,21 @@ use crate::value::Val;
 pub mod admin;
 pub mod array;
 pub mod changes;
+pub mod changes_hint;
+pub mod changes_limit;
 pub mod control;
 pub mod db;
+pub mod format;
 pub mod geo;
 pub mod geo_index;
 pub mod group;
+pub mod http;
+pub mod http_client;
 pub mod index;
 pub mod index_read;
 pub mod join;
 pub mod js;
+pub mod json_check;
 pub mod math;
 pub mod object;
 pub mod seq;
@@ -27,6 +33,7 @@ pub mod stream;
 pub mod strings;
 pub mod time;
 pub mod write;
+pub mod write_hook;
 
 /// Evaluates `ev.term` by its type.
 pub fn dispatch(ev: &Ev) -> Result<Val> {
@@ -39,6 +46,7 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::IMPLICIT_VAR => control::implicit_var(ev),
         T::FUNC => crate::eval::make_func(ev),
         T::JAVASCRIPT => js::javascript(ev),
+        T::HTTP => http::http(ev),
         T::FUNCALL => control::funcall(ev),
         T::BRANCH => control::branch(ev),
         T::AND => control::and(ev),
@@ -130,6 +138,8 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::INDEX_RENAME => index::index_rename(ev),
         T::INDEX_STATUS => index::index_status(ev),
         T::INDEX_WAIT => index::index_wait(ev),
+        T::SET_WRITE_HOOK => write_hook::set_write_hook(ev),
+        T::GET_WRITE_HOOK => write_hook::get_write_hook(ev),
         T::GET_INTERSECTING => geo_index::get_intersecting(ev),
         T::GET_NEAREST => geo_index::get_nearest(ev),
 
@@ -195,6 +205,7 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::SPLIT => strings::split(ev),
         T::UPCASE => strings::upcase(ev),
         T::DOWNCASE => strings::downcase(ev),
+        T::FORMAT => format::format(ev),
 
         T::POINT => geo::point(ev),
         T::LINE => geo::line(ev),

@@ -35,6 +35,27 @@ pub fn field_of(d: &Datum, field: &str, term: &str) -> Result<Datum> {
     }
 }
 
+/// RethinkDB refuses the object terms on pseudo-type values (times, binary), but not on
+/// geometry: "Cannot call `keys` on objects of type `PTYPE<TIME>`."
+fn check_plain(d: &Datum, term: &str) -> Result<()> {
+    if d.is_ptype() && d.reql_type() != Some("GEOMETRY") {
+        return Err(logic(format!(
+            "Cannot call `{term}` on objects of type `{}`.",
+            d.type_name()
+        )));
+    }
+    Ok(())
+}
+
+/// `check_plain` on a single value (sequences are checked item by item elsewhere).
+fn check_val(v: &Val, term: &str) -> Result<()> {
+    match v {
+        Val::Datum(d) => check_plain(d, term),
+        Val::Single(s) => check_plain(&s.doc, term),
+        _ => Ok(()),
+    }
+}
+
 fn is_sequence(v: &Val) -> bool {
     matches!(v, Val::Seq(_) | Val::Table(_) | Val::Datum(Datum::Array(_)))
 }
@@ -47,6 +68,7 @@ pub fn get_field(ev: &Ev) -> Result<Val> {
         let seq = ev.to_seq(v)?;
         return Ok(Val::Seq(pluck_values(seq, field, "get_field")));
     }
+    check_val(&v, "get_field").at(0)?;
     let d = ev.to_datum(v)?;
     field_of(&d, &field, "get_field").map(Val::Datum)
 }
@@ -84,6 +106,7 @@ pub fn bracket(ev: &Ev) -> Result<Val> {
                 let seq = ev.to_seq(v)?;
                 return Ok(Val::Seq(pluck_values(seq, s.to_string(), "bracket")));
             }
+            check_val(&v, "bracket").at(0)?;
             let d = ev.to_datum(v)?;
             field_of(&d, &s, "bracket").map(Val::Datum)
         }
@@ -125,6 +148,7 @@ fn per_object(
 /// PLUCK.
 pub fn pluck(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
+    check_val(&v, "pluck").at(0)?;
     let sel = selectors(ev, 1)?;
     if is_sequence(&v) {
         return per_object(ev, v, false, move |d| match d {
@@ -190,6 +214,7 @@ fn pluck_into(obj: &Object, sel: &Datum, out: &mut Object) -> Result<()> {
 /// WITHOUT.
 pub fn without(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
+    check_val(&v, "without").at(0)?;
     let sel = selectors(ev, 1)?;
     per_object(ev, v, false, move |d| without_datum(d, &sel))
 }
@@ -250,6 +275,7 @@ fn without_from(obj: &mut Object, sel: &Datum) -> Result<()> {
 /// MERGE: deep merge of objects (functions are called with the current object).
 pub fn merge(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
+    check_val(&v, "merge").at(0)?;
     let mut others = Vec::new();
     for i in 1..ev.nargs() {
         others.push(ev.arg(i)?);
@@ -258,7 +284,17 @@ pub fn merge(ev: &Ev) -> Result<Val> {
     for (i, o) in others.into_iter().enumerate() {
         plain.push(match o {
             Val::Func(f) => MergeArg::Func(Val::Func(f)),
-            other => MergeArg::Datum(ev.to_datum(other).at(i + 1)?),
+            other => {
+                let d = ev.to_datum(other).at(i + 1)?;
+                if d.is_ptype() && !matches!(d.reql_type(), Some("LITERAL" | "GEOMETRY")) {
+                    return Err(logic(format!(
+                        "Cannot merge objects of type `{}`.",
+                        d.type_name()
+                    )))
+                    .at(i + 1);
+                }
+                MergeArg::Datum(d)
+            }
         });
     }
     let ctx = ev.ctx.clone();
@@ -356,9 +392,16 @@ pub fn has_fields(ev: &Ev) -> Result<Val> {
             _ => Ok(false),
         })));
     }
+    check_val(&v, "has_fields").at(0)?;
     let d = ev.to_datum(v)?;
     let o = expect_object(&d).at(0)?;
     for s in &sel {
+        if let Some(epoch) = datum::ptype::time_epoch(s) {
+            return Err(logic(format!(
+                "Invalid path argument `{}`.",
+                Datum::Number(epoch).to_json_string()
+            )));
+        }
         if !matches!(s, Datum::String(_) | Datum::Array(_) | Datum::Object(_)) {
             return Err(logic(format!(
                 "Invalid path argument `{}`.",
@@ -387,7 +430,7 @@ pub fn has_path(o: &Object, sel: &Datum) -> bool {
 /// KEYS.
 pub fn keys(ev: &Ev) -> Result<Val> {
     let d = ev.datum(0)?;
-    let o = expect_object(&d).at(0)?;
+    let o = plain_object(&d, "keys").at(0)?;
     Ok(Val::Datum(Datum::array(
         o.keys().map(|k| Datum::String(k.clone())).collect(),
     )))
@@ -396,8 +439,20 @@ pub fn keys(ev: &Ev) -> Result<Val> {
 /// VALUES.
 pub fn values(ev: &Ev) -> Result<Val> {
     let d = ev.datum(0)?;
-    let o = expect_object(&d).at(0)?;
+    let o = plain_object(&d, "values").at(0)?;
     Ok(Val::Datum(Datum::array(o.values().cloned().collect())))
+}
+
+/// The object of `keys`/`values`, or "Cannot call `keys` on objects of type `X`.".
+fn plain_object<'a>(d: &'a Datum, term: &str) -> Result<&'a Object> {
+    check_plain(d, term)?;
+    match d {
+        Datum::Object(o) => Ok(o),
+        other => Err(logic(format!(
+            "Cannot call `{term}` on objects of type `{}`.",
+            other.type_name()
+        ))),
+    }
 }
 
 /// LITERAL.

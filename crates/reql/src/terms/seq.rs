@@ -104,13 +104,20 @@ pub fn filter(ev: &Ev) -> Result<Val> {
     let default = ev.term.optarg("default").cloned();
     let ctx = ev.ctx.clone();
     let env = ev.env.clone();
+    // RethinkDB matches an object result as a pattern only when the function's body is
+    // an object literal; any other object result is simply truthy.
+    let pattern_body = match &pred {
+        Val::Func(f) => matches!(f.body.tt, T::MAKE_OBJ | T::DATUM),
+        _ => true,
+    };
     Ok(Val::Seq(filter_items(seq, move |d| {
         let r = match &pred {
             Val::Datum(p @ Datum::Object(_)) => Ok(Datum::Bool(matches_pattern(d, p))),
             other => apply(&ctx, other, d.clone()),
         };
         match r {
-            Ok(v) => Ok(filter_truth(d, &v)),
+            Ok(v) if pattern_body => Ok(filter_truth(d, &v)),
+            Ok(v) => Ok(v.truthy()),
             Err(e) if e.kind == ErrorKind::NonExistence => match &default {
                 None => Ok(false),
                 Some(t) => match crate::eval::eval(&ctx, &env, t) {
@@ -231,7 +238,7 @@ pub fn count(ev: &Ev) -> Result<Val> {
     }
     let seq = ev.to_seq(v).at(0)?;
     if seq.infinite {
-        return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
+        return Err(crate::terms::changes::infinite_error(ev.ctx));
     }
     let pred = if ev.nargs() > 1 {
         Some(ev.arg(1)?)
@@ -327,6 +334,9 @@ pub fn skip(ev: &Ev) -> Result<Val> {
         )));
     }
     let n = usize::try_from(n).unwrap_or(usize::MAX);
+    if crate::terms::changes::is_feed(ev.ctx, &seq) {
+        return Ok(Val::Seq(crate::terms::changes::skip(seq, n)));
+    }
     let infinite = seq.infinite;
     let mut out = seq_flags(&seq.is_array, seq.table);
     out.stream = Box::new(seq.stream.skip(n));
@@ -622,7 +632,7 @@ pub fn distinct(ev: &Ev) -> Result<Val> {
 pub fn reduce(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
     if seq.infinite {
-        return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
+        return Err(crate::terms::changes::infinite_error(ev.ctx));
     }
     let f = crate::eval::expect_func(ev.arg(1)?).at(1)?;
     let mut acc: Option<Datum> = None;
@@ -649,7 +659,7 @@ pub fn aggregate(ev: &Ev) -> Result<Val> {
     }
     let seq = ev.seq(0)?;
     if seq.infinite {
-        return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
+        return Err(crate::terms::changes::infinite_error(ev.ctx));
     }
     let tt = ev.term.tt;
     let by = if ev.nargs() > 1 {

@@ -18,6 +18,7 @@ use crate::eval::{call, to_datum, Ev};
 use crate::term::Term;
 use crate::terms::db::parse_durability;
 use crate::terms::object::merge_datum;
+use crate::terms::write_hook::Hook;
 use crate::value::Val;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -142,10 +143,17 @@ fn durability(ev: &Ev, t: &dyn Table) -> Result<Durability> {
 }
 
 /// Fails when a value cannot be stored (extrema, stray literals).
+/// The longest array a stored document may hold, whatever the query's `array_limit`
+/// (RethinkDB's fixed limit for disk writes).
+const DISK_ARRAY_LIMIT: usize = 100_000;
+
 fn check_storable(d: &Datum) -> Result<()> {
     match d {
         Datum::MinVal | Datum::MaxVal => Err(logic(
             "`r.minval` and `r.maxval` cannot be written to disk.",
+        )),
+        Datum::Array(a) if a.len() > DISK_ARRAY_LIMIT => Err(crate::error::resource(
+            "Array too large for disk writes (limit 100,000 elements).",
         )),
         Datum::Array(a) => a.iter().try_for_each(check_storable),
         Datum::Object(o) => {
@@ -180,6 +188,7 @@ pub fn insert(ev: &Ev) -> Result<Val> {
     };
     let rc = return_changes(ev)?;
     let dur = durability(ev, t.as_ref())?;
+    let hook = Hook::for_write(ev, t.as_ref())?;
     let conflict = match ev.opt("conflict")? {
         None => Conflict::Error,
         Some(Val::Func(f)) => {
@@ -211,7 +220,7 @@ pub fn insert(ev: &Ev) -> Result<Val> {
     let mut stats = Stats::default();
     let one = |d: Datum, stats: &mut Stats| -> Result<()> {
         let key = d.get(t.primary_key()).cloned();
-        let r = insert_one(ev, t.as_ref(), d, &conflict, stats, dur);
+        let r = insert_one(ev, t.as_ref(), d, &conflict, stats, dur, hook.as_ref());
         match r {
             Ok((old, new)) => stats.record(old, new, rc),
             Err(e) if e.kind == ErrorKind::Permission => return Err(e),
@@ -250,6 +259,7 @@ fn insert_one(
     conflict: &Conflict,
     stats: &mut Stats,
     dur: Durability,
+    hook: Option<&Hook>,
 ) -> Result<(Option<Datum>, Option<Datum>)> {
     let Datum::Object(o) = &d else {
         return Err(logic(format!(
@@ -271,7 +281,27 @@ fn insert_one(
     };
     datum::keys::encode_primary(&key).map_err(|e| logic(e.message().to_string()))?;
     let ctx = ev.ctx.clone();
-    let (old, new, ticket) = t.modify(&key, &mut |old| match old {
+    let (old, new, ticket) = t.modify(&key, &mut |old| {
+        let change = insert_change(&ctx, pk, &key, &doc, conflict, old)?;
+        match hook {
+            Some(h) => h.apply(&ctx, &key, old, change),
+            None => Ok(change),
+        }
+    })?;
+    ev.ctx.note_write(ticket, dur);
+    Ok((old, new))
+}
+
+/// What an insert of `doc` under `key` does to the stored document `old`.
+fn insert_change(
+    ctx: &Arc<crate::ctx::QueryCtx>,
+    pk: &str,
+    key: &Datum,
+    doc: &Datum,
+    conflict: &Conflict,
+    old: Option<&Datum>,
+) -> Result<Change> {
+    match old {
         None => Ok(Change::Put(doc.clone())),
         Some(old) => match conflict {
             Conflict::Error => Err(logic(format!(
@@ -281,15 +311,15 @@ fn insert_one(
                 doc.to_pretty_string()
             ))),
             Conflict::Replace => Ok(Change::Put(doc.clone())),
-            Conflict::Update => Ok(Change::Put(merge_datum(old, &doc)?)),
+            Conflict::Update => Ok(Change::Put(merge_datum(old, doc)?)),
             Conflict::Func(f) => {
-                let r = call(&ctx, f, vec![key.clone(), old.clone(), doc.clone()])?;
-                let r = to_datum(&ctx, r)?;
+                let r = call(ctx, f, vec![key.clone(), old.clone(), doc.clone()])?;
+                let r = to_datum(ctx, r)?;
                 match r {
                     Datum::Null => Ok(Change::Delete),
                     Datum::Object(_) => {
                         check_storable(&r)?;
-                        if r.get(pk) != Some(&key) {
+                        if r.get(pk) != Some(key) {
                             return Err(pk_changed(pk, old, &r));
                         }
                         Ok(Change::Put(r))
@@ -302,9 +332,7 @@ fn insert_one(
                 }
             }
         },
-    })?;
-    ev.ctx.note_write(ticket, dur);
-    Ok((old, new))
+    }
 }
 
 fn pk_changed(pk: &str, old: &Datum, new: &Datum) -> ReqlError {
@@ -316,10 +344,40 @@ fn pk_changed(pk: &str, old: &Datum, new: &Datum) -> ReqlError {
     ))
 }
 
+/// RethinkDB's checks of a document about to be stored under `key` (a write hook's
+/// result): an object, storable, with the same primary key.
+pub(crate) fn check_new_doc(pk: &str, key: &Datum, old: Option<&Datum>, new: &Datum) -> Result<()> {
+    if !matches!(new, Datum::Object(_)) {
+        return Err(logic(format!(
+            "Inserted value must be an OBJECT (got {}):\n{}",
+            new.type_name(),
+            new.to_pretty_string()
+        )));
+    }
+    check_storable(new)?;
+    match new.get(pk) {
+        None => Err(logic(format!(
+            "Inserted object must have primary key `{}`:\n{}",
+            pk,
+            new.to_pretty_string()
+        ))),
+        Some(k) if k != key => Err(pk_changed(pk, old.unwrap_or(&Datum::Null), new)),
+        Some(_) => Ok(()),
+    }
+}
+
 /// The documents a write term applies to: (table, items).
 enum Target {
     One(Arc<dyn Table>, Datum, Datum),
     Many(Arc<dyn Table>, crate::value::DatumStream),
+}
+
+impl Target {
+    fn table(&self) -> &Arc<dyn Table> {
+        match self {
+            Target::One(t, _, _) | Target::Many(t, _) => t,
+        }
+    }
 }
 
 fn target(ev: &Ev) -> Result<Target> {
@@ -392,6 +450,24 @@ pub fn is_deterministic(t: &Term) -> bool {
         && t.optargs.iter().all(|(_, a)| is_deterministic(a))
 }
 
+/// Before `r.args` is expanded in update/replace: its argument must be deterministic
+/// unless `non_atomic` is literally true (RethinkDB checks the unexpanded term).
+pub fn check_args_deterministic(term: &Term) -> Result<()> {
+    let non_atomic = term
+        .optarg("non_atomic")
+        .is_some_and(|t| matches!(t.datum, Datum::Bool(true)) && t.tt == T::DATUM);
+    if non_atomic {
+        return Ok(());
+    }
+    match term.args.iter().skip(1).position(|a| !is_deterministic(a)) {
+        Some(i) => Err(logic(
+            "Could not prove argument deterministic.  Maybe you want to use the non_atomic flag?",
+        ))
+        .at(i + 1),
+        None => Ok(()),
+    }
+}
+
 /// The function or value argument of update/replace, checked for determinism.
 fn mutation_arg(ev: &Ev) -> Result<Val> {
     let non_atomic = ev.opt_bool("non_atomic", false)?;
@@ -436,20 +512,44 @@ fn patch_of(ev: &Ev, f: &Val, old: &Datum) -> Result<Datum> {
     }
 }
 
+/// Applies the table's write hook (if any) to one document's change.
+fn hooked(
+    ev: &Ev,
+    hook: Option<&Hook>,
+    key: &Datum,
+    old: Option<&Datum>,
+    change: Change,
+) -> Result<Change> {
+    match hook {
+        Some(h) => h.apply(ev.ctx, key, old, change),
+        None => Ok(change),
+    }
+}
+
+/// A single-document update/delete of a missing document: RethinkDB still runs the
+/// hook (with `old_val` and `new_val` null), which may fail.
+fn missing_doc(ev: &Ev, hook: Option<&Hook>, key: &Datum) -> Result<()> {
+    hooked(ev, hook, key, None, Change::Keep).map(|_| ())
+}
+
 /// UPDATE.
 pub fn update(ev: &Ev) -> Result<Val> {
     let f = mutation_arg(ev)?;
     let rc = return_changes(ev)?;
     let target = target(ev)?;
+    let hook = Hook::for_write(ev, target.table().as_ref())?;
     let mut stats = Stats::default();
     for_each_doc(ev, target, |t, key, doc| {
         if doc.is_none() {
-            stats.record(None, None, rc);
+            match missing_doc(ev, hook.as_ref(), &key) {
+                Ok(()) => stats.record(None, None, rc),
+                Err(e) => stats.error(&e, rc, None),
+            }
             return Ok(());
         }
         let dur = durability(ev, t.as_ref())?;
         let pk = t.primary_key().to_string();
-        let r = t.modify(&key, &mut |old| {
+        let change_of = |old: Option<&Datum>| -> Result<Change> {
             let Some(old) = old else {
                 return Ok(Change::Keep);
             };
@@ -470,6 +570,9 @@ pub fn update(ev: &Ev) -> Result<Val> {
                 return Err(pk_changed(&pk, old, &new));
             }
             Ok(Change::Put(new))
+        };
+        let r = t.modify(&key, &mut |old| {
+            hooked(ev, hook.as_ref(), &key, old, change_of(old)?)
         });
         match r {
             Ok((old, new, ticket)) => {
@@ -491,11 +594,12 @@ pub fn replace(ev: &Ev) -> Result<Val> {
     let f = mutation_arg(ev)?;
     let rc = return_changes(ev)?;
     let target = target(ev)?;
+    let hook = Hook::for_write(ev, target.table().as_ref())?;
     let mut stats = Stats::default();
     for_each_doc(ev, target, |t, key, doc| {
         let dur = durability(ev, t.as_ref())?;
         let pk = t.primary_key().to_string();
-        let r = t.modify(&key, &mut |old| {
+        let change_of = |old: Option<&Datum>| -> Result<Change> {
             let cur = old.cloned().unwrap_or(Datum::Null);
             let new = patch_of(ev, &f, &cur)?;
             if matches!(new, Datum::Null) {
@@ -526,6 +630,9 @@ pub fn replace(ev: &Ev) -> Result<Val> {
                 }),
                 Some(_) => Ok(Change::Put(new)),
             }
+        };
+        let r = t.modify(&key, &mut |old| {
+            hooked(ev, hook.as_ref(), &key, old, change_of(old)?)
         });
         match r {
             Ok((old, new, ticket)) => {
@@ -546,19 +653,24 @@ pub fn replace(ev: &Ev) -> Result<Val> {
 pub fn delete(ev: &Ev) -> Result<Val> {
     let rc = return_changes(ev)?;
     let target = target(ev)?;
+    let hook = Hook::for_write(ev, target.table().as_ref())?;
     let mut stats = Stats::default();
     for_each_doc(ev, target, |t, key, doc| {
         if doc.is_none() {
-            stats.record(None, None, rc);
+            match missing_doc(ev, hook.as_ref(), &key) {
+                Ok(()) => stats.record(None, None, rc),
+                Err(e) => stats.error(&e, rc, None),
+            }
             return Ok(());
         }
         let dur = durability(ev, t.as_ref())?;
         let r = t.modify(&key, &mut |old| {
-            Ok(if old.is_some() {
+            let change = if old.is_some() {
                 Change::Delete
             } else {
                 Change::Keep
-            })
+            };
+            hooked(ev, hook.as_ref(), &key, old, change)
         });
         match r {
             Ok((old, new, ticket)) => {
@@ -566,7 +678,9 @@ pub fn delete(ev: &Ev) -> Result<Val> {
                 stats.record(old, new, rc);
             }
             // A refused delete (a system table's rule) is counted, as in RethinkDB.
-            Err(e) if e.kind == ErrorKind::OpFailed => stats.error(&e, rc, doc.as_ref()),
+            Err(e) if e.kind == ErrorKind::OpFailed || Hook::is_hook_error(&e) => {
+                stats.error(&e, rc, doc.as_ref())
+            }
             Err(e) => return Err(e),
         }
         Ok(())

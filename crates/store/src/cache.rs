@@ -1,0 +1,198 @@
+//! A bounded cache of decoded documents in front of the engine, one per shard.
+//!
+//! Point reads (`Shard::get`) and read-modify-writes (`Shard::modify`) look here first:
+//! a hit costs a hash lookup and an `Arc` clone instead of an engine get plus a JSON
+//! decode, and the cached document keeps its stored JSON (`datum::Object::raw_json`),
+//! so replying with it is a copy. Scans read their snapshot and do not use it.
+//!
+//! Consistency (the invariant: after a write to a key returns, no reader can find an
+//! older version of that key here):
+//! - writers hold the key's stripe lock in `Shard::modify`; around the engine write
+//!   they call `begin_write` (bumps the stripe's generation, marks it busy, drops the
+//!   key) and `end_write` (bumps the generation again, clears busy, caches the new
+//!   document);
+//! - a reader that misses notes the generation *before* its engine read and inserts
+//!   what it read only if the stripe is not busy and the generation has not moved, so
+//!   it can never put back a version that a write has replaced.
+//!
+//! Memory: all shards share one byte budget (`set_budget`, from `--cache-size`);
+//! each stripe evicts its own entries (second chance: recently hit entries survive one
+//! pass) while the total is over the budget.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use datum::Datum;
+use parking_lot::Mutex;
+
+/// Stripes per shard cache (independent locks).
+const STRIPES: usize = 64;
+
+/// The shared budget in bytes; 64 MiB until the server sets it.
+static BUDGET: AtomicUsize = AtomicUsize::new(64 << 20);
+/// Bytes held by all shard caches together.
+static USED: AtomicUsize = AtomicUsize::new(0);
+
+/// Sets the byte budget shared by the document caches of all shards (0 disables them).
+pub fn set_budget(bytes: usize) {
+    BUDGET.store(bytes, Ordering::Relaxed);
+}
+
+/// The bytes an entry is charged: its stored JSON, about as much again for the
+/// decoded form, and the bookkeeping.
+fn charge(key: &[u8], doc: &Datum) -> usize {
+    let json = doc
+        .as_object()
+        .and_then(datum::Object::raw_json)
+        .map_or(1024, <[u8]>::len);
+    2 * json + 2 * key.len() + 160
+}
+
+struct Entry {
+    doc: Datum,
+    size: usize,
+    hit: bool,
+}
+
+#[derive(Default)]
+struct Stripe {
+    map: HashMap<Vec<u8>, Entry>,
+    /// Insertion order for eviction; may hold keys already gone (skipped when popped).
+    order: VecDeque<Vec<u8>>,
+    bytes: usize,
+    generation: u64,
+    /// Writes in progress on keys of this stripe.
+    busy: u32,
+}
+
+impl Stripe {
+    fn remove(&mut self, key: &[u8]) {
+        if let Some(e) = self.map.remove(key) {
+            self.bytes -= e.size;
+            USED.fetch_sub(e.size, Ordering::Relaxed);
+        }
+    }
+
+    fn insert(&mut self, key: Vec<u8>, doc: Datum) {
+        let budget = BUDGET.load(Ordering::Relaxed);
+        let size = charge(&key, &doc);
+        if size > budget / 4 {
+            return;
+        }
+        self.remove(&key);
+        USED.fetch_add(size, Ordering::Relaxed);
+        self.bytes += size;
+        self.order.push_back(key.clone());
+        self.map.insert(
+            key,
+            Entry {
+                doc,
+                size,
+                hit: false,
+            },
+        );
+        self.evict(budget);
+    }
+
+    /// Evicts while all caches together are over the budget and this stripe has
+    /// entries; compacts `order` when it is mostly stale keys.
+    fn evict(&mut self, budget: usize) {
+        let mut passes = 2 * self.order.len();
+        while USED.load(Ordering::Relaxed) > budget && passes > 0 {
+            passes -= 1;
+            let Some(k) = self.order.pop_front() else {
+                break;
+            };
+            match self.map.get_mut(&k) {
+                Some(e) if e.hit => {
+                    e.hit = false;
+                    self.order.push_back(k);
+                }
+                Some(_) => self.remove(&k),
+                None => {}
+            }
+        }
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.order.retain(|k| map.contains_key(k));
+        }
+    }
+}
+
+/// One shard's cache of decoded documents by encoded primary key.
+pub(crate) struct DocCache {
+    stripes: Vec<Mutex<Stripe>>,
+}
+
+/// What a lookup found: the document, or the generation to quote when inserting.
+pub(crate) enum Lookup {
+    Hit(Datum),
+    Miss(u64),
+}
+
+impl DocCache {
+    pub(crate) fn new() -> DocCache {
+        DocCache {
+            stripes: (0..STRIPES)
+                .map(|_| Mutex::new(Stripe::default()))
+                .collect(),
+        }
+    }
+
+    fn stripe(&self, stripe: usize) -> &Mutex<Stripe> {
+        // `stripes` has STRIPES entries and the index is reduced modulo STRIPES.
+        &self.stripes[stripe % STRIPES]
+    }
+
+    /// Looks `key` (whose shard stripe number is `stripe`) up.
+    pub(crate) fn get(&self, stripe: usize, key: &[u8]) -> Lookup {
+        let mut s = self.stripe(stripe).lock();
+        match s.map.get_mut(key) {
+            Some(e) => {
+                e.hit = true;
+                Lookup::Hit(e.doc.clone())
+            }
+            None => Lookup::Miss(s.generation),
+        }
+    }
+
+    /// Caches what a reader read from the engine after a `Miss(generation)`, unless a
+    /// write to the stripe started since.
+    pub(crate) fn fill(&self, stripe: usize, generation: u64, key: &[u8], doc: &Datum) {
+        if BUDGET.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut s = self.stripe(stripe).lock();
+        if s.busy == 0 && s.generation == generation {
+            s.insert(key.to_vec(), doc.clone());
+        }
+    }
+
+    /// Before a write of `key` reaches the engine (caller holds the key's stripe lock).
+    pub(crate) fn begin_write(&self, stripe: usize, key: &[u8]) {
+        let mut s = self.stripe(stripe).lock();
+        s.generation += 1;
+        s.busy += 1;
+        s.remove(key);
+    }
+
+    /// After the write (applied or failed): caches the key's new document, if any.
+    pub(crate) fn end_write(&self, stripe: usize, key: &[u8], new: Option<&Datum>) {
+        let mut s = self.stripe(stripe).lock();
+        s.generation += 1;
+        s.busy = s.busy.saturating_sub(1);
+        s.remove(key);
+        if let Some(d) = new {
+            if BUDGET.load(Ordering::Relaxed) > 0 {
+                s.insert(key.to_vec(), d.clone());
+            }
+        }
+    }
+}
+
+impl Drop for DocCache {
+    fn drop(&mut self) {
+        let held: usize = self.stripes.iter().map(|s| s.lock().bytes).sum();
+        USED.fetch_sub(held, Ordering::Relaxed);
+    }
+}
