@@ -95,9 +95,14 @@ impl Stripe {
     }
 
     /// Evicts while all caches together are over the budget and this stripe has
-    /// entries; compacts `order` when it is mostly stale keys.
+    /// entries, looking at no more than `EVICT_STEPS` keys: the budget is shared by every
+    /// stripe of every shard, so this stripe alone may be unable to bring it under, and
+    /// an insert must not then walk its whole queue (that made writes O(cache size)).
+    /// Each insert evicts up to several entries, so the total converges on the budget.
+    /// Compacts `order` when it is mostly stale keys.
     fn evict(&mut self, budget: usize) {
-        let mut passes = 2 * self.order.len();
+        const EVICT_STEPS: usize = 16;
+        let mut passes = self.order.len().min(EVICT_STEPS);
         while USED.load(Ordering::Relaxed) > budget && passes > 0 {
             passes -= 1;
             let Some(k) = self.order.pop_front() else {
