@@ -131,7 +131,11 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::WAIT => db::wait(ev),
         T::GET => db::get(ev),
         T::GET_ALL => index::get_all(ev),
-        T::BETWEEN => index::between(ev),
+        T::BETWEEN | T::BETWEEN_DEPRECATED => index::between(ev),
+        T::ASC | T::DESC => Err(logic(format!(
+            "{} may only be used as an argument to ORDER_BY or UNION.",
+            t.tt.name()
+        ))),
         T::INDEX_CREATE => index::index_create(ev),
         T::INDEX_DROP => index::index_drop(ev),
         T::INDEX_LIST => index::index_list(ev),
@@ -218,10 +222,5 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::INCLUDES => geo::includes(ev),
         T::FILL => geo::fill(ev),
         T::POLYGON_SUB => geo::polygon_sub(ev),
-
-        other => Err(logic(format!(
-            "The term `{}` is not supported by this server yet.",
-            other.name()
-        ))),
     }
 }
