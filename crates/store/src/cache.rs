@@ -52,13 +52,19 @@ struct Entry {
     doc: Datum,
     size: usize,
     hit: bool,
+    /// Which of the key's positions in `order` is current (older ones are stale).
+    seq: u64,
 }
 
 #[derive(Default)]
 struct Stripe {
     map: HashMap<Vec<u8>, Entry>,
-    /// Insertion order for eviction; may hold keys already gone (skipped when popped).
-    order: VecDeque<Vec<u8>>,
+    /// Insertion order for eviction, as (key, seq): a position whose seq is not its
+    /// entry's current seq is stale (the key was removed or re-inserted since) and is
+    /// skipped when popped and dropped by compaction, so re-inserting a key never
+    /// leaves live duplicates behind.
+    order: VecDeque<(Vec<u8>, u64)>,
+    next_seq: u64,
     bytes: usize,
     generation: u64,
     /// Writes in progress on keys of this stripe.
@@ -82,13 +88,16 @@ impl Stripe {
         self.remove(&key);
         USED.fetch_add(size, Ordering::Relaxed);
         self.bytes += size;
-        self.order.push_back(key.clone());
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        self.order.push_back((key.clone(), seq));
         self.map.insert(
             key,
             Entry {
                 doc,
                 size,
                 hit: false,
+                seq,
             },
         );
         self.evict(budget);
@@ -105,13 +114,14 @@ impl Stripe {
         let mut passes = self.order.len().min(EVICT_STEPS);
         while USED.load(Ordering::Relaxed) > budget && passes > 0 {
             passes -= 1;
-            let Some(k) = self.order.pop_front() else {
+            let Some((k, seq)) = self.order.pop_front() else {
                 break;
             };
             match self.map.get_mut(&k) {
+                Some(e) if e.seq != seq => {}
                 Some(e) if e.hit => {
                     e.hit = false;
-                    self.order.push_back(k);
+                    self.order.push_back((k, seq));
                 }
                 Some(_) => self.remove(&k),
                 None => {}
@@ -119,7 +129,8 @@ impl Stripe {
         }
         if self.order.len() > 2 * self.map.len() + 64 {
             let map = &self.map;
-            self.order.retain(|k| map.contains_key(k));
+            self.order
+                .retain(|(k, seq)| map.get(k).is_some_and(|e| e.seq == *seq));
         }
     }
 }
@@ -199,5 +210,26 @@ impl Drop for DocCache {
     fn drop(&mut self) {
         let held: usize = self.stripes.iter().map(|s| s.lock().bytes).sum();
         USED.fetch_sub(held, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reinserting_a_key_keeps_the_eviction_queue_bounded() {
+        let mut s = Stripe::default();
+        let doc = Datum::from_pairs([("id", Datum::Number(1.0))]);
+        for _ in 0..10_000 {
+            s.insert(b"k".to_vec(), doc.clone());
+        }
+        assert_eq!(s.map.len(), 1);
+        assert!(
+            s.order.len() <= 2 * s.map.len() + 65,
+            "stale positions piled up: {}",
+            s.order.len()
+        );
+        s.remove(b"k");
     }
 }
