@@ -2,8 +2,10 @@
 a temporary data directory, substitutes `{port}` in the command, and stops the server.
 
 Usage: with_server.py PONDER_BINARY -- COMMAND [ARGS...]
+
+`scratch_server` is also imported by conformance.py.
 """
-import os
+import contextlib
 import socket
 import subprocess
 import sys
@@ -19,9 +21,9 @@ def free_port():
     return port
 
 
-def main():
-    binary = sys.argv[1]
-    cmd = sys.argv[sys.argv.index("--") + 1:]
+@contextlib.contextmanager
+def scratch_server(binary):
+    """Yields (port, process) of a server listening on loopback; kills it afterwards."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
         server = subprocess.Popen([binary, "serve", "--directory", data, "--driver-port", str(port)],
@@ -34,14 +36,21 @@ def main():
                     break
                 except OSError:
                     time.sleep(0.1)
-            rc = subprocess.call([c.replace("{port}", str(port)) for c in cmd])
-            if server.poll() is not None:
-                print("the server died", file=sys.stderr)
-                return 1
-            return rc
+            yield port, server
         finally:
             server.kill()
             server.wait()
+
+
+def main():
+    binary = sys.argv[1]
+    cmd = sys.argv[sys.argv.index("--") + 1:]
+    with scratch_server(binary) as (port, server):
+        rc = subprocess.call([c.replace("{port}", str(port)) for c in cmd])
+        if server.poll() is not None:
+            print("the server died", file=sys.stderr)
+            return 1
+        return rc
 
 
 if __name__ == "__main__":
