@@ -325,3 +325,62 @@ fn unsupported(what: &str) -> crate::error::ReqlError {
         "The term `{what}` is not supported by this server yet."
     ))
 }
+
+/// A catalog with no databases, for evaluation that must not reach tables (index and
+/// write-hook functions) and for tests of terms that never touch them. Every catalog
+/// call fails with `message`; `require_connect` succeeds only when `connect` is set.
+pub struct NoTables {
+    /// The error every catalog call answers.
+    pub message: &'static str,
+    /// Whether `r.http` is allowed.
+    pub connect: bool,
+}
+
+impl NoTables {
+    fn refuse<T>(&self) -> Result<T> {
+        Err(crate::error::logic(self.message))
+    }
+}
+
+impl TableAccess for NoTables {
+    fn db_create(&self, _: &str) -> Result<Datum> {
+        self.refuse()
+    }
+    fn db_drop(&self, _: &str) -> Result<Datum> {
+        self.refuse()
+    }
+    fn db_list(&self) -> Result<Vec<String>> {
+        self.refuse()
+    }
+    fn db_config(&self, _: &str) -> Result<Datum> {
+        self.refuse()
+    }
+    fn check_db(&self, _: &str) -> Result<()> {
+        self.refuse()
+    }
+    fn table_create(&self, _: &str, _: &str, _: TableOptions) -> Result<Datum> {
+        self.refuse()
+    }
+    fn table_drop(&self, _: &str, _: &str) -> Result<Datum> {
+        self.refuse()
+    }
+    fn table_list(&self, _: &str) -> Result<Vec<String>> {
+        self.refuse()
+    }
+    fn table(&self, _: &str, _: &str) -> Result<Arc<dyn Table>> {
+        self.refuse()
+    }
+    fn table_config(&self, _: &str, _: &str) -> Result<Datum> {
+        self.refuse()
+    }
+    fn require_connect(&self) -> Result<()> {
+        if self.connect {
+            Ok(())
+        } else {
+            Err(crate::error::ReqlError::new(
+                crate::error::ErrorKind::Permission,
+                "User `bob` does not have the required `connect` permission.",
+            ))
+        }
+    }
+}

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use datum::Datum;
 
 use crate::ctx::QueryCtx;
-use crate::error::{logic, Result};
 use crate::eval::to_datum;
 use crate::value::{Env, Val};
 
@@ -88,58 +87,14 @@ fn serve(route: fn(&Req, usize) -> Resp) -> (String, Arc<AtomicUsize>) {
     (format!("http://127.0.0.1:{}", addr.port()), hits)
 }
 
-struct NoTables {
-    connect: bool,
-}
-
-impl crate::access::TableAccess for NoTables {
-    fn db_create(&self, _: &str) -> Result<Datum> {
-        Err(logic("no tables"))
-    }
-    fn db_drop(&self, _: &str) -> Result<Datum> {
-        Err(logic("no tables"))
-    }
-    fn db_list(&self) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-    fn db_config(&self, _: &str) -> Result<Datum> {
-        Err(logic("no tables"))
-    }
-    fn check_db(&self, _: &str) -> Result<()> {
-        Err(logic("no tables"))
-    }
-    fn table_create(&self, _: &str, _: &str, _: crate::access::TableOptions) -> Result<Datum> {
-        Err(logic("no tables"))
-    }
-    fn table_drop(&self, _: &str, _: &str) -> Result<Datum> {
-        Err(logic("no tables"))
-    }
-    fn table_list(&self, _: &str) -> Result<Vec<String>> {
-        Ok(Vec::new())
-    }
-    fn table(&self, _: &str, _: &str) -> Result<Arc<dyn crate::access::Table>> {
-        Err(logic("no tables"))
-    }
-    fn table_config(&self, _: &str, _: &str) -> Result<Datum> {
-        Err(logic("no tables"))
-    }
-    fn require_connect(&self) -> Result<()> {
-        if self.connect {
-            Ok(())
-        } else {
-            Err(crate::error::ReqlError::new(
-                crate::error::ErrorKind::Permission,
-                "User `bob` does not have the required `connect` permission.",
-            ))
-        }
-    }
-}
-
 fn run(json: &str, connect: bool) -> std::result::Result<String, String> {
     let j: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
     let term = crate::term::compile_term(&j).map_err(|e| e.message)?;
     let ctx = Arc::new(QueryCtx::new(
-        Arc::new(NoTables { connect }),
+        Arc::new(crate::access::NoTables {
+            message: "no tables",
+            connect,
+        }),
         "test".into(),
         0.0,
     ));

@@ -18,7 +18,7 @@ use serde_json::{json, Value as Json};
 
 use crate::access::{IndexSpec, IndexStatus, Table};
 use crate::ctx::QueryCtx;
-use crate::error::{logic, op_failed, ReqlError, Result};
+use crate::error::{logic, op_failed, Result};
 use crate::eval::{describe, type_error, Ev};
 use crate::term::Term;
 use crate::value::{Env, Val};
@@ -142,7 +142,11 @@ impl IndexFunction {
                 "Could not prove function deterministic.  Index functions must be deterministic.",
             ));
         }
-        let ctx = Arc::new(QueryCtx::new(Arc::new(NoTables), "test".into(), 0.0));
+        let tables = crate::access::NoTables {
+            message: "Index functions must be deterministic.",
+            connect: false,
+        };
+        let ctx = Arc::new(QueryCtx::new(Arc::new(tables), "test".into(), 0.0));
         match crate::eval::eval(&ctx, &Env::default(), &term)? {
             Val::Func(func) => Ok(IndexFunction { func, ctx }),
             _ => Err(logic("Index functions must be functions.")),
@@ -155,46 +159,6 @@ impl IndexFunction {
         let v = crate::eval::call(&self.ctx, &f, vec![doc.clone()])?;
         crate::eval::to_datum(&self.ctx, v)
     }
-}
-
-/// Catalog access for index functions: they may not touch tables.
-struct NoTables;
-
-impl crate::access::TableAccess for NoTables {
-    fn db_create(&self, _: &str) -> Result<Datum> {
-        Err(no_tables())
-    }
-    fn db_drop(&self, _: &str) -> Result<Datum> {
-        Err(no_tables())
-    }
-    fn db_list(&self) -> Result<Vec<String>> {
-        Err(no_tables())
-    }
-    fn db_config(&self, _: &str) -> Result<Datum> {
-        Err(no_tables())
-    }
-    fn check_db(&self, _: &str) -> Result<()> {
-        Err(no_tables())
-    }
-    fn table_create(&self, _: &str, _: &str, _: crate::access::TableOptions) -> Result<Datum> {
-        Err(no_tables())
-    }
-    fn table_drop(&self, _: &str, _: &str) -> Result<Datum> {
-        Err(no_tables())
-    }
-    fn table_list(&self, _: &str) -> Result<Vec<String>> {
-        Err(no_tables())
-    }
-    fn table(&self, _: &str, _: &str) -> Result<Arc<dyn Table>> {
-        Err(no_tables())
-    }
-    fn table_config(&self, _: &str, _: &str) -> Result<Datum> {
-        Err(no_tables())
-    }
-}
-
-fn no_tables() -> ReqlError {
-    logic("Index functions must be deterministic.")
 }
 
 /// The `function` blob of `index_status`.

@@ -479,47 +479,15 @@ mod tests {
         );
     }
 
-    /// A catalog with no databases: these queries never touch tables.
-    struct NoTables;
-
-    impl crate::access::TableAccess for NoTables {
-        fn db_create(&self, _: &str) -> Result<Datum> {
-            Err(logic("no tables"))
-        }
-        fn db_drop(&self, _: &str) -> Result<Datum> {
-            Err(logic("no tables"))
-        }
-        fn db_list(&self) -> Result<Vec<String>> {
-            Ok(Vec::new())
-        }
-        fn db_config(&self, _: &str) -> Result<Datum> {
-            Err(logic("no tables"))
-        }
-        fn check_db(&self, _: &str) -> Result<()> {
-            Err(logic("no tables"))
-        }
-        fn table_create(&self, _: &str, _: &str, _: crate::access::TableOptions) -> Result<Datum> {
-            Err(logic("no tables"))
-        }
-        fn table_drop(&self, _: &str, _: &str) -> Result<Datum> {
-            Err(logic("no tables"))
-        }
-        fn table_list(&self, _: &str) -> Result<Vec<String>> {
-            Ok(Vec::new())
-        }
-        fn table(&self, _: &str, _: &str) -> Result<Arc<dyn crate::access::Table>> {
-            Err(logic("no tables"))
-        }
-        fn table_config(&self, _: &str, _: &str) -> Result<Datum> {
-            Err(logic("no tables"))
-        }
-    }
-
     /// Evaluates a JSON term tree; the datum as JSON, or the error message.
     fn query(json: &str) -> std::result::Result<String, String> {
         let j: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
         let term = crate::term::compile_term(&j).map_err(|e| e.message)?;
-        let ctx = Arc::new(QueryCtx::new(Arc::new(NoTables), "test".into(), 0.0));
+        let tables = crate::access::NoTables {
+            message: "no tables",
+            connect: false,
+        };
+        let ctx = Arc::new(QueryCtx::new(Arc::new(tables), "test".into(), 0.0));
         let v = crate::eval::eval(&ctx, &Env::default(), &term).map_err(|e| e.message)?;
         match v {
             Val::Func(_) => Ok("<function>".into()),
