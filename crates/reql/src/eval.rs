@@ -133,6 +133,19 @@ impl<'a> Ev<'a> {
         self.to_datum(v).at(i)
     }
 
+    /// Evaluates argument `i` as a table (RethinkDB's type error otherwise).
+    pub fn table(&self, i: usize) -> Result<Arc<dyn crate::access::Table>> {
+        match self.arg(i)? {
+            Val::Table(t) => Ok(t),
+            other => Err(logic(format!(
+                "Expected type TABLE but found {}:\n{}",
+                other.kind_name(),
+                describe(&other)
+            )))
+            .at(i),
+        }
+    }
+
     /// Evaluates argument `i` as a sequence.
     pub fn seq(&self, i: usize) -> Result<Sequence> {
         let v = self.arg(i)?;

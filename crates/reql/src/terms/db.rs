@@ -1,8 +1,6 @@
 //! Catalog and table-access terms: `db`, `table`, `db_create`/`db_drop`/`db_list`,
 //! `table_create`/`table_drop`/`table_list`, `config`, `sync`, `get` (`get_all` and `between` are in `index`).
 
-use std::sync::Arc;
-
 use datum::Datum;
 
 use crate::access::{Durability, TableOptions};
@@ -220,21 +218,9 @@ pub fn sync(ev: &Ev) -> Result<Val> {
     }
 }
 
-fn expect_table(ev: &Ev, i: usize) -> Result<Arc<dyn crate::access::Table>> {
-    match ev.arg(i)? {
-        Val::Table(t) => Ok(t),
-        other => Err(logic(format!(
-            "Expected type TABLE but found {}:\n{}",
-            other.kind_name(),
-            describe(&other)
-        )))
-        .at(i),
-    }
-}
-
 /// GET by primary key.
 pub fn get(ev: &Ev) -> Result<Val> {
-    let t = expect_table(ev, 0)?;
+    let t = ev.table(0)?;
     let key = ev.datum(1)?;
     datum::keys::encode_primary(&key)
         .map_err(|e| logic(e.message().to_string()))

@@ -457,17 +457,7 @@ pub fn group(ev: &Ev) -> Result<Val> {
         }
         Some(idx) => {
             let name = crate::eval::expect_str(&idx).at_opt("index")?.to_string();
-            let table = match ev.arg(0)? {
-                Val::Table(t) => t,
-                other => {
-                    return Err(logic(format!(
-                        "Expected type TABLE but found {}:\n{}",
-                        other.kind_name(),
-                        crate::eval::describe(&other)
-                    )))
-                    .at(0)
-                }
-            };
+            let table = ev.table(0)?;
             if name != table.primary_key() {
                 (group_by_secondary_index(&table, &name)?, false)
             } else {

@@ -119,17 +119,7 @@ pub fn outer_join(ev: &Ev) -> Result<Val> {
 pub fn eq_join(ev: &Ev) -> Result<Val> {
     let left = ev.seq(0)?;
     let key = ev.arg(1)?;
-    let table = match ev.arg(2)? {
-        Val::Table(t) => t,
-        other => {
-            return Err(logic(format!(
-                "Expected type TABLE but found {}:\n{}",
-                other.kind_name(),
-                crate::eval::describe(&other)
-            )))
-            .at(2)
-        }
-    };
+    let table = ev.table(2)?;
     let ordered = ev.opt_bool("ordered", false)?;
     let mut secondary = None;
     if let Some(idx) = ev.opt_datum("index")? {

@@ -175,17 +175,7 @@ enum Conflict {
 
 /// INSERT.
 pub fn insert(ev: &Ev) -> Result<Val> {
-    let t = match ev.arg(0)? {
-        Val::Table(t) => t,
-        other => {
-            return Err(logic(format!(
-                "Expected type TABLE but found {}:\n{}",
-                other.kind_name(),
-                crate::eval::describe(&other)
-            )))
-            .at(0)
-        }
-    };
+    let t = ev.table(0)?;
     let rc = return_changes(ev)?;
     let dur = durability(ev, t.as_ref())?;
     let hook = Hook::for_write(ev, t.as_ref())?;
