@@ -231,3 +231,16 @@ impl Conn {
         each!(self, c => c.kv_delete(key).await)
     }
 }
+
+/// The YCSB record's fields, in order, from a JSON document (Ponder and PostgreSQL store
+/// the record the same way); a missing or non-string field is an error.
+pub(crate) fn ycsb_fields(doc: &serde_json::Value, key: &str) -> Result<Vec<String>, TargetError> {
+    (0..crate::data::FIELDS)
+        .map(|f| {
+            doc.get(crate::data::field_name(f))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| TargetError::Unexpected(format!("{key} lacks field{f}")))
+        })
+        .collect()
+}

@@ -151,15 +151,7 @@ impl PonderConn {
                 "get({key}) returned another document"
             )));
         }
-        let fields = (0..FIELDS)
-            .map(|f| {
-                v.get(field_name(f))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or_else(|| TargetError::Unexpected(format!("{key} lacks field{f}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(fields))
+        super::ycsb_fields(&v, key).map(Some)
     }
 
     pub(super) async fn ycsb_update(

@@ -158,15 +158,7 @@ impl PgConn {
         let row = self.client.query_opt(self.stmt(0).await?, &[&key]).await?;
         let Some(row) = row else { return Ok(None) };
         let doc: Value = row.try_get(0)?;
-        let fields = (0..FIELDS)
-            .map(|f| {
-                doc.get(field_name(f))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .ok_or_else(|| TargetError::Unexpected(format!("{key} lacks field{f}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Some(fields))
+        super::ycsb_fields(&doc, key).map(Some)
     }
 
     pub(super) async fn ycsb_update(
