@@ -1,10 +1,14 @@
 //! Secondary indexes of a shard: their entries, maintenance hooks, reads and backfill.
 //!
 //! Each index lives in its own storage space. An entry's key is
-//! `datum::keys::secondary_entry(value, primary key, tag)`; its value is empty, or the
-//! whole encoded index value when the key holds a truncated one. The store does not know
-//! ReQL: an index computes its values through an [`IndexFn`] that `cluster` implements by
-//! evaluating the ReQL index function.
+//! `datum::keys::secondary_entry(value, primary key, tag)`; its value (see [`EntryValue`])
+//! carries the whole encoded index value when the key holds a truncated one, and a copy of
+//! the document, so that index reads are one range scan with no primary-key lookups (as
+//! RethinkDB's secondary indexes store documents too). Entries written before documents
+//! were copied (an empty value, or only the whole index value) are still read: their
+//! documents are fetched by primary key. The store does not know ReQL: an index computes
+//! its values through an [`IndexFn`] that `cluster` implements by evaluating the ReQL
+//! index function.
 //!
 //! Invariants:
 //! - Every registered index is maintained by `Shard::modify` in the same `WriteBatch` as
@@ -93,8 +97,9 @@ impl SecondaryIndex {
         self.cancelled.load(Ordering::SeqCst)
     }
 
-    /// The entries (key, value) of a document with encoded primary key `pk`.
-    pub(crate) fn entries(&self, pk: &[u8], doc: &Datum) -> Vec<(Vec<u8>, Vec<u8>)> {
+    /// The entry keys of a document with encoded primary key `pk`, each with the whole
+    /// index value when the key holds a truncated one.
+    fn entry_keys(&self, pk: &[u8], doc: &Datum) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         let values = match self.func.keys(doc) {
             Ok(v) => v,
             Err(_) => return Vec::new(),
@@ -105,8 +110,16 @@ impl SecondaryIndex {
             .map(|(i, sec)| {
                 let tag = self.multi.then_some(i as u32);
                 let (key, truncated) = keys::secondary_entry(&sec, pk, tag);
-                (key, if truncated { sec } else { Vec::new() })
+                (key, truncated.then_some(sec))
             })
+            .collect()
+    }
+
+    /// The entries (key, value) of a document whose stored JSON is `json`.
+    pub(crate) fn entries(&self, pk: &[u8], doc: &Datum, json: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.entry_keys(pk, doc)
+            .into_iter()
+            .map(|(key, whole)| (key, EntryValue::encode(whole.as_deref(), json)))
             .collect()
     }
 
@@ -120,26 +133,78 @@ impl SecondaryIndex {
     }
 }
 
-/// Adds to `batch` the entry changes of every index for one document write.
+/// Adds to `batch` the entry changes of every index for one document write; `new`
+/// comes with its stored JSON. Every entry of the new document is written, as each
+/// carries the document.
 pub(crate) fn stage_changes(
     indexes: &[Arc<SecondaryIndex>],
     pk: &[u8],
     old: Option<&Datum>,
-    new: Option<&Datum>,
+    new: Option<(&Datum, &[u8])>,
     batch: &mut storage::WriteBatch,
 ) {
     for idx in indexes {
-        let old_e = old.map(|d| idx.entries(pk, d)).unwrap_or_default();
-        let new_e = new.map(|d| idx.entries(pk, d)).unwrap_or_default();
-        for (k, _) in &old_e {
-            if !new_e.iter().any(|(n, _)| n == k) {
-                batch.delete(&idx.space, k.clone());
+        let old_keys = old.map(|d| idx.entry_keys(pk, d)).unwrap_or_default();
+        let new_e = new
+            .map(|(d, json)| idx.entries(pk, d, json))
+            .unwrap_or_default();
+        for (k, _) in old_keys {
+            if !new_e.iter().any(|(n, _)| *n == k) {
+                batch.delete(&idx.space, k);
             }
         }
         for (k, v) in new_e {
-            if !old_e.iter().any(|(o, ov)| *o == k && *ov == v) {
-                batch.put(&idx.space, k, v);
+            batch.put(&idx.space, k, v);
+        }
+    }
+}
+
+/// The value of an index entry. Current entries are `0x02 ‖ len(W) as u32 BE ‖ W ‖ D`:
+/// `W` the whole encoded index value when the key holds a truncated one (else empty), `D`
+/// the document's stored JSON. Older entries are empty or just `W` (which starts with a
+/// type tag, never `0x02`) and carry no document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EntryValue<'a> {
+    /// The whole index value, when the key holds a truncated one.
+    pub whole: Option<&'a [u8]>,
+    /// The document, when the entry carries it.
+    pub doc: Option<&'a [u8]>,
+}
+
+const ENTRY_WITH_DOC: u8 = 0x02;
+
+impl<'a> EntryValue<'a> {
+    pub(crate) fn encode(whole: Option<&[u8]>, doc: &[u8]) -> Vec<u8> {
+        let w = whole.unwrap_or_default();
+        let mut out = Vec::with_capacity(5 + w.len() + doc.len());
+        out.push(ENTRY_WITH_DOC);
+        out.extend_from_slice(&(w.len() as u32).to_be_bytes());
+        out.extend_from_slice(w);
+        out.extend_from_slice(doc);
+        out
+    }
+
+    pub(crate) fn parse(v: &'a [u8]) -> Result<EntryValue<'a>, StoreError> {
+        match v.first() {
+            None => Ok(EntryValue {
+                whole: None,
+                doc: None,
+            }),
+            Some(&ENTRY_WITH_DOC) => {
+                let corrupt = || StoreError::Corrupt("malformed index entry value".into());
+                let len = v.get(1..5).ok_or_else(corrupt)?;
+                let len = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+                let w = v.get(5..5 + len).ok_or_else(corrupt)?;
+                let doc = v.get(5 + len..).ok_or_else(corrupt)?;
+                Ok(EntryValue {
+                    whole: (len > 0).then_some(w),
+                    doc: Some(doc),
+                })
             }
+            Some(_) => Ok(EntryValue {
+                whole: Some(v),
+                doc: None,
+            }),
         }
     }
 }
@@ -153,6 +218,8 @@ pub struct IndexEntry {
     pub pk: Vec<u8>,
     /// The multi-index tag.
     pub tag: Option<u32>,
+    /// The document's stored JSON, when the entry carries it.
+    pub doc: Option<Vec<u8>>,
 }
 
 /// A range of index values: encoded bounds, each inclusive or not.
@@ -249,15 +316,23 @@ impl EntryIter {
         self.raw.next().map(|r| r.map_err(StoreError::from))
     }
 
-    fn parse(key: &[u8], value: Vec<u8>) -> Result<IndexEntry, StoreError> {
+    fn parse(key: &[u8], value: &[u8]) -> Result<IndexEntry, StoreError> {
         let (s, pk, tag) = keys::split_secondary_entry(key)
             .ok_or_else(|| StoreError::Corrupt("malformed index entry".into()))?;
+        let v = EntryValue::parse(value)?;
         Ok(IndexEntry {
-            value: if value.is_empty() { s.to_vec() } else { value },
+            value: v.whole.unwrap_or(s).to_vec(),
             pk: pk.to_vec(),
             tag,
+            doc: v.doc.map(<[u8]>::to_vec),
         })
     }
+}
+
+/// Whether a raw entry value holds a whole (truncated-key) index value; unreadable values
+/// count as such, so that `parse` reports them.
+fn holds_whole(value: &[u8]) -> bool {
+    EntryValue::parse(value).map_or(true, |v| v.whole.is_some())
 }
 
 impl Iterator for EntryIter {
@@ -278,8 +353,8 @@ impl Iterator for EntryIter {
                     return Some(Err(e));
                 }
             };
-            if value.is_empty() {
-                match Self::parse(&key, value) {
+            if !holds_whole(&value) {
+                match Self::parse(&key, &value) {
                     Ok(e) if self.range.contains(&e.value) => return Some(Ok(e)),
                     Ok(_) => continue,
                     Err(e) => {
@@ -299,7 +374,7 @@ impl Iterator for EntryIter {
                         return Some(Err(e));
                     }
                     Some(Ok((k, v))) => {
-                        if !v.is_empty() && k.starts_with(&prefix) {
+                        if holds_whole(&v) && k.starts_with(&prefix) {
                             run.push((k, v));
                         } else {
                             self.peeked = Some((k, v));
@@ -310,7 +385,7 @@ impl Iterator for EntryIter {
             }
             let mut parsed = Vec::with_capacity(run.len());
             for (k, v) in run {
-                match Self::parse(&k, v) {
+                match Self::parse(&k, &v) {
                     Ok(e) if self.range.contains(&e.value) => parsed.push(e),
                     Ok(_) => {}
                     Err(e) => {
@@ -334,17 +409,21 @@ pub(crate) fn decode_doc(bytes: Vec<u8>) -> Result<Datum, StoreError> {
     datum::from_json_owned(bytes).map_err(|e| StoreError::Corrupt(e.0))
 }
 
-/// Index entries with their documents, fetched from the entries' snapshot.
+/// Index entries with their documents: the entry's copy, or (older entries) the document
+/// fetched from the entries' snapshot.
 pub(crate) fn docs_of(
     entries: EntryIter,
     snap: Arc<dyn Snapshot>,
     space: String,
 ) -> impl Iterator<Item = Result<(IndexEntry, Datum), StoreError>> + Send + 'static {
     entries.filter_map(move |e| {
-        let e = match e {
+        let mut e = match e {
             Ok(e) => e,
             Err(err) => return Some(Err(err)),
         };
+        if let Some(doc) = e.doc.take() {
+            return Some(decode_doc(doc).map(|d| (e, d)));
+        }
         match snap.get(&space, &e.pk) {
             Ok(Some(v)) => Some(decode_doc(v).map(|d| (e, d))),
             // An entry always has its document in the same snapshot; skip if not.
@@ -433,7 +512,12 @@ impl crate::Shard {
         let range = IndexRange::new(lower, upper)?;
         let (lo, hi) = range.key_bounds();
         let snap = self.engine.snapshot();
-        let keep = |v: &[u8]| v.is_empty() || range.contains(v);
+        let keep = |v: &[u8]| match EntryValue::parse(v) {
+            Ok(EntryValue { whole: None, .. }) => true,
+            Ok(EntryValue { whole: Some(w), .. }) => range.contains(w),
+            // Counted; a read of the range reports the damage.
+            Err(_) => true,
+        };
         Ok(snap.count_range(&idx.space, lo, hi, &keep)?)
     }
 
@@ -486,8 +570,8 @@ impl crate::Shard {
             let mut batch = storage::WriteBatch::new();
             for pk in &pks {
                 if let Some(v) = self.engine.get(&self.space, pk)? {
-                    let doc = decode_doc(v)?;
-                    for (k, v) in idx.entries(pk, &doc) {
+                    let doc = decode_doc(v.clone())?;
+                    for (k, v) in idx.entries(pk, &doc, &v) {
                         batch.put(&idx.space, k, v);
                     }
                 }
@@ -611,6 +695,81 @@ mod tests {
         let lo = Bound::Excluded(datum::from_json_slice(long("", 1).as_bytes()).unwrap());
         let hi = Bound::Included(datum::from_json_slice(long("", 5).as_bytes()).unwrap());
         assert_eq!(ids(&s2, &t, lo, hi, false), vec![4.0, 1.0]);
+    }
+
+    #[test]
+    fn entry_values_round_trip() {
+        let doc = br#"{"id":1}"#;
+        for whole in [None, Some(&[0x70u8, b'a', 0, 0][..])] {
+            let v = EntryValue::encode(whole, doc);
+            let p = EntryValue::parse(&v).unwrap();
+            assert_eq!(p.whole, whole);
+            assert_eq!(p.doc, Some(&doc[..]));
+        }
+        // Older entries: empty, or just the whole value.
+        assert_eq!(EntryValue::parse(&[]).unwrap().doc, None);
+        let old = EntryValue::parse(&[0x70, b'a', 0, 0]).unwrap();
+        assert_eq!((old.whole, old.doc), (Some(&[0x70, b'a', 0, 0][..]), None));
+        // A length past the end is damage, not a panic.
+        assert!(EntryValue::parse(&[ENTRY_WITH_DOC, 0, 0, 0, 9, 1]).is_err());
+        assert!(EntryValue::parse(&[ENTRY_WITH_DOC, 0]).is_err());
+    }
+
+    #[test]
+    fn entries_carry_their_documents() {
+        let s = shard();
+        let idx = SecondaryIndex::new("i", Arc::new(Field(false)), false, true);
+        s.add_index(idx.clone()).unwrap();
+        put(&s, 1.0, "5");
+        put(&s, 2.0, "7");
+        // Remove the primary copies behind the index's back: reads still find the
+        // documents, so they come from the entries, not from primary-key lookups.
+        let mut b = storage::WriteBatch::new();
+        for id in [1.0, 2.0] {
+            b.delete("t", keys::encode_primary(&Datum::Number(id)).unwrap());
+        }
+        s.engine.apply(b).unwrap();
+        let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
+        assert_eq!(all, vec![1.0, 2.0]);
+        // An update rewrites the copy even when the index value is unchanged.
+        let d = datum::from_json_slice(br#"{"id":1,"v":5,"w":true}"#).unwrap();
+        s.modify::<StoreError>(&Datum::Number(1.0), &mut |_| Ok(StoreChange::Put(d.clone())))
+            .unwrap();
+        let five = Bound::Included(Datum::Number(5.0));
+        let got: Vec<Datum> = s
+            .index_docs(&idx, &five, &five, false)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(got, vec![d]);
+    }
+
+    #[test]
+    fn entries_without_documents_are_still_read() {
+        // Entries as written before they carried documents: empty values, and the whole
+        // value alone for truncated keys.
+        let s = shard();
+        put(&s, 1.0, "5");
+        put(&s, 2.0, "3");
+        let long = format!("\"{}\"", "a".repeat(300));
+        put(&s, 3.0, &long);
+        let idx = SecondaryIndex::new("old", Arc::new(Field(false)), false, true);
+        s.engine.create_space("old").unwrap();
+        let mut b = storage::WriteBatch::new();
+        for (id, v) in [(1.0, "5"), (2.0, "3"), (3.0, long.as_str())] {
+            let pk = keys::encode_primary(&Datum::Number(id)).unwrap();
+            let d = doc(id, v);
+            for (k, whole) in idx.entry_keys(&pk, &d) {
+                b.put("old", k, whole.unwrap_or_default());
+            }
+        }
+        s.engine.apply(b).unwrap();
+        let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
+        assert_eq!(all, vec![2.0, 1.0, 3.0]);
+        let lo = Bound::Included(Datum::Number(4.0));
+        assert_eq!(s.index_count(&idx, &lo, &Bound::Unbounded).unwrap(), 2);
+        let hi = Bound::Excluded(Datum::str(&"a".repeat(299)));
+        assert_eq!(s.index_count(&idx, &lo, &hi).unwrap(), 1);
     }
 
     #[test]

@@ -170,23 +170,26 @@ impl Shard {
         };
         let change = f(old.as_ref())?;
         let mut batch = WriteBatch::new();
+        // Held until applied: registering an index waits for this write (index.rs).
+        let indexes = self.indexes.read();
         let new = match change {
             StoreChange::Keep => return Ok((old.clone(), old, None)),
             StoreChange::Put(mut d) => {
-                batch.put(&self.space, k.clone(), d.to_json_bytes_kept());
+                let json = d.to_json_bytes_kept();
+                let new = Some((&d, json.as_slice()));
+                crate::index::stage_changes(&indexes, &k, old.as_ref(), new, &mut batch);
+                batch.put(&self.space, k.clone(), json);
                 Some(d)
             }
             StoreChange::Delete => {
                 if old.is_none() {
                     return Ok((None, None, None));
                 }
+                crate::index::stage_changes(&indexes, &k, old.as_ref(), None, &mut batch);
                 batch.delete(&self.space, k.clone());
                 None
             }
         };
-        // Held until applied: registering an index waits for this write (index.rs).
-        let indexes = self.indexes.read();
-        crate::index::stage_changes(&indexes, &k, old.as_ref(), new.as_ref(), &mut batch);
         self.cache.begin_write(stripe, &k);
         let applied = self.engine.apply(batch);
         // On failure the engine's state is unknown: cache nothing for the key.
