@@ -24,25 +24,64 @@ async fn run(c: &Connection, t: Value) -> Value {
     }
 }
 
-/// Runs `per_client` queries from each of 16 connections, checking the row count when
-/// `want` is given; returns (p50, p99, max) ms and queries per second.
+/// How a measurement loads the server: `clients` connections each run `per_client`
+/// queries, back to back (closed loop) or, with `every`, each at its scheduled time
+/// (open loop: a query sent late because the previous answer was slow counts from its
+/// scheduled time, so there is no coordinated omission).
+#[derive(Clone, Copy)]
+struct Load {
+    clients: usize,
+    per_client: usize,
+    every: Option<Duration>,
+}
+
+impl Load {
+    const fn closed(per_client: usize) -> Load {
+        Load {
+            clients: CLIENTS,
+            per_client,
+            every: None,
+        }
+    }
+}
+
+/// Runs a load, checking the row count when `want` is given; returns p50, p99 and max in
+/// ms and queries per second.
 async fn latency(
     port: u16,
-    per_client: usize,
+    load: Load,
     want: Option<usize>,
     make: fn(u64) -> Value,
 ) -> (f64, f64, f64, f64) {
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for c in 0..CLIENTS {
+    for c in 0..load.clients {
         tasks.push(tokio::spawn(async move {
             let conn = Connection::connect("127.0.0.1", port)
                 .await
                 .expect("connect");
             let mut h = Histogram::<u64>::new(3).expect("histogram");
-            for i in 0..per_client {
+            let first = Instant::now()
+                + load
+                    .every
+                    .map_or(Duration::ZERO, |e| e * c as u32 / load.clients as u32);
+            for i in 0..load.per_client {
                 let q = make((c * 7919 + i * 104_729) as u64);
-                let t0 = Instant::now();
+                let t0 = match load.every {
+                    Some(e) => {
+                        let due = first + e * i as u32;
+                        if Instant::now() < due {
+                            // On time: the clock starts when the timer fires (it may
+                            // fire up to a millisecond late; that is not the server's).
+                            tokio::time::sleep_until(due.into()).await;
+                            Instant::now()
+                        } else {
+                            // Behind schedule: the wait for the previous answer counts.
+                            due
+                        }
+                    }
+                    None => Instant::now(),
+                };
                 let rows = conn.run_all(q, json!({})).await.expect("query");
                 if let Some(w) = want {
                     assert_eq!(rows.len(), w, "wrong number of rows");
@@ -56,7 +95,7 @@ async fn latency(
     for t in tasks {
         all.add(t.await.expect("task")).expect("merge");
     }
-    let qps = (CLIENTS * per_client) as f64 / start.elapsed().as_secs_f64();
+    let qps = (load.clients * load.per_client) as f64 / start.elapsed().as_secs_f64();
     let ms = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
     (ms(0.5), ms(0.99), all.max() as f64 / 1000.0, qps)
 }
@@ -95,11 +134,7 @@ async fn load(c: &Connection, n: u64) {
         let docs: Vec<Value> = (i..(i + 2000).min(n))
             .map(|k| json!({"id": k, "r": scramble(k, n), "v": k % 200, "pad": "x".repeat(100)}))
             .collect();
-        run(
-            &c,
-            json!([56, [table(), [2, docs]], {"durability": "soft"}]),
-        )
-        .await;
+        run(c, json!([56, [table(), [2, docs]], {"durability": "soft"}])).await;
         i += 2000;
     }
     println!("loaded {n} docs in {:.1}s", t0.elapsed().as_secs_f64());
@@ -124,27 +159,51 @@ async fn load(c: &Connection, n: u64) {
 
 /// The latency measurements at 16 clients.
 async fn queries(port: u16, c: &Connection) {
-
     let report = |name: &str, r: (f64, f64, f64, f64)| {
         println!(
-            "{name:<44} p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  {:>8.0} q/s",
+            "{name:<46} p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  {:>8.0} q/s",
             r.0, r.1, r.2, r.3
         )
     };
-    // between on index `r` returning 1,000 documents.
+    // between on index `r` returning 1,000 documents: one client alone, 16 clients at
+    // paced total rates, then 16 clients back to back (the server saturated).
+    fn between(x: u64) -> Value {
+        let lo = x % 199_000;
+        json!([182, [table(), lo, lo + 1000], {"index": "r"}])
+    }
+    let alone = Load {
+        clients: 1,
+        ..Load::closed(between_rounds())
+    };
     report(
-        "between(index=r) 1,000 docs",
-        latency(port, between_rounds(), Some(1000), |x| {
-            let lo = x % 199_000;
-            json!([182, [table(), lo, lo + 1000], {"index": "r"}])
-        })
-        .await,
+        "between(index=r) 1,000 docs, 1 client",
+        latency(port, alone, Some(1000), between).await,
     );
+    for rate in between_rates() {
+        // Each of the 16 clients runs for about 5 seconds at its share of the rate.
+        let every = Duration::from_secs_f64(CLIENTS as f64 / rate);
+        let load = Load {
+            clients: CLIENTS,
+            per_client: ((rate * 5.0) as usize / CLIENTS).max(10),
+            every: Some(every),
+        };
+        report(
+            &format!("between(index=r) 1,000 docs, 16 at {rate} q/s"),
+            latency(port, load, Some(1000), between).await,
+        );
+    }
+    report(
+        "between(index=r) 1,000 docs, 16 closed loop",
+        latency(port, Load::closed(between_rounds()), Some(1000), between).await,
+    );
+    if std::env::var("ONLY_BETWEEN").is_ok() {
+        return;
+    }
     report(
         "order_by(index=r).limit(10)",
         latency(
             port,
-            200,
+            Load::closed(200),
             Some(10),
             |_| json!([71, [[41, [table()], {"index": "r"}], 10]]),
         )
@@ -154,7 +213,7 @@ async fn queries(port: u16, c: &Connection) {
         "order_by(index=desc(r)).limit(10)",
         latency(
             port,
-            200,
+            Load::closed(200),
             Some(10),
             |_| json!([71, [[41, [table()], {"index": [74, ["r"]]}], 10]]),
         )
@@ -164,7 +223,7 @@ async fn queries(port: u16, c: &Connection) {
         "get_all(k, index=r)",
         latency(
             port,
-            2000,
+            Load::closed(2000),
             Some(1),
             |x| json!([78, [table(), x % 200_000], {"index": "r"}]),
         )
@@ -172,11 +231,14 @@ async fn queries(port: u16, c: &Connection) {
     );
     report(
         "get(k) by primary key",
-        latency(port, 2000, None, |x| json!([16, [table(), x % 200_000]])).await,
+        latency(port, Load::closed(2000), None, |x| {
+            json!([16, [table(), x % 200_000]])
+        })
+        .await,
     );
     report(
         "between(index=r) 100,000 docs .count()",
-        latency(port, 10, None, |x| {
+        latency(port, Load::closed(10), None, |x| {
             let lo = x % 100_000;
             json!([43, [[182, [table(), lo, lo + 100_000], {"index": "r"}]]])
         })
@@ -184,7 +246,7 @@ async fn queries(port: u16, c: &Connection) {
     );
     let t0 = Instant::now();
     let cnt = run(
-        &c,
+        c,
         json!([43, [[182, [table(), 50_000, 150_000], {"index": "r"}]]]),
     )
     .await;
@@ -206,4 +268,15 @@ fn between_rounds() -> usize {
 /// order: an index read then touches documents all over the table, as in real use.
 fn scramble(k: u64, n: u64) -> u64 {
     (k * 999_983) % n
+}
+
+/// Total rates (queries per second over all 16 clients) for the paced `between` runs
+/// (`BETWEEN_RATES`, comma-separated; default 200,400,600).
+fn between_rates() -> Vec<f64> {
+    std::env::var("BETWEEN_RATES")
+        .unwrap_or_else(|_| "200,400,600".into())
+        .split(',')
+        .filter_map(|r| r.trim().parse().ok())
+        .filter(|r: &f64| *r > 0.0)
+        .collect()
 }

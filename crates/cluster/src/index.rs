@@ -456,7 +456,7 @@ pub(crate) fn values_of(
         .map_err(store_err)?;
     Ok(Box::new(it.map(|e| {
         let e = e.map_err(store_err)?;
-        datum::keys::decode(&e.value)
+        datum::keys::decode(e.value())
             .ok_or_else(|| reql::error::internal("Corrupt index entry in storage."))
     })))
 }

@@ -160,7 +160,7 @@ impl reql::Table for TableHandle {
             .map_err(store_err)?;
         Ok(Box::new(it.map(|r| {
             let (e, doc) = r.map_err(store_err)?;
-            let v = datum::keys::decode(&e.value)
+            let v = datum::keys::decode(e.value())
                 .ok_or_else(|| reql::error::internal("Corrupt index entry in storage."))?;
             Ok((v, doc))
         })))

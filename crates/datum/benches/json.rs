@@ -1,9 +1,11 @@
 //! Decode and encode of a 1 KB YCSB document (10 fields of 100 bytes from YCSB's
-//! alphabet, which includes `"`, plus a `user…` id), the unit of every read.
+//! alphabet, which includes `"`, plus a `user…` id), the unit of every read; and the
+//! read path of a stored document returned unchanged (`from_json_owned` then
+//! `to_json_bytes`) for that document and a ~150-byte one.
 //!
 //! `cargo bench -p datum --bench json`
 
-use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
 /// A document shaped like the benchmark's usertable rows, from a fixed seed.
 fn ycsb_doc() -> Vec<u8> {
@@ -46,5 +48,46 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// A ~150-byte stored document: `{"id":…,"pad":"x"*100,"r":…,"v":…}`.
+fn small_doc() -> Vec<u8> {
+    let d = datum::Datum::from_pairs([
+        ("id", datum::Datum::Number(123.0)),
+        ("pad", datum::Datum::str(&"x".repeat(100))),
+        ("r", datum::Datum::Number(123.0)),
+        ("v", datum::Datum::Number(23.0)),
+    ]);
+    d.to_json_bytes()
+}
+
+/// A stored document read and replied to unchanged (what scans and point reads do),
+/// and read then looked at (one field), which is where a lazy map pays its build.
+fn owned(c: &mut Criterion) {
+    for (name, doc) in [("owned_150b", small_doc()), ("owned_1k", ycsb_doc())] {
+        let mut g = c.benchmark_group(name);
+        g.throughput(Throughput::Bytes(doc.len() as u64));
+        g.bench_function("decode_write", |b| {
+            b.iter_batched(
+                || doc.clone(),
+                |bytes| match datum::from_json_owned(bytes) {
+                    Ok(d) => d.to_json_bytes(),
+                    Err(_) => Vec::new(),
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        g.bench_function("decode_get", |b| {
+            b.iter_batched(
+                || doc.clone(),
+                |bytes| match datum::from_json_owned(bytes) {
+                    Ok(d) => d.get("id").is_some(),
+                    Err(_) => false,
+                },
+                BatchSize::SmallInput,
+            )
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench, owned);
 criterion_main!(benches);

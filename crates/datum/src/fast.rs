@@ -6,9 +6,16 @@
 //! non-finite numbers, deep nesting — so that the caller falls back to serde and keeps
 //! serde's error messages. It never panics on untrusted input (no indexing).
 //!
+//! `validate_canonical` answers, without allocating, whether text is an object that
+//! `parse` would decode and call canonical; `from_json_owned` then defers the decoding
+//! until the map is first used (documents returned unchanged never pay for it). The
+//! object's lazy build panics if the two ever disagree, so they share the number code
+//! and the tests check them against each other.
+//!
 //! Why: decoding 1 KB documents with serde was most of the cost of scans and point
 //! reads (docs/decisions.md has the measurements).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::value::{Datum, Object, Str};
@@ -20,17 +27,241 @@ const MAX_DEPTH: u32 = 100;
 /// whether the text is canonical: byte for byte what `write_json` prints for the value
 /// (no whitespace, keys strictly ascending, serde's escapes, numbers as we print them).
 pub(crate) fn parse(bytes: &[u8]) -> Option<(Datum, bool)> {
-    let mut p = Parser {
-        b: bytes,
-        i: 0,
-        depth: 0,
-        scratch: Vec::new(),
-        canonical: true,
-    };
+    let mut p = Parser::new(bytes);
     p.ws();
     let v = p.value()?;
     p.ws();
     (p.i == p.b.len()).then_some((v, p.canonical))
+}
+
+/// True when `bytes` is a JSON object that `parse` decodes with `canonical == true`,
+/// decided without allocating. `from_json_owned` relies on it to keep such a document
+/// undecoded (`Object::lazy`), so it must never accept what `parse` rejects or reports
+/// non-canonical: it mirrors `parse` rule for rule (numbers through the same
+/// `number_at`), and the tests check that the two agree.
+pub(crate) fn validate_canonical(bytes: &[u8]) -> bool {
+    // Outside strings only ASCII is valid JSON, and inside them the plain runs are
+    // split by ASCII only (quotes, backslashes, escapes that stand for ASCII), so the
+    // whole text is valid UTF-8 exactly when every string `parse` decodes is.
+    if bytes.first() != Some(&b'{') || std::str::from_utf8(bytes).is_err() {
+        return false;
+    }
+    let mut v = Validator {
+        b: bytes,
+        i: 0,
+        depth: 0,
+    };
+    v.value().is_some() && v.i == bytes.len()
+}
+
+/// The map of an object that `parse` would decode as canonical, else `None`: the lazy
+/// build of text that `validate_canonical` accepted (without wrapping the map in an
+/// `Arc<Object>` only to unwrap it).
+pub(crate) fn parse_canonical_object(bytes: &[u8]) -> Option<BTreeMap<Str, Datum>> {
+    let mut p = Parser::new(bytes);
+    if p.peek()? != b'{' {
+        return None;
+    }
+    let map = p.members()?;
+    (p.i == p.b.len() && p.canonical).then_some(map)
+}
+
+/// The state of `validate_canonical`: `parse`'s grammar with every non-canonical form
+/// (whitespace, unsorted or repeated keys, escapes or numbers `write_json` would print
+/// otherwise) rejected instead of noted.
+struct Validator<'a> {
+    b: &'a [u8],
+    i: usize,
+    depth: u32,
+}
+
+/// A key's text between its quotes, and whether it holds escapes.
+#[derive(Clone, Copy)]
+struct Key<'a> {
+    text: &'a [u8],
+    escaped: bool,
+}
+
+impl Key<'_> {
+    /// `parse`'s key order (`str`'s, by bytes) on the decoded keys.
+    fn less(self, other: Key<'_>) -> bool {
+        if !self.escaped && !other.escaped {
+            return self.text < other.text;
+        }
+        Unescape(self.text.iter()).lt(Unescape(other.text.iter()))
+    }
+}
+
+/// The bytes of a validated string: every canonical escape stands for one ASCII byte.
+struct Unescape<'a>(std::slice::Iter<'a, u8>);
+
+impl Iterator for Unescape<'_> {
+    type Item = u8;
+    fn next(&mut self) -> Option<u8> {
+        let c = *self.0.next()?;
+        if c != b'\\' {
+            return Some(c);
+        }
+        Some(match *self.0.next()? {
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => {
+                // `\u00XX`: the value is below 0x20.
+                let mut v = 0u32;
+                for _ in 0..4 {
+                    v = v * 16 + char::from(*self.0.next()?).to_digit(16)?;
+                }
+                u8::try_from(v).ok()?
+            }
+            other => other,
+        })
+    }
+}
+
+impl<'a> Validator<'a> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    #[inline]
+    fn expect(&mut self, c: u8) -> Option<()> {
+        if self.peek()? == c {
+            self.i += 1;
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    fn value(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'"' => {
+                self.i += 1;
+                self.string().map(drop)
+            }
+            b'-' | b'0'..=b'9' => match number_at(self.b, &mut self.i, true)? {
+                (_, true) => Some(()),
+                (_, false) => None,
+            },
+            b'{' => self.object(),
+            b'[' => self.array(),
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            _ => None,
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.i.checked_add(word.len())?;
+        (self.b.get(self.i..end)? == word).then(|| self.i = end)
+    }
+
+    /// A string whose opening quote was consumed (UTF-8 was checked up front).
+    fn string(&mut self) -> Option<Key<'a>> {
+        let start = self.i;
+        let mut escaped = false;
+        loop {
+            self.i += plain_run(self.b.get(self.i..)?);
+            match self.peek()? {
+                b'"' => {
+                    let text = self.b.get(start..self.i)?;
+                    self.i += 1;
+                    return Some(Key { text, escaped });
+                }
+                b'\\' => {
+                    self.i += 1;
+                    escaped = true;
+                    self.escape()?;
+                }
+                // A raw control byte: invalid JSON.
+                _ => return None,
+            }
+        }
+    }
+
+    /// The escape after a backslash, accepted only in the form serde prints: the short
+    /// escapes except `\/`, and `\u00xx` (lower case) for the other control characters.
+    fn escape(&mut self) -> Option<()> {
+        let e = self.peek()?;
+        self.i += 1;
+        match e {
+            b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => Some(()),
+            b'u' => {
+                let end = self.i.checked_add(4)?;
+                let hex = self.b.get(self.i..end)?;
+                self.i = end;
+                match hex {
+                    [b'0', b'0', b'0', b'8' | b'9' | b'a' | b'c' | b'd'] => None,
+                    [b'0', b'0', b'0' | b'1', b'0'..=b'9' | b'a'..=b'f'] => Some(()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    fn enter(&mut self) -> Option<()> {
+        self.depth += 1;
+        (self.depth <= MAX_DEPTH).then_some(())
+    }
+
+    fn array(&mut self) -> Option<()> {
+        self.i += 1;
+        self.enter()?;
+        if self.peek()? == b']' {
+            self.i += 1;
+        } else {
+            loop {
+                self.value()?;
+                match self.peek()? {
+                    b',' => self.i += 1,
+                    b']' => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
+
+    fn object(&mut self) -> Option<()> {
+        self.i += 1;
+        self.enter()?;
+        if self.peek()? == b'}' {
+            self.i += 1;
+        } else {
+            let mut last: Option<Key<'a>> = None;
+            loop {
+                self.expect(b'"')?;
+                let k = self.string()?;
+                // Strictly ascending: no duplicates (serde would keep the last one).
+                if last.is_some_and(|l| !l.less(k)) {
+                    return None;
+                }
+                last = Some(k);
+                self.expect(b':')?;
+                self.value()?;
+                match self.peek()? {
+                    b',' => self.i += 1,
+                    b'}' => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+        }
+        self.depth -= 1;
+        Some(())
+    }
 }
 
 struct Parser<'a> {
@@ -56,15 +287,124 @@ static STOP: [bool; 256] = {
     t
 };
 
-/// The length of the plain run at the start of `s`.
+/// The length of the plain run at the start of `s`. Skips 16 bytes at a time while
+/// none of them stops the run (strings are most of a document's bytes), then finds the
+/// stop byte by byte.
 #[inline]
 fn plain_run(s: &[u8]) -> usize {
-    s.iter()
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    /// Nonzero iff some byte of `x` is below `n` (n <= 0x80).
+    #[inline]
+    fn below(x: u64, n: u8) -> u64 {
+        x.wrapping_sub(ONES * u64::from(n)) & !x & HIGH
+    }
+    #[inline]
+    fn stops(word: &[u8; 8]) -> u64 {
+        let x = u64::from_ne_bytes(*word);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        below(x, 0x20) | below(quote, 1) | below(backslash, 1)
+    }
+    let mut done = 0;
+    let mut rest = s;
+    while let Some((pair, tail)) = rest.split_first_chunk::<16>() {
+        let (Some(a), Some(b)) = (pair.first_chunk::<8>(), pair.last_chunk::<8>()) else {
+            break;
+        };
+        if stops(a) | stops(b) != 0 {
+            break;
+        }
+        done += 16;
+        rest = tail;
+    }
+    done + rest
+        .iter()
         .position(|&c| STOP[usize::from(c)])
-        .unwrap_or(s.len())
+        .unwrap_or(rest.len())
 }
 
-impl Parser<'_> {
+/// The index of the first non-digit at or after `i`.
+#[inline]
+fn skip_digits(b: &[u8], mut i: usize) -> usize {
+    while let Some(b'0'..=b'9') = b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The number starting at `b[*i]`, by JSON's grammar strictly, and whether its text is
+/// canonical (checked only when `check`, else `false`); `*i` moves past it. Integers of
+/// up to 18 digits are converted directly, everything else by the standard library's
+/// correctly rounded parser (serde_json is built with `float_roundtrip`, so both agree).
+/// Shared by the parser and the validator so that they cannot disagree on numbers.
+#[inline]
+fn number_at(b: &[u8], i: &mut usize, check: bool) -> Option<(f64, bool)> {
+    let start = *i;
+    let mut j = start;
+    let neg = b.get(j) == Some(&b'-');
+    if neg {
+        j += 1;
+    }
+    let int_start = j;
+    match b.get(j)? {
+        b'0' => j += 1,
+        b'1'..=b'9' => j = skip_digits(b, j),
+        _ => return None,
+    }
+    let int_end = j;
+    let mut integral = true;
+    if b.get(j) == Some(&b'.') {
+        j += 1;
+        integral = false;
+        if !matches!(b.get(j), Some(b'0'..=b'9')) {
+            return None;
+        }
+        j = skip_digits(b, j);
+    }
+    if let Some(b'e' | b'E') = b.get(j) {
+        j += 1;
+        integral = false;
+        if let Some(b'+' | b'-') = b.get(j) {
+            j += 1;
+        }
+        if !matches!(b.get(j), Some(b'0'..=b'9')) {
+            return None;
+        }
+        j = skip_digits(b, j);
+    }
+    *i = j;
+    if integral && int_end - int_start <= 18 {
+        let mut n: i64 = 0;
+        for &c in b.get(int_start..int_end)? {
+            n = n * 10 + i64::from(c - b'0');
+        }
+        // Negated as a double, so that `-0` is -0.0 as serde makes it.
+        let f = n as f64;
+        // We print integral doubles as the integer they hold: the text is canonical
+        // when the double holds it exactly (and it is not `-0`, printed `-0.0`).
+        let canonical = f as i64 == n && !(neg && n == 0);
+        return Some((if neg { -f } else { f }, canonical));
+    }
+    let token = b.get(start..j)?;
+    let f: f64 = std::str::from_utf8(token).ok()?.parse().ok()?;
+    if !f.is_finite() {
+        return None;
+    }
+    Some((f, check && crate::json::prints_as(f, token)))
+}
+
+impl<'a> Parser<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Parser {
+            b,
+            i: 0,
+            depth: 0,
+            scratch: Vec::new(),
+            canonical: true,
+        }
+    }
+
     #[inline]
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
@@ -114,74 +454,9 @@ impl Parser<'_> {
         }
     }
 
-    fn digits(&mut self) {
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.i += 1;
-        }
-    }
-
-    /// JSON's number grammar, strictly; integers of up to 18 digits are converted
-    /// directly, everything else by the standard library's correctly rounded parser
-    /// (serde_json is built with `float_roundtrip`, so both agree).
     fn number(&mut self) -> Option<Datum> {
-        let start = self.i;
-        let neg = self.peek() == Some(b'-');
-        if neg {
-            self.i += 1;
-        }
-        let int_start = self.i;
-        match self.peek()? {
-            b'0' => self.i += 1,
-            b'1'..=b'9' => self.digits(),
-            _ => return None,
-        }
-        let int_end = self.i;
-        let mut integral = true;
-        if self.peek() == Some(b'.') {
-            self.i += 1;
-            integral = false;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return None;
-            }
-            self.digits();
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.i += 1;
-            integral = false;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.i += 1;
-            }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return None;
-            }
-            self.digits();
-        }
-        if integral && int_end - int_start <= 18 {
-            let mut n: i64 = 0;
-            for &c in self.b.get(int_start..int_end)? {
-                n = n * 10 + i64::from(c - b'0');
-            }
-            // Negated as a double, so that `-0` is -0.0 as serde makes it.
-            let f = n as f64;
-            // We print integral doubles as the integer they hold: the text is canonical
-            // when the double holds it exactly (and it is not `-0`, printed `-0.0`).
-            if f as i64 != n || (neg && n == 0) {
-                self.canonical = false;
-            }
-            return Some(Datum::Number(if neg { -f } else { f }));
-        }
-        let token = self.b.get(start..self.i)?;
-        let f: f64 = std::str::from_utf8(token).ok()?.parse().ok()?;
-        if !f.is_finite() {
-            return None;
-        }
-        if self.canonical {
-            let mut printed = Vec::with_capacity(token.len());
-            crate::json::write_number(f, &mut printed);
-            self.canonical = printed == token;
-        } else {
-            self.canonical = false;
-        }
+        let (f, canonical) = number_at(self.b, &mut self.i, self.canonical)?;
+        self.canonical &= canonical;
         Some(Datum::Number(f))
     }
 
@@ -323,6 +598,11 @@ impl Parser<'_> {
     }
 
     fn object(&mut self) -> Option<Datum> {
+        Some(Datum::Object(Arc::new(Object::from(self.members()?))))
+    }
+
+    /// An object's members, from its `{` up to its `}`.
+    fn members(&mut self) -> Option<BTreeMap<Str, Datum>> {
         self.i += 1;
         self.enter()?;
         let mut pairs: Vec<(Str, Datum)> = Vec::new();
@@ -356,17 +636,297 @@ impl Parser<'_> {
             }
         }
         self.depth -= 1;
-        let map: Object = if sorted {
+        Some(if sorted {
             // Strictly ascending keys (our own documents): bulk-built in one pass.
             pairs.into_iter().collect()
         } else {
             // As serde does: later duplicates replace earlier ones.
-            let mut m = Object::new();
+            let mut m = BTreeMap::new();
             for (k, v) in pairs {
                 m.insert(k, v);
             }
             m
-        };
-        Some(Datum::Object(Arc::new(map)))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// What the validator must accept: exactly the objects `parse` calls canonical.
+    fn parse_says_canonical_object(b: &[u8]) -> bool {
+        matches!(parse(b), Some((Datum::Object(_), true)))
+    }
+
+    /// The safety property (accepted ⇒ `parse` decodes it as a canonical object, equal
+    /// to serde's decoding) and its converse (no canonical object is decoded eagerly).
+    fn check_agrees(b: &[u8]) -> Result<(), TestCaseError> {
+        let ok = validate_canonical(b);
+        prop_assert_eq!(
+            ok,
+            parse_says_canonical_object(b),
+            "{:?}",
+            String::from_utf8_lossy(b)
+        );
+        if ok {
+            let (fast, canonical) = parse(b).expect("accepted text parses");
+            prop_assert!(canonical);
+            let serde = crate::json::from_json_slice_serde(b).expect("serde accepts it too");
+            prop_assert_eq!(fast.to_json_bytes(), b.to_vec());
+            prop_assert_eq!(serde.to_json_bytes(), b.to_vec());
+            prop_assert_eq!(format!("{fast:?}"), format!("{serde:?}"));
+            let map = parse_canonical_object(b).expect("the lazy build succeeds");
+            prop_assert_eq!(Datum::object(Object::from(map)).to_json_bytes(), b.to_vec());
+        }
+        prop_assert_eq!(
+            parse_canonical_object(b).is_some(),
+            parse_says_canonical_object(b)
+        );
+        Ok(())
+    }
+
+    fn number() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            any::<f64>().prop_filter("finite", |f| f.is_finite()),
+            (-1_000_000i64..1_000_000).prop_map(|i| i as f64),
+            any::<i64>().prop_map(|i| i as f64),
+            (-1e3f64..1e3),
+            Just(-0.0),
+            Just(0.0),
+            Just(9_007_199_254_740_993.0),
+            Just(1e18),
+            Just(9.3e18),
+            Just(1e21),
+            Just(5e-324),
+        ]
+    }
+
+    /// Strings that need every kind of escape, and non-ASCII text.
+    const STRING: &str = "[ab\"\\\\/\u{0}-\u{1f}\u{7f}é😀\u{2028}]{0,5}";
+
+    fn datum() -> impl Strategy<Value = Datum> {
+        let leaf = prop_oneof![
+            Just(Datum::Null),
+            any::<bool>().prop_map(Datum::Bool),
+            number().prop_map(Datum::Number),
+            STRING.prop_map(|s| Datum::str(&s)),
+        ];
+        leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Datum::array),
+                prop::collection::vec((STRING, inner), 0..4).prop_map(|kv| {
+                    Datum::object(kv.into_iter().map(|(k, v)| (Str::from(k), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    /// Canonical object text: `write_json` of an object.
+    fn canonical() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec((STRING, datum()), 0..5).prop_map(|kv| {
+            let o: Object = kv.into_iter().map(|(k, v)| (Str::from(k), v)).collect();
+            Datum::object(o).to_json_bytes()
+        })
+    }
+
+    /// Bytes that make canonical text non-canonical or invalid in interesting ways.
+    const NOISE: &[u8] = b" \t\n\r{}[]\":,\\/0123456789-+.eEubfnrtxaAF\x00\x1f\x7f\xc3\xa9\xff";
+
+    /// Canonical text with one edit: a byte inserted, replaced or removed, a cut, or a
+    /// piece repeated.
+    fn mutated() -> impl Strategy<Value = Vec<u8>> {
+        (
+            canonical(),
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            prop::sample::select(NOISE),
+            0..5u8,
+        )
+            .prop_map(|(mut b, at, to, c, kind)| {
+                let len = b.len();
+                let i = at.index(len + 1);
+                match kind {
+                    0 => b.insert(i, c),
+                    1 if i < len => b[i] = c,
+                    2 if i < len => {
+                        b.remove(i);
+                    }
+                    3 => b.truncate(i),
+                    _ => {
+                        let j = to.index(len + 1);
+                        let (lo, hi) = (i.min(j), i.max(j));
+                        let piece = b[lo..hi].to_vec();
+                        b.splice(hi..hi, piece);
+                    }
+                }
+                b
+            })
+    }
+
+    /// Small texts in a JSON-like shape, dense in number forms and escapes.
+    const SHAPED: &str = "\\{(\"[ab\\\\u0-9A-Fnt/\"]{0,5}\":(-?[0-9]{1,20}(\\.[0-9]{1,3})?([eE][-+]?[0-9]{1,3})?|\"[ab\\\\u0-9A-Fnt/]{0,7}\"|\\[\\]|\\{\\}|true|null),?){0,3}\\}";
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn validator_accepts_canonical_objects(b in canonical()) {
+            prop_assert!(validate_canonical(&b), "{:?}", String::from_utf8_lossy(&b));
+            check_agrees(&b)?;
+        }
+
+        #[test]
+        fn validator_agrees_with_parse_on_edits(b in mutated()) {
+            check_agrees(&b)?;
+        }
+
+        #[test]
+        fn validator_agrees_with_parse_on_shaped_text(s in SHAPED) {
+            check_agrees(s.as_bytes())?;
+        }
+    }
+
+    proptest! {
+        /// The word-at-a-time scan finds the same stop as a byte-by-byte one.
+        #[test]
+        fn plain_run_matches_bytewise(
+            b in prop::collection::vec(prop_oneof![8 => 0x20u8..=0xff, 1 => any::<u8>()], 0..64),
+            plain in 0..48usize,
+        ) {
+            let mut s = vec![b'x'; plain];
+            s.extend(b);
+            let want = s.iter().position(|&c| STOP[usize::from(c)]).unwrap_or(s.len());
+            prop_assert_eq!(plain_run(&s), want);
+        }
+    }
+
+    #[test]
+    fn validator_rejects_non_canonical_text() {
+        let rejected: &[&[u8]] = &[
+            // Not an object, or not only one.
+            b"",
+            b"[]",
+            b"1",
+            b"\"a\"",
+            b"null",
+            b"{}x",
+            b"{}{}",
+            b"{",
+            b"{\"a\":1",
+            b"{\"a\":}",
+            b"{\"a\"}",
+            b"{\"a\":1,}",
+            b"{,}",
+            b"{1:1}",
+            // Whitespace anywhere.
+            b" {}",
+            b"{} ",
+            b"{ }",
+            b"{\"a\": 1}",
+            b"{\"a\" :1}",
+            b"{\"a\":1 }",
+            b"{\"a\":[1, 2]}",
+            b"{\"a\":1,\n\"b\":2}",
+            b"{\"a\":1}\n",
+            // Key order: unsorted, duplicated, and orders that raw text gets wrong
+            // (`\n` decodes below `"`, whose escape text sorts above it).
+            b"{\"b\":1,\"a\":2}",
+            b"{\"a\":1,\"a\":2}",
+            b"{\"a\":{\"y\":1,\"x\":2}}",
+            b"{\"a\\\"\":1,\"a\\n\":2}",
+            b"{\"\\u0001\":1,\"\\u0001\":2}",
+            b"{\"b\":1,\"\\u001f\":2}",
+            // Escapes serde would print differently, and invalid ones.
+            b"{\"a\":\"\\/\"}",
+            b"{\"a\":\"\\u00e9\"}",
+            b"{\"a\":\"\\u0041\"}",
+            b"{\"a\":\"\\u001F\"}",
+            b"{\"a\":\"\\u0008\"}",
+            b"{\"a\":\"\\u0009\"}",
+            b"{\"a\":\"\\u000a\"}",
+            b"{\"a\":\"\\u000c\"}",
+            b"{\"a\":\"\\u000d\"}",
+            b"{\"a\":\"\\u007f\"}",
+            b"{\"a\":\"\\ud83d\\ude00\"}",
+            b"{\"a\":\"\\ud800\"}",
+            b"{\"a\":\"\\u00\"}",
+            b"{\"a\":\"\\x\"}",
+            b"{\"a\":\"\\\"}",
+            b"{\"\\/\":1}",
+            // Raw control characters and invalid UTF-8.
+            b"{\"a\":\"\x01\"}",
+            b"{\"a\":\"\n\"}",
+            b"{\"a\":\"\xff\"}",
+            b"{\"a\":\"\xc3\"}",
+            b"{\"\xc3\":1}",
+            b"{\"a\":\"\xed\xa0\x80\"}",
+            b"{\"a\":\"\xc3\\n\xa9\"}",
+            // Numbers in another form than ours, or not numbers at all.
+            b"{\"a\":1.0}",
+            b"{\"a\":1e3}",
+            b"{\"a\":1E+20}",
+            b"{\"a\":1e20}",
+            b"{\"a\":-0}",
+            b"{\"a\":0.10}",
+            b"{\"a\":.5}",
+            b"{\"a\":01}",
+            b"{\"a\":+1}",
+            b"{\"a\":1.}",
+            b"{\"a\":-}",
+            b"{\"a\":12345678901234567}",
+            b"{\"a\":12345678901234567890}",
+            b"{\"a\":100000000000000000000}",
+            b"{\"a\":1e400}",
+            b"{\"a\":-1e400}",
+            b"{\"a\":NaN}",
+            b"{\"a\":Infinity}",
+            // Nested invalid or non-canonical values.
+            b"{\"a\":[1,]}",
+            b"{\"a\":[,1]}",
+            b"{\"a\":{\"b\":nul}}",
+            b"{\"a\":{\"b\":1.50}}",
+            b"{\"a\":[{\"c\":1,\"b\":2}]}",
+            b"{\"a\":tru}",
+            b"{\"a\":True}",
+        ];
+        for b in rejected {
+            assert!(!validate_canonical(b), "{:?}", String::from_utf8_lossy(b));
+            check_agrees(b).unwrap();
+        }
+        let accepted: &[&[u8]] = &[
+            b"{}",
+            b"{\"a\":1}",
+            b"{\"\":0,\"a\":-0.0,\"b\":1e+20,\"c\":0.1,\"d\":-1.5e-7,\"e\":1000000000000000000}",
+            b"{\"a\":\"x\\\"\\\\\\b\\f\\n\\r\\t\\u0000\\u001f\\u000b\"}",
+            b"{\"a\\n\":1,\"a\\\"\":2,\"a\\\\\":3,\"a\xc3\xa9\":4}",
+            b"{\"\\u0001\":1,\"\\u001f\":2,\"\\\"\":3}",
+            b"{\"a\":[[],{},[null,true,false]],\"b\":{\"c\":{\"d\":\"\xf0\x9f\x98\x80\x7f\"}}}",
+            b"{\"a\":9007199254740992,\"b\":-9007199254740992}",
+        ];
+        for b in accepted {
+            assert!(validate_canonical(b), "{:?}", String::from_utf8_lossy(b));
+            check_agrees(b).unwrap();
+        }
+    }
+
+    /// Nesting: the validator gives up exactly where `parse` does.
+    #[test]
+    fn validator_depth_limit_matches_parse() {
+        for depth in [1usize, 50, 99, 100, 101, 200] {
+            let objects = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+            let arrays = format!("{{\"a\":{}{}}}", "[".repeat(depth), "]".repeat(depth));
+            for t in [objects, arrays] {
+                check_agrees(t.as_bytes()).unwrap();
+            }
+        }
+        assert!(validate_canonical(
+            format!("{}1{}", "{\"a\":".repeat(100), "}".repeat(100)).as_bytes()
+        ));
+        assert!(!validate_canonical(
+            format!("{}1{}", "{\"a\":".repeat(101), "}".repeat(101)).as_bytes()
+        ));
     }
 }

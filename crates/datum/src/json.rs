@@ -36,8 +36,15 @@ pub fn from_json_slice(bytes: &[u8]) -> Result<Datum, JsonError> {
 /// Parses JSON text that the caller hands over. When the text is an object in
 /// canonical form (what `to_json_bytes` prints — stored documents are), the object
 /// keeps it (`Object::raw_json`), so writing the document out again unchanged is a
-/// copy. Costs one small allocation over `from_json_slice`; the bytes are not copied.
+/// copy, and is not decoded until its map is first accessed: the validation pass
+/// allocates nothing, so a document that is only passed through costs a scan and
+/// two small allocations. The bytes are not copied.
 pub fn from_json_owned(bytes: Vec<u8>) -> Result<Datum, JsonError> {
+    if crate::fast::validate_canonical(&bytes) {
+        return Ok(Datum::Object(Arc::new(Object::lazy(Arc::new(bytes)))));
+    }
+    // Not provably canonical (or not an object): decoded now, as `from_json_slice`
+    // does; a canonical object the validator was too strict for still keeps its text.
     match crate::fast::parse(&bytes) {
         Some((Datum::Object(mut o), true)) => {
             if let Some(obj) = Arc::get_mut(&mut o) {
@@ -126,6 +133,9 @@ impl Datum {
 
     /// Compact JSON bytes.
     pub fn to_json_bytes(&self) -> Vec<u8> {
+        if let Some(raw) = self.as_object().and_then(Object::raw_json) {
+            return raw.to_vec();
+        }
         let mut out = Vec::with_capacity(64);
         write_json(self, &mut out, false);
         out
@@ -184,13 +194,31 @@ pub(crate) fn write_json(d: &Datum, out: &mut Vec<u8>, _pretty: bool) {
 }
 
 pub(crate) fn write_number(n: f64, out: &mut Vec<u8>) {
+    // Writing to a Vec cannot fail.
+    let _ = write_number_to(n, out);
+}
+
+/// Whether `write_number` prints `n` as exactly `text`, without allocating (the
+/// decoders' canonical-form check).
+pub(crate) fn prints_as(n: f64, text: &[u8]) -> bool {
+    // Longer than any number we print (at most 24 bytes).
+    let mut buf = [0u8; 40];
+    let mut rest: &mut [u8] = &mut buf;
+    if write_number_to(n, &mut rest).is_err() {
+        return false;
+    }
+    let len = 40 - rest.len();
+    buf.get(..len) == Some(text)
+}
+
+fn write_number_to<W: std::io::Write>(n: f64, out: &mut W) -> std::io::Result<()> {
     if let Some(i) = as_exact_int(n) {
-        out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+        out.write_all(itoa::Buffer::new().format(i).as_bytes())
     } else if n.is_finite() {
         // serde_json prints the shortest representation that round-trips.
-        let _ = serde_json::to_writer(&mut *out, &n);
+        serde_json::to_writer(out, &n).map_err(std::io::Error::other)
     } else {
-        out.extend_from_slice(b"null");
+        out.write_all(b"null")
     }
 }
 
@@ -427,6 +455,8 @@ mod tests {
             let d = from_json_owned(c.as_bytes().to_vec()).unwrap();
             let o = d.as_object().unwrap();
             assert_eq!(o.raw_json(), Some(c.as_bytes()), "{c}");
+            // Kept undecoded until the map is first looked at.
+            assert!(crate::fast::validate_canonical(c.as_bytes()), "{c}");
             assert_eq!(
                 from_json_slice(c.as_bytes()).unwrap().to_json_bytes(),
                 c.as_bytes()
@@ -450,6 +480,7 @@ mod tests {
         for c in other {
             let d = from_json_owned(c.as_bytes().to_vec()).unwrap();
             assert_eq!(d.as_object().unwrap().raw_json(), None, "{c}");
+            assert!(!crate::fast::validate_canonical(c.as_bytes()), "{c}");
             assert_eq!(
                 d.to_json_bytes(),
                 from_json_slice_serde(c.as_bytes()).unwrap().to_json_bytes()
@@ -486,6 +517,7 @@ mod tests {
             let slow = from_json_slice_serde(&bytes).unwrap();
             proptest::prop_assert_eq!(fast.to_json_bytes(), slow.to_json_bytes());
             proptest::prop_assert_eq!(fast.to_json_bytes(), bytes.clone());
+            proptest::prop_assert!(crate::fast::validate_canonical(&bytes));
             let owned = from_json_owned(bytes.clone()).unwrap();
             proptest::prop_assert_eq!(owned.as_object().unwrap().raw_json(), Some(bytes.as_slice()));
             let mut w = Vec::new();

@@ -2,10 +2,12 @@
 //!
 //! Strings, arrays and objects are reference-counted so that cloning a Datum (which the
 //! evaluator does constantly) is O(1). Mutation goes through `Arc::make_mut`.
+//! An object decoded from stored canonical JSON builds its map only when first looked
+//! at (see `Object`).
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A shared, immutable string.
 pub type Str = Arc<str>;
@@ -16,12 +18,25 @@ pub type Str = Arc<str>;
 /// carry the compact JSON text it was decoded from (`raw_json`): a stored document
 /// that is returned unchanged is then written out by copying those bytes instead of
 /// re-encoding it. Invariant: `raw`, when present, is exactly what `write_json` would
-/// print for `map` — the decoder attaches it only to text it verified to be in that
-/// canonical form, and every mutable access (`DerefMut`, `get_mut`, …) drops it first.
-#[derive(Clone, Default)]
+/// print for the map — the decoder attaches it only to text it verified to be in that
+/// canonical form, and every mutable access (`DerefMut`, `get_mut`, …) builds the map
+/// and then drops it.
+///
+/// The map itself may be lazy: `from_json_owned` keeps text that
+/// `fast::validate_canonical` accepted undecoded, and the first access to the map
+/// decodes it (scans and point reads that return documents unchanged never do).
+/// Unbuilt map ⇒ `raw` present and validated; `raw_json` and the JSON writer do not
+/// build it.
+#[derive(Clone)]
 pub struct Object {
-    map: BTreeMap<Str, Datum>,
+    map: OnceLock<BTreeMap<Str, Datum>>,
     raw: Option<Arc<Vec<u8>>>,
+}
+
+impl Default for Object {
+    fn default() -> Object {
+        Object::from(BTreeMap::new())
+    }
 }
 
 impl Object {
@@ -30,9 +45,21 @@ impl Object {
         Object::default()
     }
 
+    /// An object whose map is decoded from `raw` on first access. Only for text that
+    /// `fast::validate_canonical` accepted: the build then cannot fail.
+    pub(crate) fn lazy(raw: Arc<Vec<u8>>) -> Object {
+        Object {
+            map: OnceLock::new(),
+            raw: Some(raw),
+        }
+    }
+
     /// The map, without the raw text.
     pub fn into_map(self) -> BTreeMap<Str, Datum> {
-        self.map
+        match self.map.into_inner() {
+            Some(map) => map,
+            None => build(self.raw.as_deref()),
+        }
     }
 
     /// The canonical compact JSON of this object, when it is known without encoding.
@@ -42,28 +69,56 @@ impl Object {
 
     /// Attaches the canonical JSON text (the caller guarantees the invariant).
     pub(crate) fn set_raw(&mut self, raw: Arc<Vec<u8>>) {
+        // Built first, so that an unbuilt map only ever comes from validated text.
+        self.map_ref();
         self.raw = Some(raw);
     }
+
+    fn map_ref(&self) -> &BTreeMap<Str, Datum> {
+        self.map.get_or_init(|| build(self.raw.as_deref()))
+    }
+
+    /// The map for writing: built, and the raw text dropped (it may no longer match).
+    fn map_mut(&mut self) -> &mut BTreeMap<Str, Datum> {
+        self.map_ref();
+        self.raw = None;
+        self.map
+            .get_mut()
+            .expect("Object::map_mut: the map was built just above")
+    }
+}
+
+/// Decodes a lazy object's map from its text.
+fn build(raw: Option<&Vec<u8>>) -> BTreeMap<Str, Datum> {
+    let raw = raw.expect(
+        "lazy Object without raw text: only Object::lazy leaves the map unbuilt, and it sets raw",
+    );
+    crate::fast::parse_canonical_object(raw).expect(
+        "lazy Object: fast::parse failed on text that fast::validate_canonical accepted \
+         (validate_canonical must accept only what parse decodes as a canonical object)",
+    )
 }
 
 impl std::ops::Deref for Object {
     type Target = BTreeMap<Str, Datum>;
     fn deref(&self) -> &Self::Target {
-        &self.map
+        self.map_ref()
     }
 }
 
 impl std::ops::DerefMut for Object {
     fn deref_mut(&mut self) -> &mut Self::Target {
         // Any mutable access may change the map: the raw text no longer describes it.
-        self.raw = None;
-        &mut self.map
+        self.map_mut()
     }
 }
 
 impl From<BTreeMap<Str, Datum>> for Object {
     fn from(map: BTreeMap<Str, Datum>) -> Object {
-        Object { map, raw: None }
+        Object {
+            map: OnceLock::from(map),
+            raw: None,
+        }
     }
 }
 
@@ -75,8 +130,7 @@ impl FromIterator<(Str, Datum)> for Object {
 
 impl Extend<(Str, Datum)> for Object {
     fn extend<I: IntoIterator<Item = (Str, Datum)>>(&mut self, iter: I) {
-        self.raw = None;
-        self.map.extend(iter);
+        self.map_mut().extend(iter);
     }
 }
 
@@ -84,7 +138,7 @@ impl IntoIterator for Object {
     type Item = (Str, Datum);
     type IntoIter = std::collections::btree_map::IntoIter<Str, Datum>;
     fn into_iter(self) -> Self::IntoIter {
-        self.map.into_iter()
+        self.into_map().into_iter()
     }
 }
 
@@ -92,7 +146,7 @@ impl<'a> IntoIterator for &'a Object {
     type Item = (&'a Str, &'a Datum);
     type IntoIter = std::collections::btree_map::Iter<'a, Str, Datum>;
     fn into_iter(self) -> Self::IntoIter {
-        self.map.iter()
+        self.map_ref().iter()
     }
 }
 
@@ -100,14 +154,20 @@ impl<'a> IntoIterator for &'a mut Object {
     type Item = (&'a Str, &'a mut Datum);
     type IntoIter = std::collections::btree_map::IterMut<'a, Str, Datum>;
     fn into_iter(self) -> Self::IntoIter {
-        self.raw = None;
-        self.map.iter_mut()
+        self.map_mut().iter_mut()
     }
 }
 
 impl PartialEq for Object {
     fn eq(&self, other: &Object) -> bool {
-        self.map == other.map
+        // The same canonical text means the same map; different text may still be an
+        // equal map (`-0.0` and `0` compare equal), so the maps decide.
+        if let (Some(a), Some(b)) = (&self.raw, &other.raw) {
+            if a == b {
+                return true;
+            }
+        }
+        self.map_ref() == other.map_ref()
     }
 }
 
@@ -115,7 +175,7 @@ impl Eq for Object {}
 
 impl fmt::Debug for Object {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.map.fmt(f)
+        self.map_ref().fmt(f)
     }
 }
 
@@ -338,5 +398,193 @@ impl From<Vec<Datum>> for Datum {
 impl From<Object> for Datum {
     fn from(o: Object) -> Self {
         Datum::object(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{from_json_owned, from_json_slice};
+
+    fn lazy(text: &str) -> Datum {
+        let d = from_json_owned(text.as_bytes().to_vec()).unwrap();
+        assert!(built(&d).is_some_and(|b| !b), "{text} should be lazy");
+        d
+    }
+
+    /// Whether an object's map is built (`None` for other values).
+    fn built(d: &Datum) -> Option<bool> {
+        d.as_object().map(|o| o.map.get().is_some())
+    }
+
+    fn object_mut(d: &mut Datum) -> &mut Object {
+        match d {
+            Datum::Object(o) => Arc::make_mut(o),
+            _ => panic!("not an object"),
+        }
+    }
+
+    const DOC: &str = r#"{"a":1,"b":[1.5,"x\n"],"c":{"d":null},"e":-0.0}"#;
+
+    #[test]
+    fn object_is_send_sync_clone() {
+        fn check<T: Send + Sync + Clone + fmt::Debug + Eq>() {}
+        check::<Object>();
+        check::<Datum>();
+        let _ = Object::default();
+    }
+
+    /// Writing out, `raw_json`, cloning and comparing equal texts leave the map unbuilt.
+    #[test]
+    fn lazy_object_passes_through_unbuilt() {
+        let d = lazy(DOC);
+        let o = d.as_object().unwrap();
+        assert_eq!(o.raw_json(), Some(DOC.as_bytes()));
+        assert_eq!(d.to_json_bytes(), DOC.as_bytes());
+        let mut out = b"[".to_vec();
+        d.write_json(&mut out);
+        assert_eq!(out, [b"[", DOC.as_bytes()].concat());
+        let copy = o.clone();
+        assert!(copy.map.get().is_none());
+        assert!(*o == copy);
+        assert!(*o == *lazy(DOC).as_object().unwrap());
+        assert_eq!(built(&d), Some(false));
+        // Nested objects are decoded along with their parent and carry no text.
+        assert_eq!(d.get("c").and_then(built), Some(true));
+        assert_eq!(d.get("c").unwrap().as_object().unwrap().raw_json(), None);
+        assert_eq!(built(&d), Some(true));
+        assert_eq!(d.as_object().unwrap().raw_json(), Some(DOC.as_bytes()));
+    }
+
+    /// Every read gives what an eager decoding gives.
+    #[test]
+    fn lazy_object_reads_like_eager() {
+        let eager = from_json_slice(DOC.as_bytes()).unwrap();
+        let e = eager.as_object().unwrap();
+        assert!(*lazy(DOC).as_object().unwrap() == *e);
+        assert!(*e == *lazy(DOC).as_object().unwrap());
+        assert_eq!(lazy(DOC), eager);
+        assert_eq!(crate::cmp(&lazy(DOC), &eager), std::cmp::Ordering::Equal);
+        assert_eq!(format!("{:?}", lazy(DOC)), format!("{eager:?}"));
+        assert_eq!(
+            format!("{:?}", lazy(DOC).as_object().unwrap()),
+            format!("{e:?}")
+        );
+        assert_eq!(lazy(DOC).to_pretty_string(), eager.to_pretty_string());
+        assert_eq!(lazy(DOC).get("b"), eager.get("b"));
+        assert_eq!(lazy(DOC).as_object().unwrap().len(), 4);
+        let keys: Vec<_> = lazy(DOC).as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, e.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(lazy(DOC).as_object().unwrap().into_iter().count(), 4);
+        let owned = Arc::unwrap_or_clone(match lazy(DOC) {
+            Datum::Object(o) => o,
+            _ => unreachable!(),
+        });
+        assert_eq!(owned.clone().into_map(), e.clone().into_map());
+        assert_eq!(
+            owned.into_iter().collect::<Vec<_>>(),
+            e.clone().into_iter().collect::<Vec<_>>()
+        );
+    }
+
+    /// Different texts can be equal maps: the maps decide.
+    #[test]
+    fn lazy_equality_compares_maps() {
+        let (a, b) = (lazy(r#"{"x":-0.0}"#), lazy(r#"{"x":0}"#));
+        assert!(*a.as_object().unwrap() == *b.as_object().unwrap());
+        assert_eq!(a, b);
+        assert!(
+            *lazy(r#"{"x":1}"#).as_object().unwrap() != *lazy(r#"{"x":2}"#).as_object().unwrap()
+        );
+        assert!(
+            *lazy(r#"{"x":1}"#).as_object().unwrap() != *lazy(r#"{"y":1}"#).as_object().unwrap()
+        );
+        assert!(*lazy("{}").as_object().unwrap() == Object::new());
+    }
+
+    /// Every mutable access builds the map and drops the text, on this copy only.
+    #[test]
+    fn lazy_object_mutation_drops_text() {
+        type Edit = fn(&mut Object);
+        let edits: [(Edit, &str); 6] = [
+            (
+                |o| {
+                    o.insert(Str::from("z"), Datum::Null);
+                },
+                r#"{"a":1,"b":[1.5,"x\n"],"c":{"d":null},"e":-0.0,"z":null}"#,
+            ),
+            (
+                |o| {
+                    o.remove("b");
+                },
+                r#"{"a":1,"c":{"d":null},"e":-0.0}"#,
+            ),
+            (
+                |o| {
+                    if let Some(v) = o.get_mut("a") {
+                        *v = Datum::Number(2.0);
+                    }
+                },
+                r#"{"a":2,"b":[1.5,"x\n"],"c":{"d":null},"e":-0.0}"#,
+            ),
+            (
+                |o| {
+                    for (_, v) in o {
+                        *v = Datum::Null;
+                    }
+                },
+                r#"{"a":null,"b":null,"c":null,"e":null}"#,
+            ),
+            (
+                |o| o.extend([(Str::from("0"), Datum::Bool(true))]),
+                r#"{"0":true,"a":1,"b":[1.5,"x\n"],"c":{"d":null},"e":-0.0}"#,
+            ),
+            // Even an access that changes nothing.
+            (
+                |o| {
+                    let _ = o.get_mut("nothing");
+                },
+                DOC,
+            ),
+        ];
+        for (edit, want) in edits {
+            let original = lazy(DOC);
+            let mut d = original.clone();
+            edit(object_mut(&mut d));
+            assert_eq!(d.as_object().unwrap().raw_json(), None, "{want}");
+            assert_eq!(d.to_json_bytes(), want.as_bytes());
+            // The shared original is untouched (and still lazy).
+            assert_eq!(built(&original), Some(false));
+            assert_eq!(original.to_json_bytes(), DOC.as_bytes());
+        }
+        // Keeping the text again after a change (what a write does).
+        let mut d = lazy(DOC);
+        object_mut(&mut d).remove("c");
+        let kept = d.to_json_bytes_kept();
+        assert_eq!(d.as_object().unwrap().raw_json(), Some(kept.as_slice()));
+        assert_eq!(kept, br#"{"a":1,"b":[1.5,"x\n"],"e":-0.0}"#);
+    }
+
+    /// Threads that look at a shared lazy object at once all see the one map.
+    #[test]
+    fn lazy_object_builds_once_across_threads() {
+        let d = lazy(DOC);
+        let firsts: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| s.spawn(|| d.get("a").map_or(0, |v| v as *const Datum as usize)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(firsts.iter().all(|&p| p != 0 && p == firsts[0]));
+        assert_eq!(d.to_json_bytes(), DOC.as_bytes());
+    }
+
+    #[test]
+    fn default_object_is_built_and_empty() {
+        let o = Object::default();
+        assert!(o.map.get().is_some());
+        assert_eq!(o.raw_json(), None);
+        assert!(o.is_empty());
+        assert_eq!(Datum::object(Object::new()).to_json_bytes(), b"{}");
     }
 }

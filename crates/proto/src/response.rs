@@ -104,6 +104,19 @@ impl ResponseWriter {
         self.items += 1;
     }
 
+    /// Appends `count` pre-serialized items given as one comma-separated JSON list
+    /// (without brackets), copied verbatim.
+    pub fn push_raw_list(&mut self, json: &[u8], count: usize) {
+        if count == 0 {
+            return;
+        }
+        if self.items > 0 {
+            self.buf.push(b',');
+        }
+        self.buf.extend_from_slice(json);
+        self.items += count;
+    }
+
     /// Appends one result item, serializing it.
     pub fn push_value(&mut self, v: &Value) {
         if self.items > 0 {

@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, Notify};
 use crate::principal::Principal;
 use crate::state::ServerState;
 
+mod batch;
 mod feed;
 use crate::wire::{check_json, error_frame, finish, profile_json};
 
@@ -85,7 +86,7 @@ enum Outcome {
     /// A single value.
     Atom(Vec<u8>),
     /// A batch of a stream: items, whether it is the last, the cursor if not.
-    Batch(Vec<Vec<u8>>, Option<Cursor>),
+    Batch(batch::Items, Option<Cursor>),
 }
 
 impl Session {
@@ -308,18 +309,14 @@ impl Session {
                 if let Some(f) = cursor.as_ref().and_then(|c| c.feed.as_ref()) {
                     w = w.notes(&f.info.notes());
                 }
-                for i in &items {
-                    w.push_raw(i);
-                }
+                items.write_to(&mut w);
                 let mut tokens = self.tokens.lock();
                 match cursor {
                     // STOP came while this batch was computed: the stream ends here.
                     Some(_) if matches!(tokens.get(&token), Some(Slot::Stopped)) => {
                         tokens.remove(&token);
                         w = ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE);
-                        for i in &items {
-                            w.push_raw(i);
-                        }
+                        items.write_to(&mut w);
                     }
                     Some(c) => {
                         tokens.insert(token, Slot::Idle(c));
@@ -621,29 +618,15 @@ fn run_start(
 }
 
 /// Pulls the next batch of a cursor; `done` when the stream is exhausted.
-fn next_batch(c: &mut Cursor, first: bool) -> Result<(Vec<Vec<u8>>, bool), ReqlError> {
-    let scale = if first {
-        c.opts.first_scaledown.max(1)
-    } else {
-        1
-    };
-    let max_bytes = (c.opts.max_bytes / scale).max(1);
-    let max_time = c.opts.max_time / scale as u32;
-    let began = Instant::now();
-    let mut items = Vec::new();
-    let mut bytes = 0;
+fn next_batch(c: &mut Cursor, first: bool) -> Result<(batch::Items, bool), ReqlError> {
+    let limits = batch::Limits::new(&c.opts, first);
+    let mut items = batch::Items::default();
     loop {
         match c.seq.stream.next() {
             None => return Ok((items, true)),
-            Some(d) => {
-                let d = d?;
-                check_json(&d)?;
-                let j = d.to_json_bytes();
-                bytes += j.len();
-                items.push(j);
-            }
+            Some(d) => items.push(&d?)?,
         }
-        if items.len() >= c.opts.max_rows || bytes >= max_bytes || began.elapsed() >= max_time {
+        if limits.reached(&items) {
             return Ok((items, false));
         }
     }

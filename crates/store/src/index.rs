@@ -209,17 +209,37 @@ impl<'a> EntryValue<'a> {
     }
 }
 
-/// One entry read from an index: the whole encoded value and the encoded primary key.
+/// One entry read from an index: its key, split lazily (most readers only want the
+/// document), the whole value when the key holds a truncated one, and the document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {
-    /// The encoded index value (never truncated).
-    pub value: Vec<u8>,
-    /// The encoded primary key.
-    pub pk: Vec<u8>,
-    /// The multi-index tag.
-    pub tag: Option<u32>,
+    key: Vec<u8>,
+    /// Where the primary key starts and ends in `key`.
+    pk: (usize, usize),
+    tag: Option<u32>,
+    whole: Option<Vec<u8>>,
     /// The document's stored JSON, when the entry carries it.
     pub doc: Option<Vec<u8>>,
+}
+
+impl IndexEntry {
+    /// The encoded index value (never truncated).
+    pub fn value(&self) -> &[u8] {
+        match &self.whole {
+            Some(w) => w,
+            None => &self.key[..self.pk.0],
+        }
+    }
+
+    /// The encoded primary key.
+    pub fn pk(&self) -> &[u8] {
+        &self.key[self.pk.0..self.pk.1]
+    }
+
+    /// The multi-index tag.
+    pub fn tag(&self) -> Option<u32> {
+        self.tag
+    }
 }
 
 /// A range of index values: encoded bounds, each inclusive or not.
@@ -316,15 +336,27 @@ impl EntryIter {
         self.raw.next().map(|r| r.map_err(StoreError::from))
     }
 
-    fn parse(key: &[u8], value: &[u8]) -> Result<IndexEntry, StoreError> {
-        let (s, pk, tag) = keys::split_secondary_entry(key)
+    fn parse(key: Vec<u8>, mut value: Vec<u8>) -> Result<IndexEntry, StoreError> {
+        let (s, pk, tag) = keys::split_secondary_entry(&key)
             .ok_or_else(|| StoreError::Corrupt("malformed index entry".into()))?;
-        let v = EntryValue::parse(value)?;
+        let pk = (s.len(), s.len() + pk.len());
+        let v = EntryValue::parse(&value)?;
+        let whole = v.whole.map(<[u8]>::to_vec);
+        // The document is the value's tail: cut the head off in place, no copy.
+        let doc = match v.doc {
+            Some(d) => {
+                let head = value.len() - d.len();
+                value.drain(..head);
+                Some(value)
+            }
+            None => None,
+        };
         Ok(IndexEntry {
-            value: v.whole.unwrap_or(s).to_vec(),
-            pk: pk.to_vec(),
+            key,
+            pk,
             tag,
-            doc: v.doc.map(<[u8]>::to_vec),
+            whole,
+            doc,
         })
     }
 }
@@ -354,8 +386,8 @@ impl Iterator for EntryIter {
                 }
             };
             if !holds_whole(&value) {
-                match Self::parse(&key, &value) {
-                    Ok(e) if self.range.contains(&e.value) => return Some(Ok(e)),
+                match Self::parse(key, value) {
+                    Ok(e) if self.range.contains(e.value()) => return Some(Ok(e)),
                     Ok(_) => continue,
                     Err(e) => {
                         self.failed = true;
@@ -385,8 +417,8 @@ impl Iterator for EntryIter {
             }
             let mut parsed = Vec::with_capacity(run.len());
             for (k, v) in run {
-                match Self::parse(&k, &v) {
-                    Ok(e) if self.range.contains(&e.value) => parsed.push(e),
+                match Self::parse(k, v) {
+                    Ok(e) if self.range.contains(e.value()) => parsed.push(e),
                     Ok(_) => {}
                     Err(e) => {
                         self.failed = true;
@@ -394,7 +426,7 @@ impl Iterator for EntryIter {
                     }
                 }
             }
-            parsed.sort_by(|a, b| (&a.value, &a.pk, a.tag).cmp(&(&b.value, &b.pk, b.tag)));
+            parsed.sort_by(|a, b| (a.value(), a.pk(), a.tag).cmp(&(b.value(), b.pk(), b.tag)));
             if self.reverse {
                 parsed.reverse();
             }
@@ -424,7 +456,7 @@ pub(crate) fn docs_of(
         if let Some(doc) = e.doc.take() {
             return Some(decode_doc(doc).map(|d| (e, d)));
         }
-        match snap.get(&space, &e.pk) {
+        match snap.get(&space, e.pk()) {
             Ok(Some(v)) => Some(decode_doc(v).map(|d| (e, d))),
             // An entry always has its document in the same snapshot; skip if not.
             Ok(None) => None,
@@ -733,8 +765,10 @@ mod tests {
         assert_eq!(all, vec![1.0, 2.0]);
         // An update rewrites the copy even when the index value is unchanged.
         let d = datum::from_json_slice(br#"{"id":1,"v":5,"w":true}"#).unwrap();
-        s.modify::<StoreError>(&Datum::Number(1.0), &mut |_| Ok(StoreChange::Put(d.clone())))
-            .unwrap();
+        s.modify::<StoreError>(&Datum::Number(1.0), &mut |_| {
+            Ok(StoreChange::Put(d.clone()))
+        })
+        .unwrap();
         let five = Bound::Included(Datum::Number(5.0));
         let got: Vec<Datum> = s
             .index_docs(&idx, &five, &five, false)

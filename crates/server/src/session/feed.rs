@@ -9,15 +9,15 @@
 //! fills past half of `changefeed_queue_size` first (RethinkDB's `get_els`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proto::ql2::ResponseType;
 use proto::response::ResponseWriter;
 use reql::terms::changes::FeedInfo;
 use reql::ReqlError;
 
-use super::{Cursor, Outcome, Session, Slot};
-use crate::wire::{check_json, error_frame, finish};
+use super::{batch, Cursor, Outcome, Session, Slot};
+use crate::wire::{error_frame, finish};
 
 /// The feed part of a cursor.
 pub(super) struct FeedCursor {
@@ -42,25 +42,13 @@ impl FeedCursor {
 pub(super) fn next_feed_batch(
     c: &mut Cursor,
     first: bool,
-) -> Result<(Vec<Vec<u8>>, bool), ReqlError> {
-    let scale = if first {
-        c.opts.first_scaledown.max(1)
-    } else {
-        1
-    };
-    let max_bytes = (c.opts.max_bytes / scale).max(1);
-    let max_time = c.opts.max_time / scale as u32;
-    let began = Instant::now();
-    let mut items = Vec::new();
-    let mut bytes = 0;
+) -> Result<(batch::Items, bool), ReqlError> {
+    let limits = batch::Limits::new(&c.opts, first);
+    let mut items = batch::Items::default();
     let mut cut = false;
     for d in c.seq.stream.by_ref() {
-        let d = d?;
-        check_json(&d)?;
-        let j = d.to_json_bytes();
-        bytes += j.len();
-        items.push(j);
-        if items.len() >= c.opts.max_rows || bytes >= max_bytes || began.elapsed() >= max_time {
+        items.push(&d?)?;
+        if limits.reached(&items) {
             cut = true;
             break;
         }
