@@ -154,3 +154,38 @@ def test_index_api_shapes(conn):
     assert t.index_drop("a2").run(conn) == {"dropped": 1}
     assert t.config()["indexes"].run(conn) == ["cmp", "m", "s"]
     r.table_drop("api").run(conn)
+
+
+def test_index_reads_return_current_documents(conn):
+    """Index entries carry copies of their documents: every kind of write must keep the
+    copies equal to the documents, also when the indexed value does not change."""
+    r.table_create("cov").run(conn)
+    t = r.table("cov")
+    t.index_create("v").run(conn)
+    t.index_create("tags", multi=True).run(conn)
+    t.index_wait().run(conn)
+    rng = random.Random(7)
+    t.insert([{"id": i, "v": i % 10, "tags": [i % 3, 5], "note": "a"} for i in range(300)]).run(conn)
+    for _ in range(600):
+        i = rng.randrange(320)
+        op = rng.random()
+        if op < 0.3:  # only an unindexed field changes
+            t.get(i).update({"note": "n%d" % rng.randrange(1000)}).run(conn)
+        elif op < 0.5:  # the indexed values change
+            t.get(i).update({"v": rng.randrange(10), "tags": [rng.randrange(4)]}).run(conn)
+        elif op < 0.7:
+            t.insert({"id": i, "v": rng.randrange(10), "x": 1}, conflict="replace").run(conn)
+        elif op < 0.8:
+            t.get(i).replace(lambda d: d.without("note")).run(conn)
+        else:
+            t.get(i).delete().run(conn)
+    by_id = {d["id"]: d for d in t.run(conn)}
+    via_v = t.between(r.minval, r.maxval, index="v").coerce_to("array").run(conn)
+    assert sorted(via_v, key=lambda d: d["id"]) == sorted(by_id.values(), key=lambda d: d["id"])
+    for tag in range(6):
+        got = t.get_all(tag, index="tags").coerce_to("array").run(conn)
+        want = [d for d in by_id.values() if tag in d.get("tags", [])]
+        assert sorted(got, key=lambda d: d["id"]) == sorted(want, key=lambda d: d["id"])
+    assert t.order_by(index="v").coerce_to("array").run(conn) == \
+        sorted(by_id.values(), key=lambda d: (d["v"], d["id"]))
+    r.table_drop("cov").run(conn)
