@@ -66,6 +66,47 @@ pub(crate) fn parse_canonical_object(bytes: &[u8]) -> Option<BTreeMap<Str, Datum
     (p.i == p.b.len() && p.canonical).then_some(map)
 }
 
+/// Where the value of member `key` starts in object text that `validate_canonical`
+/// accepted, or `None` when there is no such member. Keys are strictly ascending in such
+/// text, so the search stops at the first greater key; values before it are skipped
+/// without being decoded.
+pub(crate) fn find_member(bytes: &[u8], key: &str) -> Option<usize> {
+    let mut v = Validator {
+        b: bytes,
+        i: 0,
+        depth: 0,
+    };
+    v.expect(b'{')?;
+    if v.peek()? == b'}' {
+        return None;
+    }
+    loop {
+        v.expect(b'"')?;
+        let k = v.string()?;
+        v.expect(b':')?;
+        let order = if k.escaped {
+            Unescape(k.text.iter()).cmp(key.bytes())
+        } else {
+            k.text.cmp(key.as_bytes())
+        };
+        match order {
+            std::cmp::Ordering::Equal => return Some(v.i),
+            std::cmp::Ordering::Greater => return None,
+            std::cmp::Ordering::Less => {}
+        }
+        v.value()?;
+        v.expect(b',')?;
+    }
+}
+
+/// The value of member `key` of validated canonical object text (see `find_member`).
+pub(crate) fn member(bytes: &[u8], key: &str) -> Option<Datum> {
+    let mut p = Parser::new(bytes);
+    p.i = find_member(bytes, key)?;
+    p.depth = 1;
+    p.value()
+}
+
 /// The state of `validate_canonical`: `parse`'s grammar with every non-canonical form
 /// (whitespace, unsorted or repeated keys, escapes or numbers `write_json` would print
 /// otherwise) rejected instead of noted.
@@ -768,6 +809,46 @@ mod tests {
 
     /// Small texts in a JSON-like shape, dense in number forms and escapes.
     const SHAPED: &str = "\\{(\"[ab\\\\u0-9A-Fnt/\"]{0,5}\":(-?[0-9]{1,20}(\\.[0-9]{1,3})?([eE][-+]?[0-9]{1,3})?|\"[ab\\\\u0-9A-Fnt/]{0,7}\"|\\[\\]|\\{\\}|true|null),?){0,3}\\}";
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// A member read from the text equals the built map's, present or absent.
+        #[test]
+        fn member_agrees_with_the_map(b in canonical(), probe in STRING) {
+            let map = parse_canonical_object(&b).expect("canonical");
+            for k in map.keys().map(|k| k.to_string()).chain([probe]) {
+                prop_assert_eq!(member(&b, &k), map.get(k.as_str()).cloned(), "{}", k);
+            }
+        }
+    }
+
+    #[test]
+    fn member_of_documents() {
+        let doc = |pairs: Vec<(&str, Datum)>| {
+            Datum::object(pairs.into_iter().map(|(k, v)| (Str::from(k), v)).collect())
+                .to_json_bytes()
+        };
+        let b = doc(vec![
+            ("$reql_type$", Datum::str("TIME")),
+            ("a\n", Datum::array(vec![Datum::Number(1.0)])),
+            ("a\u{1}", Datum::Bool(true)),
+            ("b", Datum::str("\"q")),
+            ("c", Datum::Null),
+        ]);
+        assert!(validate_canonical(&b));
+        assert_eq!(member(&b, "$reql_type$"), Some(Datum::str("TIME")));
+        assert_eq!(
+            member(&b, "a\n"),
+            Some(Datum::array(vec![Datum::Number(1.0)]))
+        );
+        assert_eq!(member(&b, "a\u{1}"), Some(Datum::Bool(true)));
+        assert_eq!(member(&b, "b"), Some(Datum::str("\"q")));
+        assert_eq!(member(&b, "c"), Some(Datum::Null));
+        assert_eq!(member(&b, "a"), None);
+        assert_eq!(member(&b, "d"), None);
+        assert_eq!(member(b"{}", "a"), None);
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]

@@ -28,8 +28,13 @@
 use crate::ptype;
 use crate::value::Datum;
 
-/// RethinkDB's longest primary key (`MAX_PRIMARY_KEY_SIZE - 1`).
+/// RethinkDB's longest primary key as its error message states it
+/// (`MAX_PRIMARY_KEY_SIZE - 1`).
 pub const MAX_PRIMARY_KEY_CHARS: usize = 127;
+
+/// RethinkDB's `MAX_PRIMARY_KEY_SIZE`: the longest printed primary key
+/// (`datum_t::print_primary`, whose output carries a one-byte type prefix).
+const MAX_PRIMARY_KEY_SIZE: usize = MAX_PRIMARY_KEY_CHARS + 1;
 
 const TAG_MIN: u8 = 0x01;
 const TAG_ARRAY: u8 = 0x10;
@@ -72,7 +77,7 @@ pub fn encode_primary(d: &Datum) -> Result<Vec<u8>, KeyError> {
     check_nul(d)?;
     let mut out = Vec::with_capacity(24);
     encode_into(d, &mut out, true, Kind::Primary)?;
-    if printed_len(d) > MAX_PRIMARY_KEY_CHARS {
+    if printed_len(d) > MAX_PRIMARY_KEY_SIZE {
         return Err(KeyError::TooLong(format!(
             "Primary key too long (max {} characters): {}",
             MAX_PRIMARY_KEY_CHARS,
@@ -308,14 +313,63 @@ fn unescape_bytes(b: &[u8]) -> Option<(Vec<u8>, &[u8])> {
     }
 }
 
-/// The length RethinkDB's printed primary key would have (it limits that, not ours).
+/// The length of RethinkDB's printed primary key (`datum_t::print_primary`; it limits
+/// that, not our encoding): `S` + the string; `N` + 16 hex digits + `#` + the number
+/// in `%.20g`; `Bt`/`Bf`; `PBINARY:` + the bytes (0x00 and 0x01 escaped to two
+/// bytes); `PTIME:` + the epoch time's number key; `A` + each item and a NUL.
+/// RethinkDB stops appending at `MAX_KEY_SIZE` (250), far above the limit, so that cap
+/// never changes whether a key is too long.
 fn printed_len(d: &Datum) -> usize {
+    // `num_to_str_key` prints -0 as 0.
+    let number = |n: f64| 1 + 16 + 1 + fmt_g20(if n == 0.0 { 0.0 } else { n }).len();
     match d {
+        Datum::MinVal | Datum::MaxVal => 1,
         Datum::String(s) => 1 + s.len(),
-        Datum::Number(_) => 1 + 16 + 1 + 24,
+        Datum::Number(n) => number(*n),
         Datum::Bool(_) => 2,
         Datum::Array(a) => 1 + a.iter().map(|x| printed_len(x) + 1).sum::<usize>(),
-        other => 1 + other.to_json_string().len(),
+        Datum::Null => 1,
+        Datum::Object(_) => match d.reql_type() {
+            Some("TIME") => "PTIME:".len() + number(ptype::time_epoch(d).unwrap_or(0.0)),
+            Some("BINARY") => {
+                let bytes = ptype::binary_bytes(d).unwrap_or_default();
+                "PBINARY:".len() + bytes.len() + bytes.iter().filter(|&&b| b <= 1).count()
+            }
+            // Not keyable: refused by the encoding before the length matters.
+            _ => 1 + d.to_json_string().len(),
+        },
+    }
+}
+
+/// C's `printf("%.20g", x)`, RethinkDB's `PR_RECONSTRUCTABLE_DOUBLE` (number keys,
+/// geometry error messages, HTTP parameters): 20 significant digits, trailing zeros
+/// dropped, exponent notation when the exponent is below -4 or at least 20.
+pub fn fmt_g20(x: f64) -> String {
+    const PRECISION: i32 = 20;
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.into();
+    }
+    if !x.is_finite() {
+        return format!("{x}");
+    }
+    let sci = format!("{:.*e}", (PRECISION - 1) as usize, x);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..PRECISION).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", strip_fraction_zeros(mantissa), exp.abs())
+    } else {
+        let decimals = usize::try_from(PRECISION - 1 - exp).unwrap_or(0);
+        strip_fraction_zeros(&format!("{x:.decimals$}")).to_string()
+    }
+}
+
+/// `%g`'s removal of trailing zeros (and of a then-bare decimal point).
+fn strip_fraction_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
     }
 }
 
@@ -407,9 +461,46 @@ mod tests {
             encode_primary(&d(r#"{"a":1}"#)),
             Err(KeyError::BadType(_))
         ));
-        let long = Datum::str(&"x".repeat(127));
+        let long = Datum::str(&"x".repeat(128));
         assert!(matches!(encode_primary(&long), Err(KeyError::TooLong(_))));
-        assert!(encode_primary(&Datum::str(&"x".repeat(126))).is_ok());
+        assert!(encode_primary(&Datum::str(&"x".repeat(127))).is_ok());
+    }
+
+    #[test]
+    fn fmt_g20_prints_as_c_does() {
+        for (n, s) in [
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (500.0, "500"),
+            (-500.0, "-500"),
+            (0.1, "0.10000000000000000555"),
+            (1.5, "1.5"),
+            (1e20, "1e+20"),
+            (12345678901234567890.0, "12345678901234567168"),
+            (0.0001, "0.00010000000000000000479"),
+            (0.00001, "1.0000000000000000818e-05"),
+            (-1e300, "-1.0000000000000000525e+300"),
+            (5e-324, "4.9406564584124654418e-324"),
+        ] {
+            assert_eq!(fmt_g20(n), s, "{n}");
+        }
+    }
+
+    #[test]
+    fn key_length_is_measured_as_rethinkdb_prints_the_key() {
+        // Each number prints as `N` + 16 hex digits + `#` + "%.20g", each array item
+        // takes a NUL more: [1,2,3,4,8,1] is 1 + 6 * 20 = 121 bytes, within the limit.
+        let six = d("[1,2,3,4,8,1]");
+        assert_eq!(printed_len(&six), 121);
+        assert!(encode_primary(&six).is_ok());
+        assert!(encode_primary(&d("[1,2,3,4,8,1,2]")).is_err());
+        // Times print as `PTIME:` + the number key of their epoch time.
+        let t = ptype::make_time(0.0, "+00:00");
+        assert_eq!(printed_len(&t), 6 + 19);
+        let times = Datum::array(vec![Datum::Number(1.0), Datum::Number(3.0), t.clone(), t]);
+        assert!(encode_primary(&times).is_ok());
+        // Binary: `PBINARY:` + the bytes, 0x00 and 0x01 escaped to two bytes.
+        assert_eq!(printed_len(&ptype::make_binary(&[0, 1, 2])), 8 + 5);
     }
 
     #[test]

@@ -74,6 +74,23 @@ impl Object {
         self.raw = Some(raw);
     }
 
+    /// One member's value, read from the text without building the map when the map
+    /// is not built yet (a query that reads a field or two of each document).
+    pub fn field(&self, key: &str) -> Option<Datum> {
+        match (self.map.get(), &self.raw) {
+            (None, Some(raw)) => crate::fast::member(raw, key),
+            _ => self.map_ref().get(key).cloned(),
+        }
+    }
+
+    /// Whether the object has member `key`, without building an unbuilt map.
+    pub fn has(&self, key: &str) -> bool {
+        match (self.map.get(), &self.raw) {
+            (None, Some(raw)) => crate::fast::find_member(raw, key).is_some(),
+            _ => self.map_ref().contains_key(key),
+        }
+    }
+
     fn map_ref(&self) -> &BTreeMap<Str, Datum> {
         self.map.get_or_init(|| build(self.raw.as_deref()))
     }
@@ -274,9 +291,13 @@ impl Datum {
         self.as_object().and_then(|o| o.get(key))
     }
 
-    /// The `$reql_type$` of a pseudo-type object, if any.
+    /// The `$reql_type$` of a pseudo-type object, if any. Plain stored documents answer
+    /// without building their maps (the key would sort first in their text).
     pub fn reql_type(&self) -> Option<&str> {
-        self.get(REQL_TYPE).and_then(Datum::as_str)
+        match self {
+            Datum::Object(o) if o.has(REQL_TYPE) => o.get(REQL_TYPE).and_then(Datum::as_str),
+            _ => None,
+        }
     }
 
     /// RethinkDB's type name as `type_of` prints it (`NUMBER`, `PTYPE<TIME>`, …).
@@ -454,6 +475,30 @@ mod tests {
         assert_eq!(d.get("c").unwrap().as_object().unwrap().raw_json(), None);
         assert_eq!(built(&d), Some(true));
         assert_eq!(d.as_object().unwrap().raw_json(), Some(DOC.as_bytes()));
+    }
+
+    /// `field`, `has` and `reql_type` read the text of an unbuilt map and leave it
+    /// unbuilt; on a built map they read the map.
+    #[test]
+    fn field_reads_leave_the_map_unbuilt() {
+        let eager = from_json_slice(DOC.as_bytes()).unwrap();
+        let d = lazy(DOC);
+        let o = d.as_object().unwrap();
+        for k in eager.as_object().unwrap().keys() {
+            assert_eq!(o.field(k).as_ref(), eager.get(k), "{k}");
+            assert!(o.has(k));
+        }
+        assert_eq!(o.field("zz"), None);
+        assert!(!o.has("zz"));
+        assert_eq!(d.reql_type(), None);
+        assert!(!d.is_ptype());
+        assert_eq!(built(&d), Some(false));
+        let time = lazy(r#"{"$reql_type$":"TIME","epoch_time":1,"timezone":"+00:00"}"#);
+        assert_eq!(time.reql_type(), Some("TIME"));
+        let _ = o.get("a");
+        assert_eq!(built(&d), Some(true));
+        assert_eq!(o.field("zz"), None);
+        assert_eq!(o.field("a").as_ref(), eager.get("a"));
     }
 
     /// Every read gives what an eager decoding gives.

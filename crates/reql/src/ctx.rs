@@ -6,7 +6,7 @@ use std::sync::Arc;
 use datum::Datum;
 use parking_lot::Mutex;
 
-use crate::access::{Durability, TableAccess, Ticket};
+use crate::access::{Durability, Table, TableAccess, Ticket};
 
 /// RethinkDB's default `array_limit`.
 pub const DEFAULT_ARRAY_LIMIT: usize = 100_000;
@@ -23,7 +23,9 @@ pub struct QueryCtx {
     pub durability: Option<Durability>,
     /// `r.now()` of this query (fixed for the whole query, as in RethinkDB).
     pub now: f64,
-    /// Set when the query's client went away: long loops stop at the next check.
+    /// Set to interrupt the query (STOP, a closed connection, a deleted `jobs` row):
+    /// table reads, function calls and long loops stop at their next check
+    /// (`crate::interrupt`).
     pub cancel: Arc<AtomicBool>,
     /// The highest ticket of a hard-durability write, which the reply must wait for.
     hard_ticket: Mutex<Option<Ticket>>,
@@ -57,6 +59,11 @@ impl QueryCtx {
     /// The ticket the reply must wait for, if any.
     pub fn hard_ticket(&self) -> Option<Ticket> {
         *self.hard_ticket.lock()
+    }
+
+    /// `table` as this query reads it: its reads stop once the query is interrupted.
+    pub fn interruptible(&self, table: Arc<dyn Table>) -> Arc<dyn Table> {
+        crate::interrupt::Interruptible::wrap(table, &self.cancel)
     }
 
     /// A datum for `r.now()`.

@@ -26,6 +26,10 @@ pub struct Ev<'a> {
     /// Argument 0 when it was evaluated before dispatch (to see whether it is grouped,
     /// `terms::group::eval_groupable`); `arg(0)` takes it instead of evaluating again.
     pub arg0: std::cell::RefCell<Option<Val>>,
+    /// RethinkDB's `LITERAL_OK` evaluation flag: set for the arguments of `merge`, the
+    /// bodies of functions that `merge` and `update` call, and passed down by
+    /// `MAKE_OBJ` to its values. `r.literal` anywhere else is a "stray literal".
+    pub literal_ok: bool,
 }
 
 impl<'a> Ev<'a> {
@@ -36,12 +40,27 @@ impl<'a> Ev<'a> {
             env,
             term,
             arg0: std::cell::RefCell::new(None),
+            literal_ok: false,
         }
     }
 }
 
 /// Evaluates a term.
 pub fn eval(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Val> {
+    eval_flagged(ctx, env, term, false)
+}
+
+/// Evaluates a term where `r.literal` is legal (see [`Ev::literal_ok`]).
+pub fn eval_literal_ok(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Val> {
+    eval_flagged(ctx, env, term, true)
+}
+
+pub(crate) fn eval_flagged(
+    ctx: &Arc<QueryCtx>,
+    env: &Env,
+    term: &Term,
+    literal_ok: bool,
+) -> Result<Val> {
     if term.args.iter().any(|a| a.tt == T::ARGS) {
         if matches!(term.tt, T::ORDER_BY | T::UNION) {
             return Err(logic(
@@ -53,10 +72,12 @@ pub fn eval(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Val> {
             terms::write::check_args_deterministic(term)?;
         }
         let expanded = expand_args(ctx, env, term)?;
-        let ev = Ev::new(ctx, env, &expanded);
+        let mut ev = Ev::new(ctx, env, &expanded);
+        ev.literal_ok = literal_ok;
         return terms::group::eval_groupable(&ev);
     }
-    let ev = Ev::new(ctx, env, term);
+    let mut ev = Ev::new(ctx, env, term);
+    ev.literal_ok = literal_ok;
     terms::group::eval_groupable(&ev)
 }
 
@@ -123,6 +144,14 @@ impl<'a> Ev<'a> {
         }
         match self.term.args.get(i) {
             Some(t) => eval(self.ctx, self.env, t).at(i),
+            None => Err(logic(format!("Missing argument {i}."))),
+        }
+    }
+
+    /// Evaluates positional argument `i` where `r.literal` is legal (`merge`).
+    pub fn arg_literal_ok(&self, i: usize) -> Result<Val> {
+        match self.term.args.get(i) {
+            Some(t) => eval_literal_ok(self.ctx, self.env, t).at(i),
             None => Err(logic(format!("Missing argument {i}."))),
         }
     }
@@ -277,8 +306,18 @@ pub fn call(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Datum>) -> Result<Val> {
     call_vals(ctx, f, args.into_iter().map(Val::Datum).collect())
 }
 
+/// Calls a function value whose body may use `r.literal` (the functions of `merge` and
+/// `update`, RethinkDB's `f->call(env, args, LITERAL_OK)`).
+pub fn call_literal_ok(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Datum>) -> Result<Val> {
+    call_flagged(ctx, f, args.into_iter().map(Val::Datum).collect(), true)
+}
+
 /// Calls a function value with arguments of any kind (sequences must be collected first).
 pub fn call_vals(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>) -> Result<Val> {
+    call_flagged(ctx, f, args, false)
+}
+
+fn call_flagged(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>, literal_ok: bool) -> Result<Val> {
     if ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(crate::error::op_failed(
             "Query interrupted: the client disconnected.",
@@ -305,7 +344,7 @@ pub fn call_vals(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>) -> Result<Val> {
             for (id, a) in func.params.iter().zip(args) {
                 env = env.bind(*id, a);
             }
-            eval(ctx, &env, &func.body)
+            eval_flagged(ctx, &env, &func.body, literal_ok)
         }
         Val::Datum(d) => Ok(Val::Datum(d.clone())),
         other => Err(logic(format!(

@@ -10,6 +10,7 @@ pub mod access;
 pub mod ctx;
 pub mod error;
 pub mod eval;
+pub mod interrupt;
 pub mod plan;
 pub mod slice;
 pub mod spec;

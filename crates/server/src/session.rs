@@ -5,10 +5,16 @@
 //! connection (answers go out by token, in completion order). Evaluation is synchronous
 //! and runs on tokio's blocking pool; hard-durability writes are acknowledged only after
 //! the group commit covering their ticket has reached the disk.
+//!
+//! Every query has its own interruption flag (`reql::QueryCtx::cancel`): STOP sets it,
+//! closing the connection sets all of them, and deleting the query's `rethinkdb.jobs`
+//! row sets it (`job_deleted`). Evaluation stops at its next check
+//! (`reql::interrupt`) and `interrupted` answers as RethinkDB does. The query stays in
+//! `jobs` while its cursor lives (the cursor holds its `JobGuard`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use datum::Datum;
@@ -53,20 +59,29 @@ struct Cursor {
     opts: BatchOpts,
     /// Set for a changefeed (`feed.rs`): CONTINUE waits for changes.
     feed: Option<feed::FeedCursor>,
+    /// The query's interruption flag (its streams check it).
+    cancel: Arc<AtomicBool>,
+    /// Keeps the query listed in `rethinkdb.jobs` while the cursor lives.
+    _job: Option<Box<cluster::system::JobGuard>>,
 }
 
-/// What a token in use is doing.
+/// What a token in use is doing. `Running` and `Busy` hold the query's interruption
+/// flag, which STOP and `close` set; a deleted `jobs` row sets it too (`job_deleted`).
 enum Slot {
     /// Its START is being evaluated.
-    Running,
+    Running(Arc<AtomicBool>),
     /// A cursor waiting for CONTINUE.
     Idle(Cursor),
     /// A CONTINUE is being evaluated.
-    Busy,
+    Busy(Arc<AtomicBool>),
     /// STOP arrived while it was running: drop whatever it produces.
     Stopped,
-    /// A changefeed's CONTINUE waiting for changes; signal to wake it (STOP, close).
+    /// A changefeed's CONTINUE waiting for changes; signal to wake it (STOP, close,
+    /// a deleted `jobs` row).
     Waiting(Arc<Notify>),
+    /// Its `jobs` row was deleted while the cursor was idle: the cursor is gone and the
+    /// next CONTINUE is refused as RethinkDB refuses it.
+    Killed,
 }
 
 /// One connection's queries.
@@ -76,8 +91,8 @@ pub struct Session {
     tokens: Mutex<HashMap<u64, Slot>>,
     noreply_running: AtomicUsize,
     noreply_done: Notify,
-    /// Set when the connection closes; running queries poll it.
-    cancel: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when the connection closes (each query also has its own flag, set then too).
+    cancel: Arc<AtomicBool>,
     /// The authenticated user and the access enforcing their permissions.
     who: Arc<Principal>,
 }
@@ -103,7 +118,7 @@ impl Session {
             tokens: Mutex::new(HashMap::new()),
             noreply_running: AtomicUsize::new(0),
             noreply_done: Notify::new(),
-            cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            cancel: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -128,11 +143,12 @@ impl Session {
         };
         match q.kind {
             QueryType::START => {
+                let cancel = Arc::new(AtomicBool::new(false));
                 let duplicate = {
                     let mut tokens = self.tokens.lock();
                     let dup = tokens.contains_key(&token);
                     if !dup {
-                        tokens.insert(token, Slot::Running);
+                        tokens.insert(token, Slot::Running(cancel.clone()));
                     }
                     dup
                 };
@@ -162,7 +178,7 @@ impl Session {
                 let noreply = q.noreply();
                 if !noreply && reql::plan::runs_inline(&term) {
                     // A point read: answer from this task, no hand-off at all.
-                    let frame = self.start(token, q, term, false).await;
+                    let frame = self.start(token, q, term, false, cancel).await;
                     self.send(frame).await;
                     return;
                 }
@@ -171,7 +187,7 @@ impl Session {
                     self.noreply_running.fetch_add(1, Ordering::SeqCst);
                 }
                 tokio::spawn(async move {
-                    let frame = me.start(token, q, term, noreply).await;
+                    let frame = me.start(token, q, term, noreply, cancel).await;
                     if noreply {
                         if me.noreply_running.fetch_sub(1, Ordering::SeqCst) == 1 {
                             me.noreply_done.notify_waiters();
@@ -192,7 +208,10 @@ impl Session {
                 {
                     let mut tokens = self.tokens.lock();
                     match tokens.get(&token) {
-                        Some(Slot::Running | Slot::Busy) => {
+                        Some(Slot::Running(cancel) | Slot::Busy(cancel)) => {
+                            // The evaluation stops at its next check and answers with an
+                            // empty SUCCESS_SEQUENCE, as RethinkDB does.
+                            cancel.store(true, Ordering::SeqCst);
                             tokens.insert(token, Slot::Stopped);
                         }
                         Some(Slot::Waiting(waker)) => {
@@ -239,11 +258,12 @@ impl Session {
         q: Query,
         term: Arc<reql::Term>,
         noreply: bool,
+        cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
-        let frame = self.start_inner(token, q, term, noreply).await;
+        let frame = self.start_inner(token, q, term, noreply, cancel).await;
         // A cursor left by `respond` keeps its slot; anything else frees the token.
         let mut tokens = self.tokens.lock();
-        if matches!(tokens.get(&token), Some(Slot::Running | Slot::Stopped)) {
+        if matches!(tokens.get(&token), Some(Slot::Running(_) | Slot::Stopped)) {
             tokens.remove(&token);
         }
         frame
@@ -255,22 +275,31 @@ impl Session {
         q: Query,
         term: Arc<reql::Term>,
         noreply: bool,
+        cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         let began = Instant::now();
         let profile = q.profile();
         let state = self.state.clone();
-        let cancel = self.cancel.clone();
         let pool = self.state.pool.clone();
         let who = self.who.clone();
+        let job = JobHooks {
+            cancel: cancel.clone(),
+            session: Arc::downgrade(self),
+            token,
+        };
         let run = if reql::plan::runs_inline(&term) {
-            Some(run_start(&state, &who, q, term, cancel))
+            Some(run_start(&state, &who, q, term, job))
         } else {
-            pool.run(move || run_start(&state, &who, q, term, cancel))
+            pool.run(move || run_start(&state, &who, q, term, job))
                 .await
         };
         let (outcome, ticket) = match run {
             Some(Ok(x)) => x,
-            Some(Err(e)) => return error_frame(token, &e),
+            Some(Err(e)) => {
+                return self
+                    .interrupted(token, &cancel)
+                    .unwrap_or_else(|| error_frame(token, &e))
+            }
             None => {
                 return error_frame(
                     token,
@@ -335,20 +364,34 @@ impl Session {
     }
 
     async fn continue_(self: &Arc<Self>, token: u64) -> Vec<u8> {
-        let cursor = {
+        let (cursor, killed) = {
             let mut tokens = self.tokens.lock();
             match tokens.remove(&token) {
+                Some(Slot::Idle(c)) if c.cancel.load(Ordering::SeqCst) => (Some(c), true),
                 Some(Slot::Idle(c)) => {
-                    tokens.insert(token, Slot::Busy);
-                    Some(c)
+                    tokens.insert(token, Slot::Busy(c.cancel.clone()));
+                    (Some(c), false)
                 }
+                Some(Slot::Killed) => (None, true),
                 Some(other) => {
                     tokens.insert(token, other);
-                    None
+                    (None, false)
                 }
-                None => None,
+                None => (None, false),
             }
         };
+        if killed {
+            // RethinkDB ends a cursor whose `jobs` row was deleted between batches and
+            // answers its next CONTINUE so (`query_cache_t::ref_t::fill_response`).
+            drop(cursor);
+            return error_frame(
+                token,
+                &ReqlError::new(
+                    reql::ErrorKind::Client,
+                    format!("ERROR: duplicate token {token}"),
+                ),
+            );
+        }
         let Some(mut cursor) = cursor else {
             return error_frame(
                 token,
@@ -361,6 +404,7 @@ impl Session {
         if cursor.feed.is_some() {
             return self.continue_feed(token, cursor).await;
         }
+        let cancel = cursor.cancel.clone();
         let run = self
             .state
             .pool
@@ -375,8 +419,11 @@ impl Session {
                 self.respond(token, Outcome::Batch(items, c), None)
             }
             Some((Err(e), _)) => {
+                let frame = self
+                    .interrupted(token, &cancel)
+                    .unwrap_or_else(|| error_frame(token, &e));
                 self.tokens.lock().remove(&token);
-                error_frame(token, &e)
+                frame
             }
             None => {
                 self.tokens.lock().remove(&token);
@@ -388,18 +435,80 @@ impl Session {
         }
     }
 
-    /// Drops every cursor (the connection closed).
+    /// The answer to a query whose evaluation failed because `cancel` was set, as
+    /// RethinkDB gives it: an empty SUCCESS_SEQUENCE after STOP (nobody reads it after
+    /// a disconnect), its error after the query's `jobs` row was deleted. None if the
+    /// query was not interrupted.
+    fn interrupted(&self, token: u64, cancel: &AtomicBool) -> Option<Vec<u8>> {
+        if !cancel.load(Ordering::SeqCst) {
+            return None;
+        }
+        let stopped = self.cancel.load(Ordering::SeqCst)
+            || matches!(self.tokens.lock().get(&token), Some(Slot::Stopped));
+        Some(if stopped {
+            finish(ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE), token)
+        } else {
+            error_frame(token, &terminated_by_jobs())
+        })
+    }
+
+    /// A `jobs` row of this session's query on `token` was deleted (its flag `cancel`
+    /// is set already): an idle cursor is dropped, a waiting changefeed woken; a running
+    /// evaluation sees the flag itself.
+    fn job_deleted(&self, token: u64, cancel: &Arc<AtomicBool>) {
+        let dropped = {
+            let mut tokens = self.tokens.lock();
+            match tokens.get(&token) {
+                Some(Slot::Idle(c)) if Arc::ptr_eq(&c.cancel, cancel) => {
+                    tokens.insert(token, Slot::Killed)
+                }
+                Some(Slot::Waiting(waker)) => {
+                    waker.notify_one();
+                    None
+                }
+                _ => None,
+            }
+        };
+        // Dropped outside the lock (the cursor's job guard takes the jobs registry's).
+        drop(dropped);
+    }
+
+    /// Drops every cursor and interrupts every running query (the connection closed).
     pub fn close(&self) {
         self.cancel.store(true, Ordering::SeqCst);
-        let mut tokens = self.tokens.lock();
-        // Waiting feeds wake up, see their slot gone and drop their subscriptions.
-        for slot in tokens.values() {
-            if let Slot::Waiting(waker) = slot {
-                waker.notify_one();
+        let slots = {
+            let mut tokens = self.tokens.lock();
+            for slot in tokens.values() {
+                match slot {
+                    Slot::Running(cancel) | Slot::Busy(cancel) => {
+                        cancel.store(true, Ordering::SeqCst)
+                    }
+                    // Waiting feeds wake up, see their slot gone and drop their
+                    // subscriptions.
+                    Slot::Waiting(waker) => waker.notify_one(),
+                    Slot::Idle(_) | Slot::Stopped | Slot::Killed => {}
+                }
             }
-        }
-        tokens.clear();
+            std::mem::take(&mut *tokens)
+        };
+        drop(slots);
     }
+}
+
+/// RethinkDB's error for a query whose `rethinkdb.jobs` row was deleted.
+fn terminated_by_jobs() -> ReqlError {
+    ReqlError::new(
+        reql::ErrorKind::OpIndeterminate,
+        "Query terminated by the `rethinkdb.jobs` table.",
+    )
+}
+
+/// What `run_start` needs to register the query in `rethinkdb.jobs`: its interruption
+/// flag, and where to report a deleted row.
+struct JobHooks {
+    cancel: Arc<AtomicBool>,
+    session: Weak<Session>,
+    token: u64,
 }
 
 /// Evaluates a compiled START query; returns its first answer and the ticket that
@@ -482,21 +591,36 @@ fn run_start(
     who: &Principal,
     q: Query,
     term: Arc<reql::Term>,
-    cancel: Arc<std::sync::atomic::AtomicBool>,
+    hooks: JobHooks,
 ) -> Result<(Outcome, Option<u64>), ReqlError> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0);
     let access = who.access.clone();
-    let _job = state.cluster.register_job(
+    let JobHooks {
+        cancel,
+        session,
+        token,
+    } = hooks;
+    let on_cancel = {
+        let cancel = cancel.clone();
+        Arc::new(move || {
+            if let Some(s) = session.upgrade() {
+                s.job_deleted(token, &cancel);
+            }
+        })
+    };
+    // Listed from here until the query ends: with its cursor when it has one.
+    let mut job = Some(Box::new(state.cluster.register_job(
         &who.user,
         &who.peer,
         &q.term.as_ref().map(|t| t.to_string()).unwrap_or_default(),
         cancel.clone(),
-    );
+        on_cancel,
+    )));
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
-    ctx.cancel = cancel;
+    ctx.cancel = cancel.clone();
     let mut opts = BatchOpts::default();
     for (k, v) in &q.optargs {
         if !GLOBAL_OPTARGS.contains(&k.as_str()) {
@@ -574,6 +698,8 @@ fn run_start(
                 seq: s,
                 opts,
                 feed: info.map(feed::FeedCursor::new),
+                cancel,
+                _job: job.take(),
             };
             let (items, done) = feed::next_feed_batch(&mut c, true)?;
             Outcome::Batch(items, if done { None } else { Some(c) })
@@ -583,6 +709,8 @@ fn run_start(
                 seq: s,
                 opts,
                 feed: None,
+                cancel,
+                _job: job.take(),
             };
             let (items, done) = next_batch(&mut c, true)?;
             Outcome::Batch(items, if done { None } else { Some(c) })
@@ -593,6 +721,8 @@ fn run_start(
                 seq,
                 opts,
                 feed: None,
+                cancel,
+                _job: job.take(),
             };
             let (items, done) = next_batch(&mut c, true)?;
             Outcome::Batch(items, if done { None } else { Some(c) })

@@ -119,8 +119,13 @@ pub struct Job {
     pub query: String,
     /// When it started.
     pub started: Instant,
-    /// Set to interrupt it.
+    /// Set to interrupt it (by STOP, a closed connection or deleting its row); an
+    /// interrupted job is no longer listed.
     pub cancel: Arc<AtomicBool>,
+    /// Called (outside the registry's lock) after deleting its row set `cancel`, so the
+    /// query's owner can end it even while nothing evaluates (an idle cursor, a
+    /// changefeed waiting for changes).
+    pub on_cancel: Arc<dyn Fn() + Send + Sync>,
 }
 
 /// Running jobs, by id.
@@ -144,11 +149,12 @@ impl Drop for JobGuard {
 }
 
 impl Jobs {
-    /// Every job as `(id, duration_sec, user, client, query)`.
+    /// Every job not interrupted, as `(id, duration_sec, user, client, query)`.
     pub fn list(&self) -> Vec<(String, f64, String, String, String)> {
         self.jobs
             .lock()
             .iter()
+            .filter(|(_, j)| !j.cancel.load(Ordering::Relaxed))
             .map(|(id, j)| {
                 (
                     id.clone(),
@@ -163,13 +169,16 @@ impl Jobs {
 
     /// Interrupts the job with `id`; false when there is none.
     pub fn cancel(&self, id: &str) -> bool {
-        match self.jobs.lock().get(id) {
+        let on_cancel = match self.jobs.lock().get(id) {
             Some(j) => {
                 j.cancel.store(true, Ordering::SeqCst);
-                true
+                j.on_cancel.clone()
             }
-            None => false,
-        }
+            None => return false,
+        };
+        // Outside the lock: the owner may drop the query, whose guard takes it.
+        on_cancel();
+        true
     }
 }
 
@@ -268,14 +277,16 @@ impl Default for AdminState {
 }
 
 impl crate::Cluster {
-    /// Registers a running query for `rethinkdb.jobs`; it is listed until the guard
-    /// drops, and deleting its row sets `cancel`.
+    /// Registers a query for `rethinkdb.jobs`; it is listed until the guard drops (the
+    /// query's owner keeps the guard for as long as its cursor lives) or `cancel` is
+    /// set. Deleting its row sets `cancel`, then calls `on_cancel`.
     pub fn register_job(
         &self,
         user: &str,
         client: &str,
         query: &str,
         cancel: Arc<AtomicBool>,
+        on_cancel: Arc<dyn Fn() + Send + Sync>,
     ) -> JobGuard {
         let id = uuid::Uuid::new_v4().to_string();
         let mut q: String = query.chars().take(200).collect();
@@ -290,6 +301,7 @@ impl crate::Cluster {
                 query: q,
                 started: Instant::now(),
                 cancel,
+                on_cancel,
             },
         );
         self.admin.counters.queries.fetch_add(1, Ordering::Relaxed);

@@ -39,10 +39,11 @@ pub fn check_array_size(ev: &Ev, n: usize) -> Result<()> {
 /// MAKE_OBJ.
 pub fn make_obj(ev: &Ev) -> Result<Val> {
     let mut m = Object::new();
-    for (k, _) in &ev.term.optargs {
-        if let Some(d) = ev.opt_datum(k)? {
-            m.insert(Str::from(k.as_str()), d);
-        }
+    for (k, t) in &ev.term.optargs {
+        // The values inherit the object's `literal_ok` (RethinkDB's make_obj_term_t).
+        let v = crate::eval::eval_flagged(ev.ctx, ev.env, t, ev.literal_ok).at_opt(k)?;
+        let d = ev.to_datum(v).at_opt(k)?;
+        m.insert(Str::from(k.as_str()), d);
     }
     Ok(Val::Datum(Datum::object(m)))
 }

@@ -98,7 +98,7 @@ pub fn table(ev: &Ev) -> Result<Val> {
             }
         },
     };
-    Ok(Val::Table(t))
+    Ok(Val::Table(ev.ctx.interruptible(t)))
 }
 
 /// DB_CREATE.

@@ -136,7 +136,8 @@ pub fn eval_groupable(ev: &Ev) -> Result<Val> {
 fn per_group(ev: &Ev, data: &GroupedData) -> Result<Val> {
     let mut out = GroupedData::new();
     for (k, v) in data.iter() {
-        let one = Ev::new(ev.ctx, ev.env, ev.term);
+        let mut one = Ev::new(ev.ctx, ev.env, ev.term);
+        one.literal_ok = ev.literal_ok;
         *one.arg0.borrow_mut() = Some(Val::Datum(v.clone()));
         let r = super::dispatch(&one)?;
         out.insert(k.clone(), to_datum(ev.ctx, r)?);

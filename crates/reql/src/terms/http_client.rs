@@ -159,34 +159,9 @@ pub fn param_text(d: &Datum) -> Option<String> {
     }
 }
 
-/// C's `%.20g`.
+/// C's `%.20g` (zero printed as `0` whatever its sign).
 fn format_g20(n: f64) -> String {
-    if n == 0.0 {
-        return "0".into();
-    }
-    if n.fract() == 0.0 && n.abs() < 1e20 {
-        return format!("{n:.0}");
-    }
-    let sci = format!("{n:.19e}");
-    let (mant, exp) = match sci.split_once('e') {
-        Some((m, e)) => (m.to_string(), e.parse::<i32>().unwrap_or(0)),
-        None => return sci,
-    };
-    if !(-4..20).contains(&exp) {
-        let m = strip_zeros(&mant);
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{m}e{sign}{:02}", exp.abs());
-    }
-    let decimals = usize::try_from(19 - exp).unwrap_or(0);
-    strip_zeros(&format!("{n:.decimals$}"))
-}
-
-fn strip_zeros(s: &str) -> String {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s.to_string()
-    }
+    datum::keys::fmt_g20(if n == 0.0 { 0.0 } else { n })
 }
 
 /// `key=value&...` of url-encoded pairs.

@@ -418,6 +418,18 @@ fn slice_on(t: &Arc<dyn Table>, name: String) -> Result<TableSlice> {
 /// DISTINCT with an `index` on a table (slice): the distinct index values, in index
 /// order, read from the index entries (no document is fetched for a secondary index).
 pub fn distinct_on(t: &Arc<dyn Table>, name: String) -> Result<Val> {
+    if name == t.primary_key() {
+        // Primary keys are distinct already: RethinkDB maps the slice (whatever index it
+        // was read on) to each document's key.
+        let s = match t.slice() {
+            Some(s) => s.clone(),
+            None => TableSlice::whole(t, None),
+        };
+        let pk = name;
+        let docs = s.stream()?;
+        let keys = docs.map(move |d| d.map(|d| d.get(&pk).cloned().unwrap_or(Datum::Null)));
+        return Ok(Val::Seq(Sequence::stream(Box::new(keys))));
+    }
     let s = slice_on(t, name)?;
     let desc = s.order.unwrap_or(false);
     let inner: crate::value::DatumStream = match &s.index {
@@ -525,4 +537,108 @@ pub fn eq_join(
 
 fn pair(left: Datum, right: Datum) -> Datum {
     Datum::from_pairs([("left", left), ("right", right)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::{Change, Durability, Ticket};
+    use crate::value::DatumStream;
+
+    /// Documents `{id, a}` in key order; index `a` is `doc.a`.
+    struct Docs(Vec<Datum>);
+
+    fn within(v: &Datum, lower: &Bound<Datum>, upper: &Bound<Datum>) -> bool {
+        (match lower {
+            Bound::Included(l) => v >= l,
+            Bound::Excluded(l) => v > l,
+            Bound::Unbounded => true,
+        }) && (match upper {
+            Bound::Included(u) => v <= u,
+            Bound::Excluded(u) => v < u,
+            Bound::Unbounded => true,
+        })
+    }
+
+    impl Table for Docs {
+        fn db(&self) -> &str {
+            "test"
+        }
+        fn name(&self) -> &str {
+            "docs"
+        }
+        fn primary_key(&self) -> &str {
+            "id"
+        }
+        fn durability(&self) -> Durability {
+            Durability::Hard
+        }
+        fn get(&self, key: &Datum) -> Result<Option<Datum>> {
+            Ok(self.0.iter().find(|d| d.get("id") == Some(key)).cloned())
+        }
+        fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, _: bool) -> Result<DatumStream> {
+            let docs: Vec<Result<Datum>> = self
+                .0
+                .iter()
+                .filter(|d| d.get("id").is_some_and(|k| within(k, &lower, &upper)))
+                .cloned()
+                .map(Ok)
+                .collect();
+            Ok(Box::new(docs.into_iter()))
+        }
+        fn count(&self) -> Result<u64> {
+            Ok(self.0.len() as u64)
+        }
+        fn modify(
+            &self,
+            _: &Datum,
+            _: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
+        ) -> Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
+            Err(logic("read-only"))
+        }
+        fn sync_ticket(&self) -> Ticket {
+            0
+        }
+        fn index_scan(
+            &self,
+            _: &str,
+            lower: Bound<Datum>,
+            upper: Bound<Datum>,
+            _: bool,
+        ) -> Result<DatumStream> {
+            let mut docs: Vec<Datum> = self
+                .0
+                .iter()
+                .filter(|d| d.get("a").is_some_and(|a| within(a, &lower, &upper)))
+                .cloned()
+                .collect();
+            docs.sort_by(|x, y| x.get("a").cmp(&y.get("a")));
+            Ok(Box::new(docs.into_iter().map(Ok)))
+        }
+    }
+
+    #[test]
+    fn distinct_on_the_primary_key_follows_a_between_on_another_index() {
+        let n = |x: f64| Datum::Number(x);
+        let docs = (0..6)
+            .map(|i| Datum::from_pairs([("id", n(f64::from(i))), ("a", n(f64::from(i % 2)))]))
+            .collect();
+        let table: Arc<dyn Table> = Arc::new(Docs(docs));
+        let mut s = TableSlice::whole(&table, Some("a".into()));
+        s.lower = Bound::Included(n(0.0));
+        s.upper = Bound::Excluded(n(1.0));
+        s.between = true;
+        let slice = s.into_table();
+        let keys = match distinct_on(&slice, "id".into()) {
+            Ok(Val::Seq(seq)) => seq.collect(100).ok(),
+            _ => None,
+        };
+        assert_eq!(keys, Some(vec![n(0.0), n(2.0), n(4.0)]));
+        // Another secondary index after BETWEEN is still an error.
+        let e = distinct_on(&slice, "b".into()).err().map(|e| e.message);
+        assert_eq!(
+            e.as_deref(),
+            Some("Cannot use index `b` after calling BETWEEN on index `a`.")
+        );
+    }
 }

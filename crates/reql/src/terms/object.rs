@@ -7,7 +7,7 @@ use std::sync::Arc;
 use datum::{Datum, Object, Str};
 
 use crate::error::{logic, nonexist, Result, WithFrame};
-use crate::eval::{call, expect_object, type_error, Ev};
+use crate::eval::{call_literal_ok, expect_object, type_error, Ev};
 use crate::terms::seq::{filter_items, map_items};
 use crate::value::{Sequence, Val};
 
@@ -23,7 +23,7 @@ pub fn no_attribute(field: &str, obj: &Datum) -> crate::error::ReqlError {
 /// Reads a field of an object datum.
 pub fn field_of(d: &Datum, field: &str, term: &str) -> Result<Datum> {
     match d {
-        Datum::Object(o) => o.get(field).cloned().ok_or_else(|| no_attribute(field, d)),
+        Datum::Object(o) => o.field(field).ok_or_else(|| no_attribute(field, d)),
         Datum::Null => Err(nonexist(format!(
             "Cannot perform {term} on a non-object non-sequence `null`."
         ))),
@@ -278,7 +278,7 @@ pub fn merge(ev: &Ev) -> Result<Val> {
     check_val(&v, "merge").at(0)?;
     let mut others = Vec::new();
     for i in 1..ev.nargs() {
-        others.push(ev.arg(i)?);
+        others.push(ev.arg_literal_ok(i)?);
     }
     let mut plain = Vec::new();
     for (i, o) in others.into_iter().enumerate() {
@@ -304,7 +304,7 @@ pub fn merge(ev: &Ev) -> Result<Val> {
             let with = match a {
                 MergeArg::Datum(x) => x.clone(),
                 MergeArg::Func(f) => {
-                    let r = call(&ctx, f, vec![acc.clone()])?;
+                    let r = call_literal_ok(&ctx, f, vec![acc.clone()])?;
                     crate::eval::to_datum(&ctx, r)?
                 }
             };
@@ -319,8 +319,24 @@ enum MergeArg {
     Func(Val),
 }
 
-/// Deep-merges `with` into `base` (RethinkDB's merge, honouring `r.literal`).
+/// Deep-merges `with` into `base` (RethinkDB's merge, honouring `r.literal` inside
+/// `with`). A literal is only meaningful as the value of a key: `with` itself being
+/// one is RethinkDB's stray literal (its merge would produce an object typed LITERAL).
 pub fn merge_datum(base: &Datum, with: &Datum) -> Result<Datum> {
+    if with.reql_type() == Some("LITERAL") {
+        return Err(stray_literal());
+    }
+    merge_inner(base, with)
+}
+
+/// RethinkDB's error for `r.literal` outside the object passed to merge or update.
+pub fn stray_literal() -> crate::error::ReqlError {
+    logic(STRAY_LITERAL)
+}
+
+const STRAY_LITERAL: &str = "Stray literal keyword found: literal is only legal inside of the object passed to merge or update and cannot nest inside other literals.";
+
+fn merge_inner(base: &Datum, with: &Datum) -> Result<Datum> {
     if with.reql_type() == Some("LITERAL") {
         return Ok(with.get("value").cloned().unwrap_or(Datum::Null));
     }
@@ -340,7 +356,7 @@ pub fn merge_datum(base: &Datum, with: &Datum) -> Result<Datum> {
                     continue;
                 }
                 let merged = match out.get(&**k) {
-                    Some(old) => merge_datum(old, v)?,
+                    Some(old) => merge_inner(old, v)?,
                     None => strip_literals(v)?,
                 };
                 out.insert(k.clone(), merged);
@@ -457,12 +473,15 @@ fn plain_object<'a>(d: &'a Datum, term: &str) -> Result<&'a Object> {
 
 /// LITERAL.
 pub fn literal(ev: &Ev) -> Result<Val> {
+    if !ev.literal_ok {
+        return Err(stray_literal());
+    }
     let mut m = Object::new();
     m.insert(Str::from(datum_reql_type()), Datum::str("LITERAL"));
     if ev.nargs() == 1 {
         let v = ev.datum(0)?;
         if has_literal(&v) {
-            return Err(logic("Stray literal keyword found: literal is only legal inside of the object passed to merge or update and cannot nest inside other literals."));
+            return Err(stray_literal());
         }
         m.insert(Str::from("value"), v);
     }
@@ -507,4 +526,84 @@ pub fn object(ev: &Ev) -> Result<Val> {
 /// An `Arc<str>` key.
 pub fn key(s: &str) -> Str {
     Arc::from(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::ctx::QueryCtx;
+    use crate::value::{Env, Val};
+
+    /// Compiles and evaluates a JSON term; the result as JSON, or the error message.
+    fn run(json: &str) -> std::result::Result<String, String> {
+        let j: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        let term = crate::term::compile_term(&j).map_err(|e| e.message)?;
+        let ctx = Arc::new(QueryCtx::new(
+            Arc::new(crate::access::NoTables {
+                message: "no tables",
+                connect: false,
+            }),
+            "test".into(),
+            0.0,
+        ));
+        let v = crate::eval::eval(&ctx, &Env::default(), &term).map_err(|e| e.message)?;
+        let v = match v {
+            Val::Seq(s) => Val::Datum(datum::Datum::array(s.collect(1000).map_err(|e| e.message)?)),
+            v => v,
+        };
+        crate::eval::to_datum(&ctx, v)
+            .map(|d| d.to_json_string())
+            .map_err(|e| e.message)
+    }
+
+    fn stray(json: &str) -> bool {
+        run(json).is_err_and(|m| m == super::STRAY_LITERAL)
+    }
+
+    #[test]
+    fn literal_is_only_legal_where_merge_and_update_allow_it() {
+        // r.literal('foo') at the top level, and inside a plain object.
+        assert!(stray(r#"[137, ["foo"]]"#));
+        assert!(stray(r#"[3, [], {"a": [137, [1]]}]"#));
+        // Inside the object passed to merge (also through a function's object body).
+        assert_eq!(
+            run(r#"[35, [{"a": {"b": 1}, "c": 2}, [3, [], {"a": [137, [{"d": 3}]]}]]]"#),
+            Ok(r#"{"a":{"d":3},"c":2}"#.into())
+        );
+        assert_eq!(
+            run(r#"[35, [{"a": 1, "c": 2}, [69, [[2, [1]], [3, [], {"a": [137, []]}]]]]]"#),
+            Ok(r#"{"c":2}"#.into())
+        );
+        // Not passed down by other terms, nor nested in another literal.
+        assert!(stray(
+            r#"[35, [{"a": 1}, [65, [true, [3, [], {"a": [137, [2]]}], {}]]]]"#
+        ));
+        assert!(stray(
+            r#"[35, [{"a": 1}, [3, [], {"a": [137, [[137, [2]]]]}]]]"#
+        ));
+    }
+
+    #[test]
+    fn merging_a_literal_itself_is_a_stray_literal() {
+        // obj.merge(r.literal('foo')): the literal is the object merged, not a value.
+        assert!(stray(r#"[35, [{"a": 1}, [137, ["foo"]]]]"#));
+        assert!(stray(
+            r#"[35, [{"a": 1}, [69, [[2, [1]], [137, ["foo"]]]]]]"#
+        ));
+    }
+
+    #[test]
+    fn a_filter_predicate_may_hold_a_literal() {
+        assert_eq!(
+            run(r#"[39, [[2, [{"id": 0}, {"id": 1}]], [137, [{"id": 0}]]]]"#),
+            Ok("[]".into())
+        );
+        assert_eq!(
+            run(
+                r#"[39, [[2, [{"b": {"c": 0, "d": 1}}, {"b": {"c": 0}}]], [3, [], {"b": [137, [{"c": 0}]]}]]]"#
+            ),
+            Ok(r#"[{"b":{"c":0}}]"#.into())
+        );
+    }
 }

@@ -59,11 +59,6 @@ pub fn filter_items(
     map_items(seq, move |d| Ok(if pred(&d)? { Some(d) } else { None }))
 }
 
-/// A function argument: a FUNC value, or a datum shortcut.
-fn func_arg(ev: &Ev, i: usize) -> Result<Val> {
-    ev.arg(i)
-}
-
 fn shared(v: &Val) -> Result<Val> {
     v.share()
         .ok_or_else(|| logic("Expected type FUNCTION but found SEQUENCE."))
@@ -100,7 +95,9 @@ fn filter_truth(doc: &Datum, result: &Datum) -> bool {
 /// FILTER.
 pub fn filter(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
-    let pred = func_arg(ev, 1)?;
+    // The predicate may be an object holding `r.literal` (RethinkDB evaluates it with
+    // `LITERAL_OK`); such a value is matched as itself.
+    let pred = ev.arg_literal_ok(1)?;
     let default = ev.term.optarg("default").cloned();
     let ctx = ev.ctx.clone();
     let env = ev.env.clone();

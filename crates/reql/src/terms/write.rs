@@ -37,6 +37,10 @@ struct Stats {
     deleted: u64,
     errors: u64,
     first_error: Option<String>,
+    /// The first error of a document rejected before the write (`insert`: not an
+    /// object, a bad primary key). RethinkDB validates the whole batch first and merges
+    /// those errors ahead of the write's, so this one wins `first_error`.
+    first_invalid: Option<String>,
     generated_keys: Vec<Datum>,
     changes: Vec<Datum>,
 }
@@ -47,6 +51,19 @@ impl Stats {
         if self.first_error.is_none() {
             self.first_error = Some(e.message.clone());
         }
+        self.push_error_change(e, rc, old);
+    }
+
+    /// An error found while validating a document, before any write.
+    fn invalid(&mut self, e: &ReqlError, rc: ReturnChanges, old: Option<&Datum>) {
+        self.errors += 1;
+        if self.first_invalid.is_none() {
+            self.first_invalid = Some(e.message.clone());
+        }
+        self.push_error_change(e, rc, old);
+    }
+
+    fn push_error_change(&mut self, e: &ReqlError, rc: ReturnChanges, old: Option<&Datum>) {
         if rc == ReturnChanges::Always {
             let old = old.cloned().unwrap_or(Datum::Null);
             self.changes
@@ -95,7 +112,7 @@ impl Stats {
         m.insert(Str::from("skipped"), n(self.skipped));
         m.insert(Str::from("deleted"), n(self.deleted));
         m.insert(Str::from("errors"), n(self.errors));
-        if let Some(e) = self.first_error {
+        if let Some(e) = self.first_invalid.or(self.first_error) {
             m.insert(Str::from("first_error"), Datum::from(e));
         }
         if !self.generated_keys.is_empty() {
@@ -158,7 +175,7 @@ fn check_storable(d: &Datum) -> Result<()> {
         Datum::Array(a) => a.iter().try_for_each(check_storable),
         Datum::Object(o) => {
             if d.reql_type() == Some("LITERAL") {
-                return Err(logic("Stray literal keyword found: literal is only legal inside of the object passed to merge or update and cannot nest inside other literals."));
+                return Err(crate::terms::object::stray_literal());
             }
             o.values().try_for_each(check_storable)
         }
@@ -210,17 +227,22 @@ pub fn insert(ev: &Ev) -> Result<Val> {
     let mut stats = Stats::default();
     let one = |d: Datum, stats: &mut Stats| -> Result<()> {
         let key = d.get(t.primary_key()).cloned();
-        let r = insert_one(ev, t.as_ref(), d, &conflict, stats, dur, hook.as_ref());
+        let old_of = |key: &Option<Datum>| match (key, rc) {
+            (Some(k), ReturnChanges::Always) => t.get(k).ok().flatten(),
+            _ => None,
+        };
+        let (doc, key) = match insert_doc(t.as_ref(), d, stats) {
+            Ok(v) => v,
+            Err(e) => {
+                stats.invalid(&e, rc, old_of(&key).as_ref());
+                return Ok(());
+            }
+        };
+        let r = insert_one(ev, t.as_ref(), doc, &key, &conflict, dur, hook.as_ref());
         match r {
             Ok((old, new)) => stats.record(old, new, rc),
             Err(e) if e.kind == ErrorKind::Permission => return Err(e),
-            Err(e) => {
-                let old = match (&key, rc) {
-                    (Some(k), ReturnChanges::Always) => t.get(k).ok().flatten(),
-                    _ => None,
-                };
-                stats.error(&e, rc, old.as_ref())
-            }
+            Err(e) => stats.error(&e, rc, old_of(&Some(key)).as_ref()),
         }
         Ok(())
     };
@@ -242,22 +264,16 @@ pub fn insert(ev: &Ev) -> Result<Val> {
     Ok(Val::Datum(stats.into_datum(rc)))
 }
 
-fn insert_one(
-    ev: &Ev,
-    t: &dyn Table,
-    d: Datum,
-    conflict: &Conflict,
-    stats: &mut Stats,
-    dur: Durability,
-    hook: Option<&Hook>,
-) -> Result<(Option<Datum>, Option<Datum>)> {
+/// Validates one document to insert, before any write (RethinkDB's `batched_insert`
+/// checks): an object, its primary key (generated when missing) encodable. Returns the
+/// document to store and its key.
+fn insert_doc(t: &dyn Table, d: Datum, stats: &mut Stats) -> Result<(Datum, Datum)> {
     let Datum::Object(o) = &d else {
         return Err(logic(format!(
             "Expected type OBJECT but found {}.",
             d.type_name()
         )));
     };
-    check_storable(&d)?;
     let pk = t.primary_key();
     let (doc, key) = match o.get(pk) {
         Some(k) => (d.clone(), k.clone()),
@@ -270,11 +286,26 @@ fn insert_one(
         }
     };
     datum::keys::encode_primary(&key).map_err(|e| logic(e.message().to_string()))?;
+    Ok((doc, key))
+}
+
+/// Writes one validated document (`insert_doc`) under `key`.
+fn insert_one(
+    ev: &Ev,
+    t: &dyn Table,
+    doc: Datum,
+    key: &Datum,
+    conflict: &Conflict,
+    dur: Durability,
+    hook: Option<&Hook>,
+) -> Result<(Option<Datum>, Option<Datum>)> {
+    check_storable(&doc)?;
+    let pk = t.primary_key();
     let ctx = ev.ctx.clone();
-    let (old, new, ticket) = t.modify(&key, &mut |old| {
-        let change = insert_change(&ctx, pk, &key, &doc, conflict, old)?;
+    let (old, new, ticket) = t.modify(key, &mut |old| {
+        let change = insert_change(&ctx, pk, key, &doc, conflict, old)?;
         match hook {
-            Some(h) => h.apply(&ctx, &key, old, change),
+            Some(h) => h.apply(&ctx, key, old, change),
             None => Ok(change),
         }
     })?;
@@ -479,24 +510,29 @@ fn mutation_arg(ev: &Ev) -> Result<Val> {
 
 /// The new value (update patch or replacement) for one document. A non-function,
 /// non-literal argument is evaluated per document, so its errors count per document.
-fn patch_of(ev: &Ev, f: &Val, old: &Datum) -> Result<Datum> {
+/// RethinkDB calls the function with `LITERAL_OK` (update and replace alike); a
+/// non-function argument may hold `r.literal` for update only (`literal_ok`: RethinkDB
+/// rewrites update into a replace whose function evaluates it with that flag).
+fn patch_of(ev: &Ev, f: &Val, old: &Datum, literal_ok: bool) -> Result<Datum> {
+    let call_it = |f: &Val| -> Result<Datum> {
+        let r = crate::eval::call_literal_ok(ev.ctx, f, vec![old.clone()])?;
+        to_datum(ev.ctx, r)
+    };
     if let Some(t) = ev.term.args.get(1) {
         if t.tt != T::FUNC && t.tt != T::DATUM {
-            let v = crate::eval::eval(ev.ctx, ev.env, t)?;
+            let v = if literal_ok {
+                crate::eval::eval_literal_ok(ev.ctx, ev.env, t)?
+            } else {
+                crate::eval::eval(ev.ctx, ev.env, t)?
+            };
             return match v {
-                Val::Func(_) => {
-                    let r = call(ev.ctx, &v, vec![old.clone()])?;
-                    to_datum(ev.ctx, r)
-                }
+                Val::Func(_) => call_it(&v),
                 other => to_datum(ev.ctx, other),
             };
         }
     }
     match f {
-        Val::Func(_) => {
-            let r = call(ev.ctx, f, vec![old.clone()])?;
-            to_datum(ev.ctx, r)
-        }
+        Val::Func(_) => call_it(f),
         Val::Datum(d) => Ok(d.clone()),
         _ => Err(logic("Expected a function or an object.")),
     }
@@ -543,7 +579,7 @@ pub fn update(ev: &Ev) -> Result<Val> {
             let Some(old) = old else {
                 return Ok(Change::Keep);
             };
-            let patch = patch_of(ev, &f, old)?;
+            let patch = patch_of(ev, &f, old, true)?;
             if matches!(patch, Datum::Null) {
                 return Ok(Change::Keep);
             }
@@ -591,7 +627,7 @@ pub fn replace(ev: &Ev) -> Result<Val> {
         let pk = t.primary_key().to_string();
         let change_of = |old: Option<&Datum>| -> Result<Change> {
             let cur = old.cloned().unwrap_or(Datum::Null);
-            let new = patch_of(ev, &f, &cur)?;
+            let new = patch_of(ev, &f, &cur, false)?;
             if matches!(new, Datum::Null) {
                 return Ok(if old.is_some() {
                     Change::Delete
@@ -676,4 +712,122 @@ pub fn delete(ev: &Ev) -> Result<Val> {
         Ok(())
     })?;
     Ok(Val::Datum(stats.into_datum(rc)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::access::Durability;
+    use crate::value::{DatumStream, Env};
+
+    /// A table in memory: documents by primary key `id`.
+    #[derive(Default)]
+    struct Mem(Mutex<Vec<(Datum, Datum)>>);
+
+    impl Table for Mem {
+        fn db(&self) -> &str {
+            "test"
+        }
+        fn name(&self) -> &str {
+            "mem"
+        }
+        fn primary_key(&self) -> &str {
+            "id"
+        }
+        fn durability(&self) -> Durability {
+            Durability::Soft
+        }
+        fn get(&self, key: &Datum) -> Result<Option<Datum>> {
+            let docs = self.0.lock().map_err(|_| logic("poisoned"))?;
+            Ok(docs.iter().find(|(k, _)| k == key).map(|(_, d)| d.clone()))
+        }
+        fn scan(&self, _: Bound<Datum>, _: Bound<Datum>, _: bool) -> Result<DatumStream> {
+            let docs = self.0.lock().map_err(|_| logic("poisoned"))?;
+            let all: Vec<Result<Datum>> = docs.iter().map(|(_, d)| Ok(d.clone())).collect();
+            Ok(Box::new(all.into_iter()))
+        }
+        fn count(&self) -> Result<u64> {
+            Ok(self.0.lock().map_err(|_| logic("poisoned"))?.len() as u64)
+        }
+        fn modify(
+            &self,
+            key: &Datum,
+            f: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
+        ) -> Result<(Option<Datum>, Option<Datum>, Option<crate::access::Ticket>)> {
+            let mut docs = self.0.lock().map_err(|_| logic("poisoned"))?;
+            let at = docs.iter().position(|(k, _)| k == key);
+            let old = at.map(|i| docs[i].1.clone());
+            let new = match f(old.as_ref())? {
+                Change::Keep => old.clone(),
+                Change::Put(d) => {
+                    match at {
+                        Some(i) => docs[i].1 = d.clone(),
+                        None => docs.push((key.clone(), d.clone())),
+                    }
+                    Some(d)
+                }
+                Change::Delete => {
+                    if let Some(i) = at {
+                        docs.remove(i);
+                    }
+                    None
+                }
+            };
+            Ok((old, new, None))
+        }
+        fn sync_ticket(&self) -> crate::access::Ticket {
+            0
+        }
+    }
+
+    /// `table.insert(docs)` on `table`.
+    fn insert_into(table: &Arc<Mem>, docs: Datum) -> Result<Datum> {
+        let ctx = Arc::new(crate::ctx::QueryCtx::new(
+            Arc::new(crate::access::NoTables {
+                message: "no tables",
+                connect: false,
+            }),
+            "test".into(),
+            0.0,
+        ));
+        let term = Term {
+            tt: T::INSERT,
+            args: vec![Term::datum(Datum::Null), Term::datum(docs)],
+            optargs: Vec::new(),
+            datum: Datum::Null,
+        };
+        let env = Env::default();
+        let ev = Ev::new(&ctx, &env, &term);
+        let t: Arc<dyn Table> = table.clone();
+        *ev.arg0.borrow_mut() = Some(Val::Table(t));
+        insert(&ev).and_then(|v| ev.to_datum(v))
+    }
+
+    #[test]
+    fn a_document_rejected_before_the_write_comes_first_in_first_error() {
+        let table = Arc::new(Mem::default());
+        let doc = |k: Datum| Datum::from_pairs([("id", k)]);
+        let one = insert_into(&table, doc(Datum::Number(1.0)));
+        assert_eq!(
+            one.ok().and_then(|d| d.get("inserted").cloned()),
+            Some(Datum::Number(1.0))
+        );
+        // A duplicate (a write error) before a key too long (a validation error).
+        let docs = Datum::array(vec![
+            doc(Datum::Number(1.0)),
+            doc(Datum::from("a".repeat(200))),
+            doc(Datum::Number(2.0)),
+        ]);
+        let stats = insert_into(&table, docs).unwrap_or(Datum::Null);
+        assert_eq!(stats.get("errors"), Some(&Datum::Number(2.0)));
+        assert_eq!(stats.get("inserted"), Some(&Datum::Number(1.0)));
+        let first = stats
+            .get("first_error")
+            .and_then(|e| e.as_str())
+            .unwrap_or("");
+        assert!(first.starts_with("Primary key too long"), "{first}");
+    }
 }

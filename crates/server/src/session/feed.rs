@@ -5,9 +5,13 @@
 //! While it waits, the token's slot is `Slot::Waiting(waker)`: STOP and `Session::close`
 //! signal the waker, and the waiting task ends the stream (answering the CONTINUE with an
 //! empty SUCCESS_SEQUENCE, as RethinkDB does) and drops the cursor, which unregisters
-//! its subscriptions. A `squash` interval delays each batch by that much unless a queue
-//! fills past half of `changefeed_queue_size` first (RethinkDB's `get_els`).
+//! its subscriptions. Deleting the query's `jobs` row sets its flag and signals the
+//! waker too; that CONTINUE is answered with RethinkDB's "Query terminated by the
+//! `rethinkdb.jobs` table." error. A `squash` interval delays each batch by that much
+//! unless a queue fills past half of `changefeed_queue_size` first (RethinkDB's
+//! `get_els`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,19 +65,29 @@ pub(super) fn next_feed_batch(
 }
 
 impl Session {
-    /// True while the token's CONTINUE may keep waiting.
-    fn feed_live(&self, token: u64) -> bool {
-        !self.cancel.load(std::sync::atomic::Ordering::SeqCst)
+    /// True while the token's CONTINUE may keep waiting (`cancel` is the query's flag).
+    fn feed_live(&self, token: u64, cancel: &AtomicBool) -> bool {
+        !self.cancel.load(Ordering::SeqCst)
+            && !cancel.load(Ordering::SeqCst)
             && matches!(self.tokens.lock().get(&token), Some(Slot::Waiting(_)))
     }
 
-    /// Ends a feed whose CONTINUE was stopped (or whose connection closed).
-    fn feed_ended(&self, token: u64) -> Vec<u8> {
-        {
+    /// Ends a feed whose CONTINUE was stopped, whose connection closed, or whose `jobs`
+    /// row was deleted (`cancel` set while its slot still waits).
+    fn feed_ended(&self, token: u64, cancel: &AtomicBool) -> Vec<u8> {
+        let killed = {
             let mut tokens = self.tokens.lock();
-            if matches!(tokens.get(&token), Some(Slot::Stopped | Slot::Waiting(_))) {
+            let slot = tokens.get(&token);
+            let killed = matches!(slot, Some(Slot::Waiting(_)))
+                && cancel.load(Ordering::SeqCst)
+                && !self.cancel.load(Ordering::SeqCst);
+            if matches!(slot, Some(Slot::Stopped | Slot::Waiting(_))) {
                 tokens.remove(&token);
             }
+            killed
+        };
+        if killed {
+            return error_frame(token, &super::terminated_by_jobs());
         }
         finish(ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE), token)
     }
@@ -84,21 +98,22 @@ impl Session {
             return error_frame(token, &reql::error::internal("Not a changefeed cursor."));
         };
         let waker = feed.info.waker.clone();
+        let cancel = cursor.cancel.clone();
         let squash = (feed.info.min_interval > 0.0 && !feed.mid_batch)
             .then(|| Duration::from_secs_f64(feed.info.min_interval.min(31_536_000.0)));
         {
             let mut tokens = self.tokens.lock();
-            if !matches!(tokens.get(&token), Some(Slot::Busy)) {
+            if !matches!(tokens.get(&token), Some(Slot::Busy(_))) {
                 drop(tokens);
-                return self.feed_ended(token);
+                return self.feed_ended(token, &cancel);
             }
             tokens.insert(token, Slot::Waiting(waker.clone()));
         }
         if let Some(wait) = squash {
             let deadline = tokio::time::Instant::now() + wait;
             loop {
-                if !self.feed_live(token) {
-                    return self.feed_ended(token);
+                if !self.feed_live(token, &cancel) {
+                    return self.feed_ended(token, &cancel);
                 }
                 if cursor.feed.as_ref().is_some_and(|f| f.info.nearly_full()) {
                     // Let the burst that filled the queue finish before reading it.
@@ -112,8 +127,8 @@ impl Session {
             }
         }
         loop {
-            if !self.feed_live(token) {
-                return self.feed_ended(token);
+            if !self.feed_live(token, &cancel) {
+                return self.feed_ended(token, &cancel);
             }
             let run = self
                 .state
@@ -126,8 +141,8 @@ impl Session {
             match run {
                 Some((Ok((items, done)), c)) => {
                     if !items.is_empty() || done {
-                        if !self.feed_live(token) {
-                            return self.feed_ended(token);
+                        if !self.feed_live(token, &cancel) {
+                            return self.feed_ended(token, &cancel);
                         }
                         let c = if done { None } else { Some(c) };
                         return self.respond(token, Outcome::Batch(items, c), None);

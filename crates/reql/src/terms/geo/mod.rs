@@ -5,15 +5,15 @@
 //!
 //! A geometry is the GEOMETRY pseudo-type: a GeoJSON object (`Point`, `LineString` or
 //! `Polygon`, coordinates as `[longitude, latitude]`) plus `$reql_type$`. Geodesic
-//! distances and circles use Karney's algorithms (`geographiclib-rs`) on the WGS84
-//! ellipsoid, the unit sphere or a user-given `{a, f}` ellipsoid; shape predicates
-//! live in [`sphere`], parsing and validation in [`shape`].
+//! distances and circles use Karney's algorithms in the version RethinkDB bundles
+//! ([`geodesic`]) on the WGS84 ellipsoid, the unit sphere or a user-given `{a, f}`
+//! ellipsoid; shape predicates live in [`sphere`], parsing and validation in [`shape`].
 
+pub mod geodesic;
 pub mod shape;
 pub mod sphere;
 
 use datum::{Datum, Object, Str};
-use geographiclib_rs::{DirectGeodesic, Geodesic, InverseGeodesic};
 
 use crate::error::{logic, Result, WithFrame};
 use crate::eval::{expect_int, expect_num, expect_str, Ev};
@@ -170,15 +170,12 @@ pub(crate) fn unit_factor(ev: &Ev) -> Result<f64> {
 
 /// Geodesic distance in meters between two lon/lat points.
 pub fn geodesic_distance(e: Ellipsoid, p: LonLat, q: LonLat) -> f64 {
-    let g = Geodesic::new(e.a, e.f);
-    let s: f64 = g.inverse(p.lat, p.lon, q.lat, q.lon);
-    s
+    geodesic::Geodesic::new(e.a, e.f).distance(p.lat, p.lon, q.lat, q.lon)
 }
 
 /// The point at `dist` meters from `p` along azimuth `azimuth` (degrees).
 pub fn geodesic_point(e: Ellipsoid, p: LonLat, azimuth: f64, dist: f64) -> LonLat {
-    let g = Geodesic::new(e.a, e.f);
-    let (lat, lon): (f64, f64) = g.direct(p.lat, p.lon, azimuth, dist);
+    let (lat, lon) = geodesic::Geodesic::new(e.a, e.f).destination(p.lat, p.lon, azimuth, dist);
     LonLat { lon, lat }
 }
 

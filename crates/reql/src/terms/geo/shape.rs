@@ -1,6 +1,7 @@
 //! GEOMETRY datums: building them, and parsing them into validated [`Shape`]s with
 //! RethinkDB's GeoJSON rules and error messages.
 
+pub use datum::keys::fmt_g20;
 use datum::Datum;
 
 /// The key that marks a pseudo-type object.
@@ -142,34 +143,6 @@ pub fn sanitize(d: &Datum) -> Result<()> {
     Ok(())
 }
 
-/// Formats a double as C's `%.20g` (RethinkDB's `PR_RECONSTRUCTABLE_DOUBLE`).
-pub fn fmt_g20(x: f64) -> String {
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0" } else { "0" }.into();
-    }
-    if !x.is_finite() {
-        return format!("{x}");
-    }
-    let sci = format!("{x:.19e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..20).contains(&exp) {
-        let m = strip_zeros(mantissa);
-        let sign = if exp < 0 { '-' } else { '+' };
-        return format!("{m}e{sign}{:02}", exp.abs());
-    }
-    let decimals = usize::try_from(19 - exp).unwrap_or(0);
-    strip_zeros(&format!("{x:.decimals$}")).to_string()
-}
-
-fn strip_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
-}
-
 /// Parses a GeoJSON position into a lon/lat pair (no range check).
 pub fn position(d: &Datum) -> Result<LonLat> {
     let arr = expect_array(d)?;
@@ -294,7 +267,9 @@ fn parse_polygon(coords: &Datum) -> Result<Polygon> {
             "Some edges in GeoJSON polygon could not be used.  Are they intersecting?",
         ));
     }
-    Ok(Polygon { loops })
+    Ok(Polygon {
+        loops: sphere::xor_loops(loops),
+    })
 }
 
 /// Parses and validates a geometry object (GeoJSON Point, LineString or Polygon).

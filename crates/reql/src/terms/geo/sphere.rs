@@ -549,7 +549,11 @@ pub fn polygons_intersect(a: &Polygon, b: &Polygon) -> bool {
 
 /// True when polygon `b` lies inside polygon `a` (boundaries may touch).
 pub fn polygon_contains_polygon(a: &Polygon, b: &Polygon) -> bool {
-    let (Some(a_shell), Some(b_shell)) = (a.loops.first(), b.loops.first()) else {
+    // A polygon without edges is contained in any polygon (S2's `Contains`).
+    let Some(b_shell) = b.loops.first() else {
+        return true;
+    };
+    let Some(a_shell) = a.loops.first() else {
         return false;
     };
     if !loop_contains_loop(a_shell, b_shell) {
@@ -563,6 +567,38 @@ pub fn polygon_contains_polygon(a: &Polygon, b: &Polygon) -> bool {
         !loops_intersect(h, b_shell, false)
             || b.loops.iter().skip(1).any(|bh| loop_contains_loop(bh, h))
     })
+}
+
+/// The loops of a polygon as RethinkDB assembles them: with S2PolygonBuilder's
+/// `DIRECTED_XOR` option, holes reversed, an edge cancelling an edge that runs the other
+/// way between the same vertices. When every edge cancels (a hole with the shell's
+/// outline, as `polygon_sub` of a polygon with itself makes), the polygon has no edges
+/// and intersects and contains nothing. When only some do (a hole sharing edges with the
+/// shell), S2 re-forms loops from the rest; the loops are kept here: the same region,
+/// but the cancelled edges still count as boundary.
+pub fn xor_loops(loops: Vec<Vec<V3>>) -> Vec<Vec<V3>> {
+    type Key = [u64; 3];
+    // S2 compares vertices with `==`, so -0.0 and 0.0 are one coordinate.
+    let key = |v: V3| v.map(|x| if x == 0.0 { 0u64 } else { x.to_bits() });
+    let mut edges: std::collections::HashMap<(Key, Key), usize> = Default::default();
+    for (i, l) in loops.iter().enumerate() {
+        for (a, b) in loop_edges(l) {
+            let (a, b) = if i == 0 {
+                (key(a), key(b))
+            } else {
+                (key(b), key(a))
+            };
+            match edges.get_mut(&(b, a)) {
+                Some(n) if *n > 0 => *n -= 1,
+                _ => *edges.entry((a, b)).or_default() += 1,
+            }
+        }
+    }
+    if edges.values().all(|&n| n == 0) {
+        Vec::new()
+    } else {
+        loops
+    }
 }
 
 /// True when the loops of a polygon do not cross each other.

@@ -253,3 +253,45 @@ fn loop_validation() {
     assert_eq!(cw.side(from_lon_lat(0.5, 0.5)), sphere::Side::In);
     assert_eq!(cw.side(from_lon_lat(50.0, 50.0)), sphere::Side::Out);
 }
+
+#[test]
+fn a_hole_with_the_shells_outline_leaves_no_polygon() {
+    // r.polygon(sq).polygon_sub(r.polygon(sq)): S2's directed XOR cancels every edge.
+    let sq = [ll(0.0, 0.0), ll(0.0, 10.0), ll(10.0, 10.0), ll(10.0, 0.0)];
+    let shell = make_polygon(&sq);
+    let coords = shape::field(&shell, "coordinates").unwrap_or(Datum::Null);
+    let ring = coords
+        .as_array()
+        .and_then(|a| a.first().cloned())
+        .unwrap_or(Datum::Null);
+    let holed = Datum::from_pairs([
+        (shape::REQL_TYPE, Datum::str(shape::geometry_string())),
+        ("type", Datum::str("Polygon")),
+        ("coordinates", Datum::array(vec![ring.clone(), ring])),
+    ]);
+    let empty = match parse_geometry(&holed) {
+        Ok(Shape::Polygon(p)) => p,
+        other => panic!("not a polygon: {other:?}"),
+    };
+    assert!(empty.loops.is_empty());
+    let g = Shape::Polygon(empty.clone());
+    let full = Shape::Polygon(poly(&[(0.0, 0.0), (0.0, 10.0), (10.0, 10.0), (10.0, 0.0)]));
+    assert!(!shapes_intersect(&g, &pt(0.0, 0.0)));
+    assert!(!shapes_intersect(&g, &pt(5.0, 5.0)));
+    assert!(!shapes_intersect(&g, &full));
+    assert!(!shapes_intersect(&full, &g));
+    assert!(!shapes_intersect(&g, &line(&[(0.0, 0.0), (0.0, 10.0)])));
+    // A hole strictly inside keeps its edges: the polygon is a ring.
+    let ring = holed_ring();
+    assert_eq!(ring.loops.len(), 2);
+    assert!(shapes_intersect(&Shape::Polygon(ring), &pt(1.05, 1.05)));
+}
+
+fn holed_ring() -> Polygon {
+    let mut p = square(1.0, 1.0, 2.0, 2.0);
+    let h = square(1.1, 1.1, 1.9, 1.9);
+    p.loops.extend(h.loops);
+    Polygon {
+        loops: sphere::xor_loops(p.loops),
+    }
+}
