@@ -196,7 +196,7 @@ async fn queries(port: u16, c: &Connection) {
         "between(index=r) 1,000 docs, 16 closed loop",
         latency(port, Load::closed(between_rounds()), Some(1000), between).await,
     );
-    if std::env::var("ONLY_BETWEEN").is_ok() {
+    if std::env::var("ONLY_BETWEEN").is_ok_and(|v| !v.is_empty()) {
         return;
     }
     report(
@@ -223,7 +223,7 @@ async fn queries(port: u16, c: &Connection) {
         "get_all(k, index=r)",
         latency(
             port,
-            Load::closed(2000),
+            Load::closed(point_rounds()),
             Some(1),
             |x| json!([78, [table(), x % 200_000], {"index": "r"}]),
         )
@@ -231,7 +231,7 @@ async fn queries(port: u16, c: &Connection) {
     );
     report(
         "get(k) by primary key",
-        latency(port, Load::closed(2000), None, |x| {
+        latency(port, Load::closed(point_rounds()), None, |x| {
             json!([16, [table(), x % 200_000]])
         })
         .await,
@@ -279,4 +279,12 @@ fn between_rates() -> Vec<f64> {
         .filter_map(|r| r.trim().parse().ok())
         .filter(|r: &f64| *r > 0.0)
         .collect()
+}
+
+/// Queries per client for `get_all` and `get` (`POINT_ROUNDS`, default 2000).
+fn point_rounds() -> usize {
+    std::env::var("POINT_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000)
 }

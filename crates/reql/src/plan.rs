@@ -24,6 +24,16 @@ fn inline_term(t: &Term) -> bool {
                 && t.args.iter().skip(1).all(|a| inline_term(a))
                 && t.optargs.is_empty()
         }
+        // An index lookup of a few keys: a handful of seeks, and the first batch is
+        // bounded by the batch limits like any other.
+        T::GET_ALL => {
+            return t.args.first().is_some_and(|a| is_table(a))
+                && (2..=1 + INLINE_GET_ALL_KEYS).contains(&t.args.len())
+                && t.args.iter().skip(1).all(|a| inline_term(a))
+                && t.optargs
+                    .iter()
+                    .all(|(k, a)| k == "index" && a.tt == T::DATUM)
+        }
         T::DATUM
         | T::MAKE_ARRAY
         | T::MAKE_OBJ
@@ -62,6 +72,9 @@ fn inline_term(t: &Term) -> bool {
     own && t.args.iter().all(|a| inline_term(a)) && t.optargs.iter().all(|(_, a)| inline_term(a))
 }
 
+/// The most keys a `get_all` run inline may look up.
+const INLINE_GET_ALL_KEYS: usize = 16;
+
 fn is_table(t: &Term) -> bool {
     t.tt == T::TABLE
         && t.optargs.iter().all(|(_, a)| a.tt == T::DATUM)
@@ -89,6 +102,26 @@ mod tests {
         )));
         // r.expr(1) + 2
         assert!(runs_inline(&c(r#"[24,[1,2]]"#)));
+        // r.table("t").get_all(1, 2, index="v") and get_all([1, "a"]) on a compound index
+        assert!(runs_inline(&c(r#"[78,[[15,["t"]],1,2],{"index":"v"}]"#)));
+        assert!(runs_inline(&c(
+            r#"[78,[[15,["t"]],[2,[1,"a"]]],{"index":"c"}]"#
+        )));
+    }
+
+    #[test]
+    fn large_or_computed_get_alls_do_not() {
+        let keys: Vec<String> = (0..17).map(|i| i.to_string()).collect();
+        let many = format!(r#"[78,[[15,["t"]],{}],{{"index":"v"}}]"#, keys.join(","));
+        assert!(!runs_inline(&c(&many)));
+        // r.table("t").get_all(r.args(r.table("u")("k")))
+        assert!(!runs_inline(&c(
+            r#"[78,[[15,["t"]],[154,[[31,[[15,["u"]],"k"]]]]]]"#
+        )));
+        // an index name computed by a function call is not a datum
+        assert!(!runs_inline(&c(
+            r#"[78,[[15,["t"]],1],{"index":[31,[{"a":"v"},"a"]]}]"#
+        )));
     }
 
     #[test]
