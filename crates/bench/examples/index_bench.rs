@@ -3,7 +3,8 @@
 //! returning 1,000 documents, `order_by(index=).limit(10)`, `get_all` on an index
 //! against `get` by primary key, and `count()` of an indexed range of 100,000 entries.
 //!
-//! `cargo run --release -p bench --example index_bench -- PORT [DOCS] [keep|reuse]`
+//! `cargo run --release -p bench --example index_bench -- PORT [DOCS] [keep|reuse]`;
+//! with `SERVER_PID` set, each line also gives the server's CPU time per query.
 
 use std::time::{Duration, Instant};
 
@@ -52,7 +53,8 @@ async fn latency(
     load: Load,
     want: Option<usize>,
     make: fn(u64) -> Value,
-) -> (f64, f64, f64, f64) {
+) -> (f64, f64, f64, f64, Option<f64>) {
+    let cpu0 = server_cpu();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..load.clients {
@@ -95,9 +97,17 @@ async fn latency(
     for t in tasks {
         all.add(t.await.expect("task")).expect("merge");
     }
-    let qps = (load.clients * load.per_client) as f64 / start.elapsed().as_secs_f64();
+    let n = (load.clients * load.per_client) as f64;
+    let qps = n / start.elapsed().as_secs_f64();
+    let cpu_us = cpu0.zip(server_cpu()).map(|(a, b)| (b - a) * 1e6 / n);
     let ms = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
-    (ms(0.5), ms(0.99), all.max() as f64 / 1000.0, qps)
+    (ms(0.5), ms(0.99), all.max() as f64 / 1000.0, qps, cpu_us)
+}
+
+/// The server's CPU seconds so far, when `SERVER_PID` names it.
+fn server_cpu() -> Option<f64> {
+    let pid: u32 = std::env::var("SERVER_PID").ok()?.parse().ok()?;
+    Some(bench::procstat::cpu_secs(pid))
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -159,9 +169,11 @@ async fn load(c: &Connection, n: u64) {
 
 /// The latency measurements at 16 clients.
 async fn queries(port: u16, c: &Connection) {
-    let report = |name: &str, r: (f64, f64, f64, f64)| {
+    let report = |name: &str, r: (f64, f64, f64, f64, Option<f64>)| {
+        let cpu =
+            r.4.map_or(String::new(), |us| format!("  server {us:>7.1} µs/q"));
         println!(
-            "{name:<46} p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  {:>8.0} q/s",
+            "{name:<46} p50 {:>7.2} ms  p99 {:>7.2} ms  max {:>7.2} ms  {:>8.0} q/s{cpu}",
             r.0, r.1, r.2, r.3
         )
     };
