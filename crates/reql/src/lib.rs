@@ -16,6 +16,8 @@ pub mod slice;
 pub mod spec;
 pub mod term;
 pub mod terms;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod value;
 
 pub use access::{

@@ -542,80 +542,7 @@ fn pair(left: Datum, right: Datum) -> Datum {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::access::{Change, Durability, Ticket};
-    use crate::value::DatumStream;
-
-    /// Documents `{id, a}` in key order; index `a` is `doc.a`.
-    struct Docs(Vec<Datum>);
-
-    fn within(v: &Datum, lower: &Bound<Datum>, upper: &Bound<Datum>) -> bool {
-        (match lower {
-            Bound::Included(l) => v >= l,
-            Bound::Excluded(l) => v > l,
-            Bound::Unbounded => true,
-        }) && (match upper {
-            Bound::Included(u) => v <= u,
-            Bound::Excluded(u) => v < u,
-            Bound::Unbounded => true,
-        })
-    }
-
-    impl Table for Docs {
-        fn db(&self) -> &str {
-            "test"
-        }
-        fn name(&self) -> &str {
-            "docs"
-        }
-        fn primary_key(&self) -> &str {
-            "id"
-        }
-        fn durability(&self) -> Durability {
-            Durability::Hard
-        }
-        fn get(&self, key: &Datum) -> Result<Option<Datum>> {
-            Ok(self.0.iter().find(|d| d.get("id") == Some(key)).cloned())
-        }
-        fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, _: bool) -> Result<DatumStream> {
-            let docs: Vec<Result<Datum>> = self
-                .0
-                .iter()
-                .filter(|d| d.get("id").is_some_and(|k| within(k, &lower, &upper)))
-                .cloned()
-                .map(Ok)
-                .collect();
-            Ok(Box::new(docs.into_iter()))
-        }
-        fn count(&self) -> Result<u64> {
-            Ok(self.0.len() as u64)
-        }
-        fn modify(
-            &self,
-            _: &Datum,
-            _: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
-        ) -> Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
-            Err(logic("read-only"))
-        }
-        fn sync_ticket(&self) -> Ticket {
-            0
-        }
-        fn index_scan(
-            &self,
-            _: &str,
-            lower: Bound<Datum>,
-            upper: Bound<Datum>,
-            _: bool,
-        ) -> Result<DatumStream> {
-            let mut docs: Vec<Datum> = self
-                .0
-                .iter()
-                .filter(|d| d.get("a").is_some_and(|a| within(a, &lower, &upper)))
-                .cloned()
-                .collect();
-            docs.sort_by(|x, y| x.get("a").cmp(&y.get("a")));
-            Ok(Box::new(docs.into_iter().map(Ok)))
-        }
-    }
+    use crate::testing::MemTable;
 
     #[test]
     fn distinct_on_the_primary_key_follows_a_between_on_another_index() {
@@ -623,7 +550,7 @@ mod tests {
         let docs = (0..6)
             .map(|i| Datum::from_pairs([("id", n(f64::from(i))), ("a", n(f64::from(i % 2)))]))
             .collect();
-        let table: Arc<dyn Table> = Arc::new(Docs(docs));
+        let table: Arc<dyn Table> = Arc::new(MemTable::new(docs));
         let mut s = TableSlice::whole(&table, Some("a".into()));
         s.lower = Bound::Included(n(0.0));
         s.upper = Bound::Excluded(n(1.0));

@@ -716,75 +716,12 @@ pub fn delete(ev: &Ev) -> Result<Val> {
 
 #[cfg(test)]
 mod tests {
-    use std::ops::Bound;
-    use std::sync::Mutex;
-
     use super::*;
-    use crate::access::Durability;
-    use crate::value::{DatumStream, Env};
-
-    /// A table in memory: documents by primary key `id`.
-    #[derive(Default)]
-    struct Mem(Mutex<Vec<(Datum, Datum)>>);
-
-    impl Table for Mem {
-        fn db(&self) -> &str {
-            "test"
-        }
-        fn name(&self) -> &str {
-            "mem"
-        }
-        fn primary_key(&self) -> &str {
-            "id"
-        }
-        fn durability(&self) -> Durability {
-            Durability::Soft
-        }
-        fn get(&self, key: &Datum) -> Result<Option<Datum>> {
-            let docs = self.0.lock().map_err(|_| logic("poisoned"))?;
-            Ok(docs.iter().find(|(k, _)| k == key).map(|(_, d)| d.clone()))
-        }
-        fn scan(&self, _: Bound<Datum>, _: Bound<Datum>, _: bool) -> Result<DatumStream> {
-            let docs = self.0.lock().map_err(|_| logic("poisoned"))?;
-            let all: Vec<Result<Datum>> = docs.iter().map(|(_, d)| Ok(d.clone())).collect();
-            Ok(Box::new(all.into_iter()))
-        }
-        fn count(&self) -> Result<u64> {
-            Ok(self.0.lock().map_err(|_| logic("poisoned"))?.len() as u64)
-        }
-        fn modify(
-            &self,
-            key: &Datum,
-            f: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
-        ) -> Result<(Option<Datum>, Option<Datum>, Option<crate::access::Ticket>)> {
-            let mut docs = self.0.lock().map_err(|_| logic("poisoned"))?;
-            let at = docs.iter().position(|(k, _)| k == key);
-            let old = at.map(|i| docs[i].1.clone());
-            let new = match f(old.as_ref())? {
-                Change::Keep => old.clone(),
-                Change::Put(d) => {
-                    match at {
-                        Some(i) => docs[i].1 = d.clone(),
-                        None => docs.push((key.clone(), d.clone())),
-                    }
-                    Some(d)
-                }
-                Change::Delete => {
-                    if let Some(i) = at {
-                        docs.remove(i);
-                    }
-                    None
-                }
-            };
-            Ok((old, new, None))
-        }
-        fn sync_ticket(&self) -> crate::access::Ticket {
-            0
-        }
-    }
+    use crate::testing::MemTable;
+    use crate::value::Env;
 
     /// `table.insert(docs)` on `table`.
-    fn insert_into(table: &Arc<Mem>, docs: Datum) -> Result<Datum> {
+    fn insert_into(table: &Arc<MemTable>, docs: Datum) -> Result<Datum> {
         let ctx = Arc::new(crate::ctx::QueryCtx::new(
             Arc::new(crate::access::NoTables {
                 message: "no tables",
@@ -808,7 +745,7 @@ mod tests {
 
     #[test]
     fn a_document_rejected_before_the_write_comes_first_in_first_error() {
-        let table = Arc::new(Mem::default());
+        let table = Arc::new(MemTable::default());
         let doc = |k: Datum| Datum::from_pairs([("id", k)]);
         let one = insert_into(&table, doc(Datum::Number(1.0)));
         assert_eq!(

@@ -1,0 +1,118 @@
+//! Test doubles shared by the crate's unit tests (compiled only under `cfg(test)`).
+//!
+//! `access::NoTables` is the catalog that refuses every call; `MemTable` is one table
+//! held in memory, for tests of terms that read or write a table.
+
+use std::collections::BTreeMap;
+use std::ops::{Bound, RangeBounds};
+use std::sync::{Mutex, MutexGuard};
+
+use datum::Datum;
+
+use crate::access::{index_not_found, Change, Durability, Table, Ticket};
+use crate::error::{logic, Result};
+use crate::value::DatumStream;
+
+/// A writable table `test.mem` in memory: documents by primary key `id`, in key order.
+/// Its one secondary index, `a`, is each document's field `a` (a document without the
+/// field has no entry). Writes apply at once and carry no ticket.
+#[derive(Default)]
+pub(crate) struct MemTable(Mutex<BTreeMap<Datum, Datum>>);
+
+impl MemTable {
+    /// A table holding `docs`, each under its `id`.
+    pub(crate) fn new(docs: Vec<Datum>) -> MemTable {
+        let docs = docs
+            .into_iter()
+            .map(|d| (d.get("id").cloned().unwrap_or(Datum::Null), d))
+            .collect();
+        MemTable(Mutex::new(docs))
+    }
+
+    fn docs(&self) -> Result<MutexGuard<'_, BTreeMap<Datum, Datum>>> {
+        self.0.lock().map_err(|_| logic("poisoned"))
+    }
+}
+
+/// `docs` as a stream, last first when `reverse`.
+fn stream(mut docs: Vec<Datum>, reverse: bool) -> DatumStream {
+    if reverse {
+        docs.reverse();
+    }
+    Box::new(docs.into_iter().map(Ok))
+}
+
+impl Table for MemTable {
+    fn db(&self) -> &str {
+        "test"
+    }
+    fn name(&self) -> &str {
+        "mem"
+    }
+    fn primary_key(&self) -> &str {
+        "id"
+    }
+    fn durability(&self) -> Durability {
+        Durability::Soft
+    }
+    fn get(&self, key: &Datum) -> Result<Option<Datum>> {
+        Ok(self.docs()?.get(key).cloned())
+    }
+    fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, reverse: bool) -> Result<DatumStream> {
+        let range = (lower, upper);
+        let docs = self
+            .docs()?
+            .iter()
+            .filter(|(k, _)| range.contains(*k))
+            .map(|(_, d)| d.clone())
+            .collect();
+        Ok(stream(docs, reverse))
+    }
+    fn count(&self) -> Result<u64> {
+        Ok(self.docs()?.len() as u64)
+    }
+    fn modify(
+        &self,
+        key: &Datum,
+        f: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
+    ) -> Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
+        let mut docs = self.docs()?;
+        let old = docs.get(key).cloned();
+        let new = match f(old.as_ref())? {
+            Change::Keep => old.clone(),
+            Change::Put(d) => {
+                docs.insert(key.clone(), d.clone());
+                Some(d)
+            }
+            Change::Delete => {
+                docs.remove(key);
+                None
+            }
+        };
+        Ok((old, new, None))
+    }
+    fn sync_ticket(&self) -> Ticket {
+        0
+    }
+    /// Index `a` only: documents by `a`, then by key.
+    fn index_scan(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        reverse: bool,
+    ) -> Result<DatumStream> {
+        if name != "a" {
+            return Err(index_not_found(name, self.db(), self.name()));
+        }
+        let range = (lower, upper);
+        let mut docs: Vec<Datum> = self
+            .docs()?
+            .values()
+            .filter(|d| d.get("a").is_some_and(|a| range.contains(a)))
+            .cloned()
+            .collect();
+        docs.sort_by(|x, y| x.get("a").cmp(&y.get("a")));
+        Ok(stream(docs, reverse))
+    }
+}
