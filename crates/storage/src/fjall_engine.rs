@@ -324,17 +324,23 @@ impl Snapshot for FjallSnapshot {
         if range_is_empty(&lower, &upper) {
             return Ok(Box::new(std::iter::empty()));
         }
-        let iter = self.snap.range(ks, (lower, upper));
         let conv = |g: fjall::Guard| {
             g.into_inner()
                 .map(|(k, v)| (k.to_vec(), v.to_vec()))
                 .map_err(StorageError::from)
         };
-        Ok(if reverse {
-            Box::new(iter.rev().map(conv))
-        } else {
-            Box::new(iter.map(conv))
-        })
+        if reverse {
+            return Ok(Box::new(self.snap.range(ks, (lower, upper)).rev().map(conv)));
+        }
+        // Forward: a bounded fjall range also seeks the upper bound in every table it
+        // reads (for reverse iteration), ~20% of a short index read; stopping at the
+        // bound here skips those seeks.
+        let iter = self.snap.range(ks, (lower, Bound::Unbounded)).map(conv);
+        Ok(Box::new(iter.take_while(move |kv| match (kv, &upper) {
+            (Err(_), _) | (_, Bound::Unbounded) => true,
+            (Ok((k, _)), Bound::Included(u)) => k <= u,
+            (Ok((k, _)), Bound::Excluded(u)) => k < u,
+        })))
     }
 
     fn count_range(
