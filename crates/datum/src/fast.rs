@@ -6,7 +6,7 @@
 //! non-finite numbers, deep nesting — so that the caller falls back to serde and keeps
 //! serde's error messages. It never panics on untrusted input (no indexing).
 //!
-//! `validate_canonical` answers, without allocating, whether text is an object that
+//! `validate_canonical` (`fast/validate.rs`) answers, without allocating, whether text is an object that
 //! `parse` would decode and call canonical; `from_json_owned` then defers the decoding
 //! until the map is first used (documents returned unchanged never pay for it). The
 //! object's lazy build panics if the two ever disagree, so they share the number code
@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::value::{Datum, Object, Str};
+
+mod validate;
+pub(crate) use validate::{find_member, member, validate_canonical};
 
 /// Nesting beyond this is left to serde (whose own limit is 128).
 const MAX_DEPTH: u32 = 100;
@@ -34,26 +37,6 @@ pub(crate) fn parse(bytes: &[u8]) -> Option<(Datum, bool)> {
     (p.i == p.b.len()).then_some((v, p.canonical))
 }
 
-/// True when `bytes` is a JSON object that `parse` decodes with `canonical == true`,
-/// decided without allocating. `from_json_owned` relies on it to keep such a document
-/// undecoded (`Object::lazy`), so it must never accept what `parse` rejects or reports
-/// non-canonical: it mirrors `parse` rule for rule (numbers through the same
-/// `number_at`), and the tests check that the two agree.
-pub(crate) fn validate_canonical(bytes: &[u8]) -> bool {
-    // Outside strings only ASCII is valid JSON, and inside them the plain runs are
-    // split by ASCII only (quotes, backslashes, escapes that stand for ASCII), so the
-    // whole text is valid UTF-8 exactly when every string `parse` decodes is.
-    if bytes.first() != Some(&b'{') || std::str::from_utf8(bytes).is_err() {
-        return false;
-    }
-    let mut v = Validator {
-        b: bytes,
-        i: 0,
-        depth: 0,
-    };
-    v.value().is_some() && v.i == bytes.len()
-}
-
 /// The map of an object that `parse` would decode as canonical, else `None`: the lazy
 /// build of text that `validate_canonical` accepted (without wrapping the map in an
 /// `Arc<Object>` only to unwrap it).
@@ -64,245 +47,6 @@ pub(crate) fn parse_canonical_object(bytes: &[u8]) -> Option<BTreeMap<Str, Datum
     }
     let map = p.members()?;
     (p.i == p.b.len() && p.canonical).then_some(map)
-}
-
-/// Where the value of member `key` starts in object text that `validate_canonical`
-/// accepted, or `None` when there is no such member. Keys are strictly ascending in such
-/// text, so the search stops at the first greater key; values before it are skipped
-/// without being decoded.
-pub(crate) fn find_member(bytes: &[u8], key: &str) -> Option<usize> {
-    let mut v = Validator {
-        b: bytes,
-        i: 0,
-        depth: 0,
-    };
-    v.expect(b'{')?;
-    if v.peek()? == b'}' {
-        return None;
-    }
-    loop {
-        v.expect(b'"')?;
-        let k = v.string()?;
-        v.expect(b':')?;
-        let order = if k.escaped {
-            Unescape(k.text.iter()).cmp(key.bytes())
-        } else {
-            k.text.cmp(key.as_bytes())
-        };
-        match order {
-            std::cmp::Ordering::Equal => return Some(v.i),
-            std::cmp::Ordering::Greater => return None,
-            std::cmp::Ordering::Less => {}
-        }
-        v.value()?;
-        v.expect(b',')?;
-    }
-}
-
-/// The value of member `key` of validated canonical object text (see `find_member`).
-pub(crate) fn member(bytes: &[u8], key: &str) -> Option<Datum> {
-    let mut p = Parser::new(bytes);
-    p.i = find_member(bytes, key)?;
-    p.depth = 1;
-    p.value()
-}
-
-/// The state of `validate_canonical`: `parse`'s grammar with every non-canonical form
-/// (whitespace, unsorted or repeated keys, escapes or numbers `write_json` would print
-/// otherwise) rejected instead of noted.
-struct Validator<'a> {
-    b: &'a [u8],
-    i: usize,
-    depth: u32,
-}
-
-/// A key's text between its quotes, and whether it holds escapes.
-#[derive(Clone, Copy)]
-struct Key<'a> {
-    text: &'a [u8],
-    escaped: bool,
-}
-
-impl Key<'_> {
-    /// `parse`'s key order (`str`'s, by bytes) on the decoded keys.
-    fn less(self, other: Key<'_>) -> bool {
-        if !self.escaped && !other.escaped {
-            return self.text < other.text;
-        }
-        Unescape(self.text.iter()).lt(Unescape(other.text.iter()))
-    }
-}
-
-/// The bytes of a validated string: every canonical escape stands for one ASCII byte.
-struct Unescape<'a>(std::slice::Iter<'a, u8>);
-
-impl Iterator for Unescape<'_> {
-    type Item = u8;
-    fn next(&mut self) -> Option<u8> {
-        let c = *self.0.next()?;
-        if c != b'\\' {
-            return Some(c);
-        }
-        Some(match *self.0.next()? {
-            b'b' => 0x08,
-            b'f' => 0x0c,
-            b'n' => b'\n',
-            b'r' => b'\r',
-            b't' => b'\t',
-            b'u' => {
-                // `\u00XX`: the value is below 0x20.
-                let mut v = 0u32;
-                for _ in 0..4 {
-                    v = v * 16 + char::from(*self.0.next()?).to_digit(16)?;
-                }
-                u8::try_from(v).ok()?
-            }
-            other => other,
-        })
-    }
-}
-
-impl<'a> Validator<'a> {
-    #[inline]
-    fn peek(&self) -> Option<u8> {
-        self.b.get(self.i).copied()
-    }
-
-    #[inline]
-    fn expect(&mut self, c: u8) -> Option<()> {
-        if self.peek()? == c {
-            self.i += 1;
-            Some(())
-        } else {
-            None
-        }
-    }
-
-    fn value(&mut self) -> Option<()> {
-        match self.peek()? {
-            b'"' => {
-                self.i += 1;
-                self.string().map(drop)
-            }
-            b'-' | b'0'..=b'9' => match number_at(self.b, &mut self.i, true)? {
-                (_, true) => Some(()),
-                (_, false) => None,
-            },
-            b'{' => self.object(),
-            b'[' => self.array(),
-            b't' => self.literal(b"true"),
-            b'f' => self.literal(b"false"),
-            b'n' => self.literal(b"null"),
-            _ => None,
-        }
-    }
-
-    fn literal(&mut self, word: &[u8]) -> Option<()> {
-        let end = self.i.checked_add(word.len())?;
-        (self.b.get(self.i..end)? == word).then(|| self.i = end)
-    }
-
-    /// A string whose opening quote was consumed (UTF-8 was checked up front).
-    fn string(&mut self) -> Option<Key<'a>> {
-        let start = self.i;
-        let mut escaped = false;
-        loop {
-            self.i += plain_run(self.b.get(self.i..)?);
-            match self.peek()? {
-                b'"' => {
-                    let text = self.b.get(start..self.i)?;
-                    self.i += 1;
-                    return Some(Key { text, escaped });
-                }
-                b'\\' => {
-                    self.i += 1;
-                    escaped = true;
-                    self.escape()?;
-                }
-                // A raw control byte: invalid JSON.
-                _ => return None,
-            }
-        }
-    }
-
-    /// The escape after a backslash, accepted only in the form serde prints: the short
-    /// escapes except `\/`, and `\u00xx` (lower case) for the other control characters.
-    fn escape(&mut self) -> Option<()> {
-        let e = self.peek()?;
-        self.i += 1;
-        match e {
-            b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => Some(()),
-            b'u' => {
-                let end = self.i.checked_add(4)?;
-                let hex = self.b.get(self.i..end)?;
-                self.i = end;
-                match hex {
-                    [b'0', b'0', b'0', b'8' | b'9' | b'a' | b'c' | b'd'] => None,
-                    [b'0', b'0', b'0' | b'1', b'0'..=b'9' | b'a'..=b'f'] => Some(()),
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
-    }
-
-    fn enter(&mut self) -> Option<()> {
-        self.depth += 1;
-        (self.depth <= MAX_DEPTH).then_some(())
-    }
-
-    fn array(&mut self) -> Option<()> {
-        self.i += 1;
-        self.enter()?;
-        if self.peek()? == b']' {
-            self.i += 1;
-        } else {
-            loop {
-                self.value()?;
-                match self.peek()? {
-                    b',' => self.i += 1,
-                    b']' => {
-                        self.i += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
-        }
-        self.depth -= 1;
-        Some(())
-    }
-
-    fn object(&mut self) -> Option<()> {
-        self.i += 1;
-        self.enter()?;
-        if self.peek()? == b'}' {
-            self.i += 1;
-        } else {
-            let mut last: Option<Key<'a>> = None;
-            loop {
-                self.expect(b'"')?;
-                let k = self.string()?;
-                // Strictly ascending: no duplicates (serde would keep the last one).
-                if last.is_some_and(|l| !l.less(k)) {
-                    return None;
-                }
-                last = Some(k);
-                self.expect(b':')?;
-                self.value()?;
-                match self.peek()? {
-                    b',' => self.i += 1,
-                    b'}' => {
-                        self.i += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
-        }
-        self.depth -= 1;
-        Some(())
-    }
 }
 
 struct Parser<'a> {
