@@ -330,7 +330,9 @@ impl Snapshot for FjallSnapshot {
                 .map_err(StorageError::from)
         };
         if reverse {
-            return Ok(Box::new(self.snap.range(ks, (lower, upper)).rev().map(conv)));
+            return Ok(Box::new(
+                self.snap.range(ks, (lower, upper)).rev().map(conv),
+            ));
         }
         // Forward: a bounded fjall range also seeks the upper bound in every table it
         // reads (for reverse iteration), ~20% of a short index read; stopping at the
