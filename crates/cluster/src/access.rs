@@ -13,9 +13,10 @@ use std::sync::Arc;
 
 use datum::Datum;
 use reql::error::op_failed;
+use reql::{Applied, WriteOp};
 use reql::{
-    Change, DatumStream, Durability, ErrorKind, IndexSpec, IndexStatus, ReqlError, Table,
-    TableAccess, TableOptions, Ticket,
+    DatumStream, Durability, ErrorKind, IndexSpec, IndexStatus, ReqlError, Table, TableAccess,
+    TableOptions, Ticket,
 };
 
 use crate::auth::{Perm, Scope, ADMIN};
@@ -435,13 +436,9 @@ impl Table for Guarded {
         self.check(Perm::Read)?;
         self.inner.count()
     }
-    fn modify(
-        &self,
-        key: &Datum,
-        f: &mut dyn FnMut(Option<&Datum>) -> reql::Result<Change>,
-    ) -> reql::Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
+    fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
         self.check(Perm::Write)?;
-        self.inner.modify(key, f)
+        self.inner.apply(op)
     }
     fn sync_ticket(&self) -> Ticket {
         self.inner.sync_ticket()

@@ -36,14 +36,13 @@ fn failed_apply_is_an_error_and_writes_nothing() {
     let (faulty, c) = setup();
     let t = c.table("test", "t").unwrap();
     faulty.fail_next_applies(1);
-    let r = t.modify(&Datum::Number(1.0), &mut |_| Ok(Change::Put(doc(1.0))));
+    let r = reql::write_op::overwrite(t.as_ref(), &Datum::Number(1.0), Change::Put(doc(1.0)));
     assert!(r.is_err(), "an unapplied write must not succeed");
     assert!(t.get(&Datum::Number(1.0)).unwrap().is_none());
     assert_eq!(t.count().unwrap(), 0);
     // The next write goes through.
-    let (_, new, ticket) = t
-        .modify(&Datum::Number(2.0), &mut |_| Ok(Change::Put(doc(2.0))))
-        .unwrap();
+    let (_, new, ticket) =
+        reql::write_op::overwrite(t.as_ref(), &Datum::Number(2.0), Change::Put(doc(2.0))).unwrap();
     assert!(new.is_some() && ticket.is_some());
 }
 
@@ -51,9 +50,8 @@ fn failed_apply_is_an_error_and_writes_nothing() {
 fn failed_sync_is_never_acknowledged() {
     let (faulty, c) = setup();
     let t = c.table("test", "t").unwrap();
-    let (_, _, ticket) = t
-        .modify(&Datum::Number(1.0), &mut |_| Ok(Change::Put(doc(1.0))))
-        .unwrap();
+    let (_, _, ticket) =
+        reql::write_op::overwrite(t.as_ref(), &Datum::Number(1.0), Change::Put(doc(1.0))).unwrap();
     faulty.fail_next_persists(1_000_000);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

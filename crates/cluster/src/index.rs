@@ -503,10 +503,8 @@ mod tests {
                     format!(r#"{{"id":{i},"v":{},"m":[{i},{}]}}"#, i % 4, i + 100).as_bytes(),
                 )
                 .unwrap();
-                t.modify(&Datum::Number(f64::from(i)), &mut |_| {
-                    Ok(Change::Put(d.clone()))
-                })
-                .unwrap();
+                reql::write_op::overwrite(t.as_ref(), &Datum::Number(f64::from(i)), Change::Put(d))
+                    .unwrap();
             }
             t.index_create("v", spec("v", false)).unwrap();
             t.index_create("m", spec("m", true)).unwrap();
@@ -522,8 +520,7 @@ mod tests {
                     .unwrap(),
                 20
             );
-            t.modify(&Datum::Number(5.0), &mut |_| Ok(Change::Delete))
-                .unwrap();
+            reql::write_op::overwrite(t.as_ref(), &Datum::Number(5.0), Change::Delete).unwrap();
             t.index_rename("v", "w", false).unwrap();
             assert!(t.index_scan("v", all().0, all().1, false).is_err());
             c.shutdown();

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use datum::Datum;
 use reql::error::{internal, logic, op_failed};
-use reql::{Change, DatumStream, Durability, ReqlError, Ticket};
+use reql::{Applied, Change, DatumStream, Durability, ReqlError, Ticket, WriteOp};
 use store::{GroupCommit, Shard, StoreChange, StoreError};
 
 /// A table: its configuration and its shard.
@@ -31,14 +31,6 @@ pub fn store_err(e: StoreError) -> ReqlError {
         StoreError::Corrupt(m) => internal(format!("Corrupt document in storage: {m}")),
         StoreError::Storage(e) => op_failed(format!("Storage failure: {e}")),
         StoreError::NotDurable(m) => op_failed(format!("Write could not be made durable: {m}")),
-    }
-}
-
-struct ReqlFromStore(ReqlError);
-
-impl From<StoreError> for ReqlFromStore {
-    fn from(e: StoreError) -> Self {
-        ReqlFromStore(store_err(e))
     }
 }
 
@@ -75,24 +67,25 @@ impl reql::Table for TableHandle {
     fn count(&self) -> reql::Result<u64> {
         Ok(self.shard.count())
     }
-    fn modify(
-        &self,
-        key: &Datum,
-        f: &mut dyn FnMut(Option<&Datum>) -> reql::Result<Change>,
-    ) -> reql::Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
-        let mut g = |old: Option<&Datum>| -> Result<StoreChange, ReqlFromStore> {
-            match f(old) {
-                Ok(Change::Keep) => Ok(StoreChange::Keep),
-                Ok(Change::Put(d)) => Ok(StoreChange::Put(d)),
-                Ok(Change::Delete) => Ok(StoreChange::Delete),
-                Err(e) => Err(ReqlFromStore(e)),
-            }
+    fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
+        let change = match op.change {
+            Change::Keep => StoreChange::Keep,
+            Change::Put(d) => StoreChange::Put(d),
+            Change::Delete => StoreChange::Delete,
         };
-        let r = self.shard.modify(key, &mut g).map_err(|e| e.0)?;
-        if r.2.is_some() {
-            self.counters.written.fetch_add(1, Relaxed);
+        match self
+            .shard
+            .apply(&op.key, op.expect, change)
+            .map_err(store_err)?
+        {
+            store::Applied::Done((old, new, ticket)) => {
+                if ticket.is_some() {
+                    self.counters.written.fetch_add(1, Relaxed);
+                }
+                Ok(Applied::Done(old, new, ticket))
+            }
+            store::Applied::Conflict(now) => Ok(Applied::Conflict(now)),
         }
-        Ok(r)
     }
     fn sync_ticket(&self) -> Ticket {
         self.commit.last_ticket()

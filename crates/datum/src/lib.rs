@@ -16,6 +16,7 @@ pub mod keys;
 mod order;
 pub mod ptype;
 mod value;
+mod version;
 
 pub use json::{
     from_json_owned, from_json_slice, from_json_slice_serde, from_json_value, to_json_value,
@@ -23,3 +24,4 @@ pub use json::{
 };
 pub use order::cmp;
 pub use value::{Datum, Object, Str};
+pub use version::Version;

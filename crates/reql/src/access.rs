@@ -10,6 +10,7 @@ use datum::Datum;
 
 use crate::error::Result;
 use crate::value::DatumStream;
+use crate::write_op::{Applied, WriteOp};
 
 /// Write durability: `Hard` is acknowledged only once on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +53,8 @@ pub struct TableOptions {
     pub replicas: u32,
 }
 
-/// What a read-modify-write wants done with one document.
-#[derive(Debug, Clone)]
+/// What a write wants done with one document.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// Leave the document as it is.
     Keep,
@@ -83,13 +84,10 @@ pub trait Table: Send + Sync {
     fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, reverse: bool) -> Result<DatumStream>;
     /// The number of documents.
     fn count(&self) -> Result<u64>;
-    /// Atomically reads the document under `key`, asks `f` what to do, and applies it.
-    /// Returns the old and new document and the ticket of the write, if one was made.
-    fn modify(
-        &self,
-        key: &Datum,
-        f: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
-    ) -> Result<(Option<Datum>, Option<Datum>, Option<Ticket>)>;
+    /// Applies one write operation if the key still holds `op.expect`
+    /// (`crate::write_op`): short, deterministic, no user code. Writes are evaluated
+    /// with `write_op::write_doc`, which calls this.
+    fn apply(&self, op: WriteOp) -> Result<Applied>;
     /// A ticket covering every write made so far (for `sync`).
     fn sync_ticket(&self) -> Ticket;
 

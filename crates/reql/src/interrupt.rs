@@ -18,12 +18,11 @@ use std::sync::Arc;
 
 use datum::Datum;
 
-use crate::access::{
-    Change, Durability, IndexSpec, IndexStatus, PairStream, Table, Ticket, WriteHook,
-};
+use crate::access::{Durability, IndexSpec, IndexStatus, PairStream, Table, Ticket, WriteHook};
 use crate::error::{ReqlError, Result};
 use crate::slice::TableSlice;
 use crate::value::DatumStream;
+use crate::write_op::{Applied, WriteOp};
 
 /// The error that unwinds an interrupted evaluation.
 pub fn error() -> ReqlError {
@@ -113,13 +112,9 @@ impl Table for Interruptible {
         self.check()?;
         self.inner.count()
     }
-    fn modify(
-        &self,
-        key: &Datum,
-        f: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
-    ) -> Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
+    fn apply(&self, op: WriteOp) -> Result<Applied> {
         self.check()?;
-        self.inner.modify(key, f)
+        self.inner.apply(op)
     }
     fn sync_ticket(&self) -> Ticket {
         self.inner.sync_ticket()

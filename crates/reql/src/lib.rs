@@ -19,6 +19,7 @@ pub mod terms;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod value;
+pub mod write_op;
 
 pub use access::{
     Change, Durability, IndexSpec, IndexStatus, Table, TableAccess, TableOptions, Ticket, WriteHook,
@@ -28,3 +29,4 @@ pub use error::{ErrorKind, Frame, ReqlError, Result};
 pub use eval::eval;
 pub use term::{compile_term, Term};
 pub use value::{DatumStream, Env, Sequence, Val};
+pub use write_op::{Applied, WriteOp};

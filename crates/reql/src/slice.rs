@@ -11,9 +11,10 @@ use std::sync::Arc;
 
 use datum::Datum;
 
-use crate::access::{Change, Durability, IndexSpec, IndexStatus, Table, Ticket};
+use crate::access::{Durability, IndexSpec, IndexStatus, Table, Ticket};
 use crate::error::Result;
 use crate::value::DatumStream;
+use crate::write_op::{Applied, WriteOp};
 
 /// A range of one index of a table, optionally ordered.
 #[derive(Clone)]
@@ -118,12 +119,8 @@ impl Table for TableSlice {
     fn count(&self) -> Result<u64> {
         TableSlice::count(self)
     }
-    fn modify(
-        &self,
-        key: &Datum,
-        f: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
-    ) -> Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
-        self.base.modify(key, f)
+    fn apply(&self, op: WriteOp) -> Result<Applied> {
+        self.base.apply(op)
     }
     fn sync_ticket(&self) -> Ticket {
         self.base.sync_ticket()

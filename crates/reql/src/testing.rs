@@ -7,11 +7,12 @@ use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 use std::sync::{Mutex, MutexGuard};
 
-use datum::Datum;
+use datum::{Datum, Version};
 
 use crate::access::{index_not_found, Change, Durability, Table, Ticket};
 use crate::error::{logic, Result};
 use crate::value::DatumStream;
+use crate::write_op::{Applied, WriteOp};
 
 /// A writable table `test.mem` in memory: documents by primary key `id`, in key order.
 /// Its one secondary index, `a`, is each document's field `a` (a document without the
@@ -71,14 +72,14 @@ impl Table for MemTable {
     fn count(&self) -> Result<u64> {
         Ok(self.docs()?.len() as u64)
     }
-    fn modify(
-        &self,
-        key: &Datum,
-        f: &mut dyn FnMut(Option<&Datum>) -> Result<Change>,
-    ) -> Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
+    fn apply(&self, op: WriteOp) -> Result<Applied> {
         let mut docs = self.docs()?;
+        let key = &op.key;
         let old = docs.get(key).cloned();
-        let new = match f(old.as_ref())? {
+        if op.expect.is_some_and(|v| v != Version::of(old.as_ref())) {
+            return Ok(Applied::Conflict(old));
+        }
+        let new = match op.change {
             Change::Keep => old.clone(),
             Change::Put(d) => {
                 docs.insert(key.clone(), d.clone());
@@ -89,7 +90,7 @@ impl Table for MemTable {
                 None
             }
         };
-        Ok((old, new, None))
+        Ok(Applied::Done(old, new, None))
     }
     fn sync_ticket(&self) -> Ticket {
         0

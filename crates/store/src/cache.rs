@@ -1,13 +1,13 @@
 //! A bounded cache of decoded documents in front of the engine, one per shard.
 //!
-//! Point reads (`Shard::get`) and read-modify-writes (`Shard::modify`) look here first:
+//! Point reads (`Shard::get`) and writes (`Shard::apply`) look here first:
 //! a hit costs a hash lookup and an `Arc` clone instead of an engine get plus a JSON
 //! decode, and the cached document keeps its stored JSON (`datum::Object::raw_json`),
 //! so replying with it is a copy. Scans read their snapshot and do not use it.
 //!
 //! Consistency (the invariant: after a write to a key returns, no reader can find an
 //! older version of that key here):
-//! - writers hold the key's stripe lock in `Shard::modify`; around the engine write
+//! - writers hold the key's stripe lock in `Shard::apply`; around the engine write
 //!   they call `begin_write` (bumps the stripe's generation, marks it busy, drops the
 //!   key) and `end_write` (bumps the generation again, clears busy, caches the new
 //!   document);

@@ -1,7 +1,7 @@
 //! The shard's side of changefeeds: its `changefeed::Hub` and the quiescing that makes a
 //! feed's registration and initial read atomic with respect to writes.
 //!
-//! `Shard::modify` publishes each change to the hub after applying it, while it holds
+//! `Shard::apply` publishes each change to the hub after applying it, while it holds
 //! the document's stripe lock. Holding that lock (or every stripe, for a range) while
 //! registering and taking the initial snapshot therefore splits the writes cleanly:
 //! those before are in the initial values, those after are queued, none is in both.
@@ -50,12 +50,12 @@ mod tests {
     use crate::{GroupCommit, StoreChange};
 
     #[test]
-    fn modify_publishes_and_initial_read_is_atomic() {
+    fn writes_publish_and_initial_read_is_atomic() {
         let e: Arc<dyn Engine> = Arc::new(Memory::new());
         let s = Shard::open(e.clone(), "t", GroupCommit::start(e)).unwrap();
         let put = |i: f64| {
             let d = Datum::from_pairs([("id", Datum::Number(i))]);
-            s.modify::<StoreError>(&Datum::Number(i), &mut |_| Ok(StoreChange::Put(d.clone())))
+            s.write(&Datum::Number(i), StoreChange::Put(d.clone()))
                 .unwrap();
         };
         put(1.0);

@@ -11,9 +11,9 @@
 //! index function.
 //!
 //! Invariants:
-//! - Every registered index is maintained by `Shard::modify` in the same `WriteBatch` as
+//! - Every registered index is maintained by `Shard::apply` in the same `WriteBatch` as
 //!   the document, under the document's stripe lock; the shard's index list is read-locked
-//!   for the whole read-modify-write, so registering an index waits for the writes that
+//!   for the whole write, so registering an index waits for the writes that
 //!   did not see it, and a backfill snapshot taken after registration sees all of them.
 //! - The backfill writes the entries of the *current* document (re-read under its stripe
 //!   lock), never of the snapshot's copy, so it cannot resurrect deleted or changed
@@ -657,7 +657,7 @@ mod tests {
 
     fn put(s: &Shard, id: f64, v: &str) {
         let d = doc(id, v);
-        s.modify::<StoreError>(&Datum::Number(id), &mut |_| Ok(StoreChange::Put(d.clone())))
+        s.write(&Datum::Number(id), StoreChange::Put(d.clone()))
             .unwrap();
     }
 
@@ -686,8 +686,7 @@ mod tests {
         let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
         assert_eq!(all, vec![2.0, 1.0, 3.0]);
         put(&s, 1.0, "1");
-        s.modify::<StoreError>(&Datum::Number(2.0), &mut |_| Ok(StoreChange::Delete))
-            .unwrap();
+        s.write(&Datum::Number(2.0), StoreChange::Delete).unwrap();
         let lo = Bound::Included(Datum::Number(0.0));
         let hi = Bound::Excluded(Datum::Number(10.0));
         assert_eq!(ids(&s, &idx, lo.clone(), hi.clone(), false), vec![1.0]);
@@ -765,10 +764,8 @@ mod tests {
         assert_eq!(all, vec![1.0, 2.0]);
         // An update rewrites the copy even when the index value is unchanged.
         let d = datum::from_json_slice(br#"{"id":1,"v":5,"w":true}"#).unwrap();
-        s.modify::<StoreError>(&Datum::Number(1.0), &mut |_| {
-            Ok(StoreChange::Put(d.clone()))
-        })
-        .unwrap();
+        s.write(&Datum::Number(1.0), StoreChange::Put(d.clone()))
+            .unwrap();
         let five = Bound::Included(Datum::Number(5.0));
         let got: Vec<Datum> = s
             .index_docs(&idx, &five, &five, false)
@@ -815,8 +812,7 @@ mod tests {
         let idx = SecondaryIndex::new("b", Arc::new(Field(false)), false, false);
         s.add_index(idx.clone()).unwrap();
         // Writes after registration are maintained; the backfill must not undo them.
-        s.modify::<StoreError>(&Datum::Number(5.0), &mut |_| Ok(StoreChange::Delete))
-            .unwrap();
+        s.write(&Datum::Number(5.0), StoreChange::Delete).unwrap();
         put(&s, 6.0, "100");
         s.build_index(&idx).unwrap();
         idx.set_ready();

@@ -1,10 +1,11 @@
 //! One shard of one table, and the group committer that makes writes durable.
 //!
 //! - `Shard`: documents by primary key (keys from `datum::keys`, values compact JSON),
-//!   atomic single-document read-modify-write under a striped key lock, ordered range
+//!   single-document writes applied conditionally on the version that was read
+//!   (`Shard::apply`, under a striped key lock, running no user code), ordered range
 //!   reads from a snapshot, and an exact document count kept in memory.
 //! - A bounded cache of decoded documents per shard for point reads and
-//!   read-modify-writes (`cache.rs`), kept exact under the stripe locks.
+//!   writes (`cache.rs`), kept exact under the stripe locks.
 //! - `GroupCommit`: every write gets a ticket after it is applied; one background thread
 //!   fsyncs the engine for all waiting writers at once, so hard-durability throughput
 //!   grows with concurrency. Soft writes are flushed within `SOFT_FLUSH_INTERVAL`.
@@ -21,7 +22,7 @@ mod shard;
 pub use cache::set_budget as set_doc_cache_budget;
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
 pub use index::{EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
-pub use shard::{ModifyOutcome, Shard, StoreChange};
+pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};
 
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]

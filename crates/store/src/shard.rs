@@ -5,7 +5,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use datum::Datum;
+use datum::{Datum, Version};
 use parking_lot::Mutex;
 use storage::{Engine, WriteBatch};
 
@@ -18,7 +18,17 @@ const LOCK_STRIPES: usize = 256;
 /// The old document, the new document, and the write's ticket (when one was made).
 pub type ModifyOutcome = (Option<Datum>, Option<Datum>, Option<u64>);
 
-/// What a read-modify-write decided for one document.
+/// The outcome of `Shard::apply`.
+#[derive(Debug)]
+pub enum Applied {
+    /// Applied (or nothing to do): old document, new document, ticket.
+    Done(ModifyOutcome),
+    /// The key no longer holds the expected version; nothing was written. Carries
+    /// the document the key holds now, so the caller can evaluate again without a read.
+    Conflict(Option<Datum>),
+}
+
+/// What a write does to one document.
 #[derive(Debug, Clone)]
 pub enum StoreChange {
     /// Leave it.
@@ -36,12 +46,12 @@ pub struct Shard {
     pub(crate) locks: Vec<Mutex<()>>,
     count: AtomicI64,
     commit: Arc<GroupCommit>,
-    /// Secondary indexes maintained by `modify` (`index.rs`); read-locked across each
-    /// read-modify-write so that registering an index waits for writes that missed it.
+    /// Secondary indexes maintained by `apply` (`index.rs`); read-locked across each
+    /// write so that registering an index waits for writes that missed it.
     pub(crate) indexes: parking_lot::RwLock<Vec<Arc<crate::index::SecondaryIndex>>>,
-    /// Changefeed subscriptions, fed by `modify` under the key's stripe lock (`feeds.rs`).
+    /// Changefeed subscriptions, fed by `apply` under the key's stripe lock (`feeds.rs`).
     pub(crate) feeds: Arc<changefeed::Hub>,
-    /// Decoded documents for point reads and read-modify-writes (`cache.rs`).
+    /// Decoded documents for point reads and writes (`cache.rs`).
     cache: DocCache,
 }
 
@@ -149,31 +159,36 @@ impl Shard {
         (h.finish() as usize) % LOCK_STRIPES
     }
 
-    /// Atomically reads the document under `key`, asks `f`, and applies its decision.
-    /// Returns the old and new documents and the write's ticket when something was
-    /// written.
-    pub fn modify<E: From<StoreError>>(
+    /// Applies one write operation: `change` to the document under `key`, provided
+    /// the key still holds version `expect` (`None`: whatever it holds). Runs no user
+    /// code: the stripe lock is held only to check the version, stage index entries and
+    /// apply one batch. Returns `Applied::Conflict` when the version moved, so the
+    /// caller re-evaluates its write against the current document.
+    pub fn apply(
         &self,
         key: &Datum,
-        f: &mut dyn FnMut(Option<&Datum>) -> Result<StoreChange, E>,
-    ) -> Result<ModifyOutcome, E> {
+        expect: Option<Version>,
+        change: StoreChange,
+    ) -> Result<Applied, StoreError> {
         let k = Self::encode(key)?;
         let stripe = Self::stripe_index(&k);
         let _guard = self.stripe(&k).lock();
         // Under the stripe lock the cache cannot hold an outdated version (cache.rs).
         let old = match self.cache.get(stripe, &k) {
             Lookup::Hit(d) => Some(d),
-            Lookup::Miss(_) => match self.engine.get(&self.space, &k).map_err(StoreError::from)? {
+            Lookup::Miss(_) => match self.engine.get(&self.space, &k)? {
                 Some(v) => Some(Self::decode(v)?),
                 None => None,
             },
         };
-        let change = f(old.as_ref())?;
+        if expect.is_some_and(|v| v != Version::of(old.as_ref())) {
+            return Ok(Applied::Conflict(old));
+        }
         let mut batch = WriteBatch::new();
         // Held until applied: registering an index waits for this write (index.rs).
         let indexes = self.indexes.read();
         let new = match change {
-            StoreChange::Keep => return Ok((old.clone(), old, None)),
+            StoreChange::Keep => return Ok(Applied::Done((old.clone(), old, None))),
             StoreChange::Put(mut d) => {
                 let json = d.to_json_bytes_kept();
                 let new = Some((&d, json.as_slice()));
@@ -183,7 +198,7 @@ impl Shard {
             }
             StoreChange::Delete => {
                 if old.is_none() {
-                    return Ok((None, None, None));
+                    return Ok(Applied::Done((None, None, None)));
                 }
                 crate::index::stage_changes(&indexes, &k, old.as_ref(), None, &mut batch);
                 batch.delete(&self.space, k.clone());
@@ -195,7 +210,7 @@ impl Shard {
         // On failure the engine's state is unknown: cache nothing for the key.
         self.cache
             .end_write(stripe, &k, new.as_ref().filter(|_| applied.is_ok()));
-        applied.map_err(StoreError::from)?;
+        applied?;
         drop(indexes);
         let ticket = self.commit.ticket();
         // Still under the stripe lock: one document's changes reach feeds in commit order.
@@ -209,7 +224,17 @@ impl Shard {
             }
             _ => {}
         }
-        Ok((old, new, Some(ticket)))
+        Ok(Applied::Done((old, new, Some(ticket))))
+    }
+
+    /// Applies `change` whatever the key holds (tests and internal writers).
+    pub fn write(&self, key: &Datum, change: StoreChange) -> Result<ModifyOutcome, StoreError> {
+        match self.apply(key, None, change)? {
+            Applied::Done(r) => Ok(r),
+            Applied::Conflict(_) => {
+                Err(StoreError::Corrupt("unconditional write conflicted".into()))
+            }
+        }
     }
 }
 
@@ -229,11 +254,11 @@ mod tests {
     }
 
     #[test]
-    fn modify_get_scan_count() {
+    fn write_get_scan_count() {
         let s = shard();
         for i in [3.0, 1.0, 2.0] {
             let (old, new, t) = s
-                .modify::<StoreError>(&Datum::Number(i), &mut |_| Ok(StoreChange::Put(doc(i))))
+                .write(&Datum::Number(i), StoreChange::Put(doc(i)))
                 .unwrap();
             assert!(old.is_none() && new.is_some() && t.is_some());
         }
@@ -244,12 +269,9 @@ mod tests {
             .map(|d| d.unwrap().get("id").unwrap().as_f64().unwrap())
             .collect();
         assert_eq!(ids, vec![1.0, 2.0, 3.0]);
-        let (_, _, t) = s
-            .modify::<StoreError>(&Datum::Number(9.0), &mut |_| Ok(StoreChange::Delete))
-            .unwrap();
+        let (_, _, t) = s.write(&Datum::Number(9.0), StoreChange::Delete).unwrap();
         assert!(t.is_none());
-        s.modify::<StoreError>(&Datum::Number(1.0), &mut |_| Ok(StoreChange::Delete))
-            .unwrap();
+        s.write(&Datum::Number(1.0), StoreChange::Delete).unwrap();
         assert_eq!(s.count(), 2);
         assert!(s.get(&Datum::Number(1.0)).unwrap().is_none());
     }
@@ -261,13 +283,11 @@ mod tests {
         let s = shard();
         let key = Datum::Number(7.0);
         for v in 0..3 {
-            s.modify::<StoreError>(&key, &mut |_| {
-                Ok(StoreChange::Put(Datum::from_pairs([
-                    ("id", Datum::Number(7.0)),
-                    ("v", Datum::Number(f64::from(v))),
-                ])))
-            })
-            .unwrap();
+            let d = Datum::from_pairs([
+                ("id", Datum::Number(7.0)),
+                ("v", Datum::Number(f64::from(v))),
+            ]);
+            s.write(&key, StoreChange::Put(d)).unwrap();
             for _ in 0..2 {
                 let d = s.get(&key).unwrap().unwrap();
                 assert_eq!(d.get("v").and_then(Datum::as_f64), Some(f64::from(v)));
@@ -275,18 +295,30 @@ mod tests {
                 assert_eq!(raw, format!("{{\"id\":7,\"v\":{v}}}").as_bytes());
             }
         }
-        s.modify::<StoreError>(&key, &mut |_| Ok(StoreChange::Delete))
-            .unwrap();
+        s.write(&key, StoreChange::Delete).unwrap();
         assert!(s.get(&key).unwrap().is_none());
     }
 
     #[test]
-    fn failed_function_writes_nothing() {
+    fn a_moved_version_is_a_conflict_and_writes_nothing() {
         let s = shard();
-        let r = s.modify::<StoreError>(&Datum::Number(1.0), &mut |_| {
-            Err(StoreError::Corrupt("no".into()))
-        });
-        assert!(r.is_err());
-        assert_eq!(s.count(), 0);
+        let key = Datum::Number(1.0);
+        s.write(&key, StoreChange::Put(doc(1.0))).unwrap();
+        let seen = s.get(&key).unwrap();
+        let v1 = Version::of(seen.as_ref());
+        let moved = Datum::from_pairs([("id", Datum::Number(1.0)), ("v", Datum::Number(2.0))]);
+        s.write(&key, StoreChange::Put(moved.clone())).unwrap();
+        let late = s.apply(&key, Some(v1), StoreChange::Delete).unwrap();
+        assert!(matches!(&late, Applied::Conflict(Some(d)) if *d == moved));
+        assert_eq!(s.get(&key).unwrap(), Some(moved.clone()));
+        assert_eq!(s.count(), 1);
+        let v2 = Version::of(Some(&moved));
+        let done = s.apply(&key, Some(v2), StoreChange::Delete).unwrap();
+        assert!(matches!(done, Applied::Done((Some(_), None, Some(_)))));
+        // An insert expects the key to be absent.
+        let again = s.apply(&key, Some(Version::ABSENT), StoreChange::Put(doc(1.0)));
+        assert!(matches!(again, Ok(Applied::Done((None, Some(_), Some(_))))));
+        let twice = s.apply(&key, Some(Version::ABSENT), StoreChange::Put(doc(1.0)));
+        assert!(matches!(twice, Ok(Applied::Conflict(Some(_)))));
     }
 }

@@ -2,7 +2,7 @@
 //! state (catalog, users, counters, jobs, logs), with RethinkDB 2.4's document shapes.
 //!
 //! Rows are built on each read (the tables are small); `get` and `scan` filter them by
-//! primary key. A write goes through `Table::modify` like any other, so `insert`,
+//! primary key. A write goes through `Table::apply` like any other, so `insert`,
 //! `update`, `replace` and `delete` (and `config().update(...)`) all work; the change
 //! is validated and applied to the catalog or users by `writes`, and a refused change
 //! is an error counted in the write result with RethinkDB's message. Tables RethinkDB
@@ -20,9 +20,9 @@ mod writes;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use datum::Datum;
+use datum::{Datum, Version};
 use reql::error::op_failed;
-use reql::{Change, DatumStream, Durability, Ticket};
+use reql::{Applied, Change, DatumStream, Durability, Ticket, WriteOp};
 
 use crate::Cluster;
 
@@ -82,6 +82,13 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Whether a conditional write checks the row's version. Rows of `jobs` (the only
+    /// writable table of live figures) change with every read (`duration_sec`), so a
+    /// write to one (a delete, which ends the job) applies to whatever it holds.
+    fn versioned(self) -> bool {
+        !matches!(self, Kind::Jobs)
+    }
+
     /// The kind of a table name.
     pub fn parse(name: &str) -> Option<Kind> {
         Some(match name {
@@ -214,15 +221,15 @@ impl reql::Table for SystemTable {
     fn count(&self) -> reql::Result<u64> {
         Ok(self.rows()?.len() as u64)
     }
-    fn modify(
-        &self,
-        key: &Datum,
-        f: &mut dyn FnMut(Option<&Datum>) -> reql::Result<Change>,
-    ) -> reql::Result<(Option<Datum>, Option<Datum>, Option<Ticket>)> {
+    fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
+        let key = &op.key;
         let _g = self.cluster.admin.writes.lock();
         let old = reql::Table::get(self, key)?;
-        match f(old.as_ref())? {
-            Change::Keep => Ok((old.clone(), old, None)),
+        if self.kind.versioned() && op.expect.is_some_and(|v| v != Version::of(old.as_ref())) {
+            return Ok(Applied::Conflict(old));
+        }
+        let (old, new, ticket) = match op.change {
+            Change::Keep => (old.clone(), old, None),
             Change::Put(new) => {
                 writes::put(self, key, old.as_ref(), &new).map_err(write_error)?;
                 SystemFeeds::refresh(&self.cluster);
@@ -232,16 +239,17 @@ impl reql::Table for SystemTable {
                     Kind::Users => Some(new),
                     _ => reql::Table::get(self, key)?.or(Some(new)),
                 };
-                Ok((old, stored, None))
+                (old, stored, None)
             }
             Change::Delete => {
                 if old.is_some() {
                     writes::delete(self, key, old.as_ref()).map_err(write_error)?;
                     SystemFeeds::refresh(&self.cluster);
                 }
-                Ok((old, None, None))
+                (old, None, None)
             }
-        }
+        };
+        Ok(Applied::Done(old, new, ticket))
     }
     fn sync_ticket(&self) -> Ticket {
         0

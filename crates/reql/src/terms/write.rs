@@ -2,10 +2,12 @@
 //! objects (`inserted`, `replaced`, `unchanged`, `skipped`, `deleted`, `errors`,
 //! `first_error`, `generated_keys`, `changes`).
 //!
-//! Each document is changed by one atomic read-modify-write (`Table::modify`); a failure
-//! on one document is counted in `errors` and does not stop the others. Functions given
-//! to `update`/`replace` must be deterministic unless `non_atomic` is set, as in
-//! RethinkDB, because they run under the document's lock.
+//! Each document is changed by one write operation (`write_op::write_doc`: evaluated
+//! with no lock held, applied if the document is still the one it was computed from,
+//! evaluated again if not); a failure on one document is counted in `errors` and does
+//! not stop the others. Functions given to `update`/`replace` must be deterministic
+//! unless `non_atomic` is set, as in RethinkDB: a non-deterministic function may run
+//! more than once when the document changes under it.
 
 use std::sync::Arc;
 
@@ -20,6 +22,7 @@ use crate::terms::db::parse_durability;
 use crate::terms::object::merge_datum;
 use crate::terms::write_hook::Hook;
 use crate::value::Val;
+use crate::write_op::write_doc;
 
 #[derive(Clone, Copy, PartialEq)]
 enum ReturnChanges {
@@ -302,7 +305,7 @@ fn insert_one(
     check_storable(&doc)?;
     let pk = t.primary_key();
     let ctx = ev.ctx.clone();
-    let (old, new, ticket) = t.modify(key, &mut |old| {
+    let (old, new, ticket) = write_doc(ev.ctx, t, key, None, &mut |old| {
         let change = insert_change(&ctx, pk, key, &doc, conflict, old)?;
         match hook {
             Some(h) => h.apply(&ctx, key, old, change),
@@ -597,7 +600,7 @@ pub fn update(ev: &Ev) -> Result<Val> {
             }
             Ok(Change::Put(new))
         };
-        let r = t.modify(&key, &mut |old| {
+        let r = write_doc(ev.ctx, t.as_ref(), &key, doc.clone(), &mut |old| {
             hooked(ev, hook.as_ref(), &key, old, change_of(old)?)
         });
         match r {
@@ -657,7 +660,7 @@ pub fn replace(ev: &Ev) -> Result<Val> {
                 Some(_) => Ok(Change::Put(new)),
             }
         };
-        let r = t.modify(&key, &mut |old| {
+        let r = write_doc(ev.ctx, t.as_ref(), &key, doc.clone(), &mut |old| {
             hooked(ev, hook.as_ref(), &key, old, change_of(old)?)
         });
         match r {
@@ -690,7 +693,7 @@ pub fn delete(ev: &Ev) -> Result<Val> {
             return Ok(());
         }
         let dur = durability(ev, t.as_ref())?;
-        let r = t.modify(&key, &mut |old| {
+        let r = write_doc(ev.ctx, t.as_ref(), &key, doc.clone(), &mut |old| {
             let change = if old.is_some() {
                 Change::Delete
             } else {
