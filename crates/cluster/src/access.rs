@@ -436,6 +436,10 @@ impl Table for Guarded {
         self.check(Perm::Read)?;
         self.inner.count()
     }
+    fn split_points(&self, parts: usize) -> reql::Result<Vec<Datum>> {
+        self.check(Perm::Read)?;
+        self.inner.split_points(parts)
+    }
     fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
         self.check(Perm::Write)?;
         self.inner.apply(op)

@@ -67,6 +67,9 @@ impl reql::Table for TableHandle {
     fn count(&self) -> reql::Result<u64> {
         Ok(self.shard.count())
     }
+    fn split_points(&self, parts: usize) -> reql::Result<Vec<Datum>> {
+        Ok(self.shard.split_points(parts))
+    }
     fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
         let change = match op.change {
             Change::Keep => StoreChange::Keep,

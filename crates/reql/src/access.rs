@@ -84,6 +84,10 @@ pub trait Table: Send + Sync {
     fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, reverse: bool) -> Result<DatumStream>;
     /// The number of documents.
     fn count(&self) -> Result<u64>;
+    /// Up to `parts - 1` primary keys, ascending, that cut the table into `parts` ranges
+    /// of about equal size, for parallel scans (`crate::parallel`); none when the table
+    /// cannot or need not be split.
+    fn split_points(&self, parts: usize) -> Result<Vec<Datum>>;
     /// Applies one write operation if the key still holds `op.expect`
     /// (`crate::write_op`): short, deterministic, no user code. Writes are evaluated
     /// with `write_op::write_doc`, which calls this.

@@ -112,6 +112,10 @@ impl Table for Interruptible {
         self.check()?;
         self.inner.count()
     }
+    fn split_points(&self, parts: usize) -> Result<Vec<Datum>> {
+        self.check()?;
+        self.inner.split_points(parts)
+    }
     fn apply(&self, op: WriteOp) -> Result<Applied> {
         self.check()?;
         self.inner.apply(op)

@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod error;
 pub mod eval;
 pub mod interrupt;
+pub mod parallel;
 pub mod plan;
 pub mod slice;
 pub mod spec;

@@ -119,6 +119,10 @@ impl Table for TableSlice {
     fn count(&self) -> Result<u64> {
         TableSlice::count(self)
     }
+    /// A slice is not split (its ranges are ranges of another index).
+    fn split_points(&self, _parts: usize) -> Result<Vec<Datum>> {
+        Ok(Vec::new())
+    }
     fn apply(&self, op: WriteOp) -> Result<Applied> {
         self.base.apply(op)
     }

@@ -72,6 +72,14 @@ impl Table for MemTable {
     fn count(&self) -> Result<u64> {
         Ok(self.docs()?.len() as u64)
     }
+    /// Exact quantiles of the keys.
+    fn split_points(&self, parts: usize) -> Result<Vec<Datum>> {
+        let docs = self.docs()?;
+        let keys: Vec<&Datum> = docs.keys().collect();
+        Ok((1..parts.max(1))
+            .filter_map(|i| keys.get(i * keys.len() / parts).map(|k| (*k).clone()))
+            .collect())
+    }
     fn apply(&self, op: WriteOp) -> Result<Applied> {
         let mut docs = self.docs()?;
         let key = &op.key;

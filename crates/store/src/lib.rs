@@ -17,6 +17,7 @@ mod cache;
 mod commit;
 mod feeds;
 mod index;
+mod sample;
 mod shard;
 
 pub use cache::set_budget as set_doc_cache_budget;

@@ -11,6 +11,7 @@ use storage::{Engine, WriteBatch};
 
 use crate::cache::{DocCache, Lookup};
 use crate::commit::GroupCommit;
+use crate::sample::KeySample;
 use crate::StoreError;
 
 const LOCK_STRIPES: usize = 256;
@@ -53,6 +54,8 @@ pub struct Shard {
     pub(crate) feeds: Arc<changefeed::Hub>,
     /// Decoded documents for point reads and writes (`cache.rs`).
     cache: DocCache,
+    /// A sample of the primary keys, for split points (`sample.rs`).
+    sample: KeySample,
 }
 
 impl Shard {
@@ -65,8 +68,9 @@ impl Shard {
         engine.create_space(space)?;
         let snap = engine.snapshot();
         let mut n = 0i64;
+        let sample = KeySample::default();
         for kv in snap.range(space, Bound::Unbounded, Bound::Unbounded, false)? {
-            kv?;
+            sample.insert(&kv?.0);
             n += 1;
         }
         Ok(Shard {
@@ -78,6 +82,7 @@ impl Shard {
             indexes: parking_lot::RwLock::new(Vec::new()),
             feeds: changefeed::Hub::new(),
             cache: DocCache::new(),
+            sample,
         })
     }
 
@@ -140,6 +145,16 @@ impl Shard {
             let (_, v) = kv?;
             Self::decode(v)
         }))
+    }
+
+    /// Up to `parts - 1` primary keys, ascending, that cut the documents into `parts`
+    /// ranges of about equal size (from the key sample: none for a small shard).
+    pub fn split_points(&self, parts: usize) -> Vec<Datum> {
+        self.sample
+            .split_points(parts)
+            .iter()
+            .filter_map(|k| datum::keys::decode(k))
+            .collect()
     }
 
     /// The number of documents.
@@ -218,9 +233,11 @@ impl Shard {
         match (&old, &new) {
             (None, Some(_)) => {
                 self.count.fetch_add(1, Ordering::SeqCst);
+                self.sample.insert(&k);
             }
             (Some(_), None) => {
                 self.count.fetch_sub(1, Ordering::SeqCst);
+                self.sample.remove(&k);
             }
             _ => {}
         }
@@ -320,5 +337,25 @@ mod tests {
         assert!(matches!(again, Ok(Applied::Done((None, Some(_), Some(_))))));
         let twice = s.apply(&key, Some(Version::ABSENT), StoreChange::Put(doc(1.0)));
         assert!(matches!(twice, Ok(Applied::Conflict(Some(_)))));
+    }
+
+    #[test]
+    fn split_points_are_stored_keys_in_order() {
+        let s = shard();
+        for i in 0..20_000 {
+            let id = Datum::from(format!("user{i:06}"));
+            let d = Datum::from_pairs([("id", id.clone())]);
+            s.write(&id, StoreChange::Put(d)).unwrap();
+        }
+        let cuts = s.split_points(4);
+        assert_eq!(cuts.len(), 3);
+        assert!(cuts.windows(2).all(|w| datum::cmp(&w[0], &w[1]).is_lt()));
+        for c in &cuts {
+            assert!(s.get(c).unwrap().is_some(), "{c:?} is not a stored key");
+        }
+        // About a quarter of the documents below the first cut.
+        let below = s.count_range(&Bound::Unbounded, &Bound::Excluded(cuts[0].clone()));
+        let below = below.unwrap();
+        assert!((3_000..7_000).contains(&below), "{below}");
     }
 }

@@ -221,6 +221,10 @@ impl reql::Table for SystemTable {
     fn count(&self) -> reql::Result<u64> {
         Ok(self.rows()?.len() as u64)
     }
+    /// System tables are small and computed: never split.
+    fn split_points(&self, _parts: usize) -> reql::Result<Vec<Datum>> {
+        Ok(Vec::new())
+    }
     fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
         let key = &op.key;
         let _g = self.cluster.admin.writes.lock();
