@@ -22,7 +22,7 @@ pub(crate) struct KeySample {
 
 /// Whether `key` belongs in the sample.
 pub(crate) fn sampled(key: &[u8]) -> bool {
-    xxhash_rust::xxh3::xxh3_64(key) % EVERY == 0
+    xxhash_rust::xxh3::xxh3_64(key).is_multiple_of(EVERY)
 }
 
 impl KeySample {
