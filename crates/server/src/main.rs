@@ -75,17 +75,20 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         )
     })?;
     // --cache-size is split: half for the engine's block cache, half for the shards'
-    // caches of decoded documents in front of it (store::set_doc_cache_budget).
+    // caches of decoded documents in front of it (this server's store::CacheBudget).
     let cache_bytes = args.cache_size.saturating_mul(1 << 20);
-    store::set_doc_cache_budget(usize::try_from(cache_bytes / 2).unwrap_or(usize::MAX));
+    let doc_cache = store::CacheBudget::new(usize::try_from(cache_bytes / 2).unwrap_or(usize::MAX));
     let fjall = storage::Fjall::open(&args.directory.join("data"), cache_bytes - cache_bytes / 2)
         .map_err(|e| format!("cannot open storage: {e}"))?;
     fjall.set_min_free_bytes(args.min_free_disk_mb.saturating_mul(1 << 20));
     let engine: Arc<dyn storage::Engine> = Arc::new(fjall);
-    let cluster = cluster::Cluster::open_with_password(
+    let cluster = cluster::Cluster::open_with_options(
         engine.clone(),
-        &args.server_name,
-        args.initial_password.as_deref().unwrap_or(""),
+        cluster::ClusterOptions {
+            server_name: args.server_name.clone(),
+            initial_password: args.initial_password.clone().unwrap_or_default(),
+            doc_cache,
+        },
     )
     .map_err(|e| e.to_string())?;
     let tls = match (&args.driver_tls_cert, &args.driver_tls_key) {
