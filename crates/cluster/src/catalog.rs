@@ -9,7 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use reql::error::{internal, op_failed};
 use reql::{Durability, ReqlError, TableOptions};
 use storage::{Engine, WriteBatch};
-use store::{GroupCommit, Shard};
+use store::{CacheBudget, GroupCommit, Shard};
 
 use crate::table::{store_err, TableHandle};
 
@@ -66,10 +66,34 @@ pub(crate) struct State {
     pub(crate) tables: BTreeMap<(String, String), (TableEntry, Arc<TableHandle>)>,
 }
 
+/// How to open a `Cluster` (`Cluster::open_with_options`).
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// This server's name.
+    pub server_name: String,
+    /// Password of `admin`, set when the data directory is new ("" for none).
+    pub initial_password: String,
+    /// The byte budget shared by the document caches of this server's tables.
+    pub doc_cache: CacheBudget,
+}
+
+impl ClusterOptions {
+    /// Options for server `server_name`: no initial password, the default cache budget.
+    pub fn new(server_name: &str) -> ClusterOptions {
+        ClusterOptions {
+            server_name: server_name.to_string(),
+            initial_password: String::new(),
+            doc_cache: CacheBudget::default(),
+        }
+    }
+}
+
 /// This server's view of the cluster: catalog and tables.
 pub struct Cluster {
     pub(crate) engine: Arc<dyn Engine>,
     commit: Arc<GroupCommit>,
+    /// The budget of the tables' document caches.
+    doc_cache: CacheBudget,
     pub(crate) server_name: String,
     pub(crate) state: RwLock<State>,
     pub(crate) ddl: Mutex<()>,
@@ -102,6 +126,22 @@ impl Cluster {
         server_name: &str,
         initial_password: &str,
     ) -> Result<Arc<Cluster>, ClusterError> {
+        Cluster::open_with_options(
+            engine,
+            ClusterOptions {
+                initial_password: initial_password.to_string(),
+                ..ClusterOptions::new(server_name)
+            },
+        )
+    }
+
+    /// Opens the catalog and the users as `opts` says (see `open_with_password`).
+    pub fn open_with_options(
+        engine: Arc<dyn Engine>,
+        opts: ClusterOptions,
+    ) -> Result<Arc<Cluster>, ClusterError> {
+        let server_name = opts.server_name.as_str();
+        let initial_password = opts.initial_password.as_str();
         engine.create_space(CATALOG)?;
         match engine.get(CATALOG, FORMAT_KEY)? {
             Some(v) => {
@@ -136,6 +176,7 @@ impl Cluster {
         let cluster = Arc::new_cyclic(|me| Cluster {
             engine: engine.clone(),
             commit,
+            doc_cache: opts.doc_cache,
             server_name: server_name.to_string(),
             state: RwLock::new(State::default()),
             ddl: Mutex::new(()),
@@ -187,7 +228,12 @@ impl Cluster {
     }
 
     pub(crate) fn open_table(&self, e: &TableEntry) -> Result<Arc<TableHandle>, store::StoreError> {
-        let shard = Shard::open(self.engine.clone(), &space_of(&e.id), self.commit.clone())?;
+        let shard = Shard::open_with_cache(
+            self.engine.clone(),
+            &space_of(&e.id),
+            self.commit.clone(),
+            self.doc_cache.clone(),
+        )?;
         let indexes = Arc::new(crate::index::TableIndexes::new(
             self.engine.clone(),
             &e.id,
@@ -205,6 +251,11 @@ impl Cluster {
             commit: self.commit.clone(),
             counters: self.admin.counters.table(&e.id),
         }))
+    }
+
+    /// The byte budget shared by the document caches of this server's tables.
+    pub fn doc_cache(&self) -> &CacheBudget {
+        &self.doc_cache
     }
 
     /// Waits until the write with `ticket` is on stable storage.

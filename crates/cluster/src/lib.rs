@@ -19,5 +19,5 @@ pub mod system;
 mod table;
 
 pub use access::{denied, UserAccess};
-pub use catalog::{Cluster, ClusterError, FORMAT_VERSION};
+pub use catalog::{Cluster, ClusterError, ClusterOptions, FORMAT_VERSION};
 pub use table::TableHandle;

@@ -1,10 +1,16 @@
 //! Command line and typed configuration. Flags follow RethinkDB's `rethinkdb serve` so
 //! operators' habits carry over; cluster flags are accepted and recorded for later use.
+//!
+//! `ServeArgs` is what the command line says; `Config` is what a server needs once its
+//! listener is bound (`ServeArgs::config`), and what tests build directly.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::Error;
 
 /// `ponder`: a RethinkDB-compatible realtime document database.
 #[derive(Parser, Debug)]
@@ -84,27 +90,142 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     /// The listen address.
-    pub fn bind_addr(&self) -> Result<IpAddr, String> {
+    pub fn bind_addr(&self) -> Result<IpAddr, Error> {
         match self.bind.as_str() {
             "all" => Ok(IpAddr::from([0, 0, 0, 0])),
             "localhost" => Ok(IpAddr::from([127, 0, 0, 1])),
             s => s
                 .parse()
-                .map_err(|_| format!("invalid --bind address `{s}`")),
+                .map_err(|_| Error::Argument(format!("invalid --bind address `{s}`"))),
         }
     }
 
     /// The number of evaluation threads.
     pub fn eval_threads(&self) -> usize {
-        self.eval_threads.unwrap_or_else(|| {
-            4 * std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
-        })
+        self.eval_threads.unwrap_or_else(default_eval_threads)
     }
 
     /// The driver port after the offset.
-    pub fn driver_port(&self) -> Result<u16, String> {
+    pub fn driver_port(&self) -> Result<u16, Error> {
         self.driver_port
             .checked_add(self.port_offset)
-            .ok_or_else(|| "--driver-port + --port-offset exceeds 65535".to_string())
+            .ok_or_else(|| Error::Argument("--driver-port + --port-offset exceeds 65535".into()))
+    }
+
+    /// The server's configuration (everything but the listen address and port).
+    pub fn config(&self) -> Config {
+        Config {
+            directory: self.directory.clone(),
+            server_name: self.server_name.clone(),
+            initial_password: self.initial_password.clone().unwrap_or_default(),
+            cache_size_mb: self.cache_size,
+            min_free_disk_mb: self.min_free_disk_mb,
+            soft_flush_interval: Duration::from_millis(self.soft_flush_ms),
+            max_connections: self.max_connections,
+            eval_threads: self.eval_threads(),
+            tls: match (&self.driver_tls_cert, &self.driver_tls_key) {
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                }),
+                _ => None,
+            },
+            log_file: self.log_file.clone(),
+            http_port: self.http_port.saturating_add(self.port_offset),
+            cluster_port: self.cluster_port.saturating_add(self.port_offset),
+            hostname: Config::default_hostname(),
+            argv: std::env::args().collect(),
+        }
+    }
+}
+
+/// Four evaluation threads per core.
+fn default_eval_threads() -> usize {
+    4 * std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+}
+
+/// PEM files for TLS on the driver port.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// The certificate chain.
+    pub cert: PathBuf,
+    /// The private key.
+    pub key: PathBuf,
+}
+
+/// What one server needs: where its data lives and how it serves. Every server of a
+/// process has its own (nothing is process-wide).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Data directory (created if missing; the engine lives in its `data` folder).
+    pub directory: PathBuf,
+    /// This server's name.
+    pub server_name: String,
+    /// Password of `admin`, set when the data directory is created ("" for none).
+    pub initial_password: String,
+    /// Cache size in MB: half for the engine's block cache, half for the shards'
+    /// caches of decoded documents (this server's `store::CacheBudget`).
+    pub cache_size_mb: u64,
+    /// Free disk space (MB) that writes may not eat into (0 turns the check off).
+    pub min_free_disk_mb: u64,
+    /// Longest time a soft-durability write stays unflushed.
+    pub soft_flush_interval: Duration,
+    /// Most client connections served at once.
+    pub max_connections: usize,
+    /// Query evaluation threads.
+    pub eval_threads: usize,
+    /// TLS on the driver port, if set.
+    pub tls: Option<TlsFiles>,
+    /// Log file (default: standard error).
+    pub log_file: Option<PathBuf>,
+    /// HTTP admin port, as reported in `rethinkdb.server_status`.
+    pub http_port: u16,
+    /// Cluster port, as reported in `rethinkdb.server_status`.
+    pub cluster_port: u16,
+    /// Host name, as reported in `rethinkdb.server_status`.
+    pub hostname: String,
+    /// Command line, as reported in `rethinkdb.server_status`.
+    pub argv: Vec<String>,
+}
+
+impl Config {
+    /// The defaults of `ponder serve` with data in `directory`.
+    pub fn new(directory: impl Into<PathBuf>) -> Config {
+        Config {
+            directory: directory.into(),
+            server_name: "ponder".into(),
+            initial_password: String::new(),
+            cache_size_mb: 256,
+            min_free_disk_mb: 64,
+            soft_flush_interval: Duration::from_millis(100),
+            max_connections: 10_000,
+            eval_threads: default_eval_threads(),
+            tls: None,
+            log_file: None,
+            http_port: 8080,
+            cluster_port: 29015,
+            hostname: Config::default_hostname(),
+            argv: Vec::new(),
+        }
+    }
+
+    /// `$HOSTNAME`, or "localhost".
+    fn default_hostname() -> String {
+        std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
+    }
+
+    /// The byte budget of the shards' document caches: half the cache size.
+    pub fn doc_cache_bytes(&self) -> usize {
+        usize::try_from(self.cache_bytes() / 2).unwrap_or(usize::MAX)
+    }
+
+    /// The engine's block cache in bytes: the other half.
+    pub fn block_cache_bytes(&self) -> u64 {
+        let all = self.cache_bytes();
+        all - all / 2
+    }
+
+    fn cache_bytes(&self) -> u64 {
+        self.cache_size_mb.saturating_mul(1 << 20)
     }
 }

@@ -4,6 +4,9 @@
 //! stops reading applies back-pressure instead of growing server memory. A frame error
 //! (oversized query) is answered with RethinkDB's client error and the connection closed,
 //! since the stream cannot be resynchronised.
+//!
+//! When the server shuts down (`Stop`), each connection stops reading, interrupts its
+//! queries (`Session::close`) and closes without waiting for the client to read.
 
 use std::sync::Arc;
 
@@ -14,7 +17,7 @@ use proto::ql2::ResponseType;
 use proto::response::ResponseWriter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::principal::Principal;
 use crate::session::Session;
@@ -24,58 +27,93 @@ use crate::wire::finish;
 /// Responses queued per connection before the writer applies back-pressure.
 const OUT_QUEUE: usize = 1024;
 
-/// Serves one plain TCP connection until it closes.
-pub async fn serve(stream: TcpStream, state: Arc<ServerState>) {
+/// The server's shutdown signal, as each connection watches it.
+#[derive(Clone)]
+pub struct Stop(watch::Receiver<bool>);
+
+impl Stop {
+    /// A signal and its trigger: sending `true` (or dropping the sender) stops.
+    pub fn new() -> (watch::Sender<bool>, Stop) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Stop(rx))
+    }
+
+    /// Resolves once the server is shutting down.
+    pub async fn wait(&mut self) {
+        let _ = self.0.wait_for(|stop| *stop).await;
+    }
+}
+
+/// Serves one plain TCP connection until it closes or the server stops.
+pub async fn serve(stream: TcpStream, state: Arc<ServerState>, stop: Stop) {
     let _ = stream.set_nodelay(true);
     let peer = stream
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    serve_stream(stream, peer, state).await;
+    serve_stream(stream, peer, state, stop).await;
 }
 
-/// Serves one connection (plain or TLS) until it closes.
-pub async fn serve_stream<S>(stream: S, peer: String, state: Arc<ServerState>)
+/// Serves one connection (plain or TLS) until it closes or the server stops.
+pub async fn serve_stream<S>(stream: S, peer: String, state: Arc<ServerState>, stop: Stop)
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     state.cluster.note_connection(true);
-    serve_inner(stream, peer, &state).await;
+    serve_inner(stream, peer, &state, stop).await;
     state.cluster.note_connection(false);
 }
 
-async fn serve_inner<S>(stream: S, peer: String, state: &Arc<ServerState>)
+/// The handshake; the authenticated user, or None when the connection is done.
+async fn handshake<R, W>(
+    rd: &mut R,
+    wr: &mut W,
+    buf: &mut BytesMut,
+    state: &ServerState,
+) -> Option<String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut hs = Handshake::new(OsRandom);
+    loop {
+        match hs.feed(buf, state.cluster.users().as_ref()) {
+            Ok(Step::NeedMore) => match rd.read_buf(buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            },
+            Ok(Step::Send(b)) => {
+                if wr.write_all(&b).await.is_err() {
+                    return None;
+                }
+            }
+            Ok(Step::Done { reply, user, .. }) => {
+                if wr.write_all(&reply).await.is_err() {
+                    return None;
+                }
+                return Some(user);
+            }
+            Ok(Step::Reject { reply, .. }) => {
+                let _ = wr.write_all(&reply).await;
+                let _ = wr.shutdown().await;
+                return None;
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+async fn serve_inner<S>(stream: S, peer: String, state: &Arc<ServerState>, mut stop: Stop)
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (mut rd, mut wr) = tokio::io::split(stream);
     let mut buf = BytesMut::with_capacity(16 * 1024);
-    let mut hs = Handshake::new(OsRandom);
-    let user = loop {
-        match hs.feed(&mut buf, state.cluster.users().as_ref()) {
-            Ok(Step::NeedMore) => match rd.read_buf(&mut buf).await {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            },
-            Ok(Step::Send(b)) => {
-                if wr.write_all(&b).await.is_err() {
-                    return;
-                }
-            }
-            Ok(Step::Done { reply, user, .. }) => {
-                if wr.write_all(&reply).await.is_err() {
-                    return;
-                }
-                break user;
-            }
-            Ok(Step::Reject { reply, .. }) => {
-                let _ = wr.write_all(&reply).await;
-                let _ = wr.shutdown().await;
-                return;
-            }
-            Err(_) => return,
-        }
+    let user = tokio::select! {
+        user = handshake(&mut rd, &mut wr, &mut buf, state) => user,
+        () = stop.wait() => None,
     };
+    let Some(user) = user else { return };
 
     let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUT_QUEUE);
     let writer = tokio::spawn(async move {
@@ -88,10 +126,34 @@ where
     });
     let who = Principal::new(&state.cluster, &user, peer);
     let session = Session::new(state.clone(), tx.clone(), who);
+    let stopped = tokio::select! {
+        () = queries(&mut rd, &mut buf, &session, &tx) => false,
+        () = stop.wait() => true,
+    };
+    session.close();
+    drop(session);
+    drop(tx);
+    if stopped {
+        // The client may not be reading: do not wait for it.
+        writer.abort();
+    }
+    let _ = writer.await;
+}
+
+/// Reads query frames and hands them to the session until the client goes away or
+/// sends a frame that cannot be read.
+async fn queries<R>(
+    rd: &mut R,
+    buf: &mut BytesMut,
+    session: &Arc<Session>,
+    tx: &mpsc::Sender<Vec<u8>>,
+) where
+    R: AsyncRead + Unpin,
+{
     loop {
-        match decode(&mut buf, MAX_QUERY_BYTES) {
+        match decode(buf, MAX_QUERY_BYTES) {
             Ok(Some(frame)) => session.handle(frame).await,
-            Ok(None) => match rd.read_buf(&mut buf).await {
+            Ok(None) => match rd.read_buf(buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             },
@@ -107,8 +169,4 @@ where
             }
         }
     }
-    session.close();
-    drop(session);
-    drop(tx);
-    let _ = writer.await;
 }

@@ -6,6 +6,9 @@
 //! with 64 clients on 2 cores the blocking pool thrashes 64 threads, this pool runs a
 //! handful. Evaluation never waits for fsync (durability is awaited asynchronously after
 //! it returns), so a small pool is not starved by hard-durability writes.
+//!
+//! Dropping the pool stops its threads once the queued jobs are done, so a server that
+//! shuts down leaves no thread behind in a process that goes on (tests, embedding).
 
 use std::sync::Arc;
 
@@ -14,8 +17,14 @@ use tokio::sync::oneshot;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+struct Jobs {
+    queue: std::collections::VecDeque<Job>,
+    /// Set when the pool is dropped: workers exit once `queue` is empty.
+    closed: bool,
+}
+
 struct Queue {
-    jobs: Mutex<std::collections::VecDeque<Job>>,
+    jobs: Mutex<Jobs>,
     ready: Condvar,
 }
 
@@ -28,7 +37,10 @@ impl Pool {
     /// Starts `threads` workers.
     pub fn new(threads: usize) -> std::io::Result<Pool> {
         let queue = Arc::new(Queue {
-            jobs: Mutex::new(std::collections::VecDeque::new()),
+            jobs: Mutex::new(Jobs {
+                queue: std::collections::VecDeque::new(),
+                closed: false,
+            }),
             ready: Condvar::new(),
         });
         for i in 0..threads.max(1) {
@@ -39,8 +51,11 @@ impl Pool {
                     let job = {
                         let mut jobs = q.jobs.lock();
                         loop {
-                            if let Some(j) = jobs.pop_front() {
+                            if let Some(j) = jobs.queue.pop_front() {
                                 break j;
+                            }
+                            if jobs.closed {
+                                return;
                             }
                             q.ready.wait(&mut jobs);
                         }
@@ -63,9 +78,16 @@ impl Pool {
                 let _ = tx.send(v);
             }
         });
-        self.queue.jobs.lock().push_back(job);
+        self.queue.jobs.lock().queue.push_back(job);
         self.queue.ready.notify_one();
         rx.await.ok()
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.queue.jobs.lock().closed = true;
+        self.queue.ready.notify_all();
     }
 }
 
@@ -80,5 +102,22 @@ mod tests {
         let r: Option<()> = p.run(|| panic!("boom")).await;
         assert_eq!(r, None);
         assert_eq!(p.run(|| 5).await, Some(5));
+    }
+
+    #[tokio::test]
+    async fn dropping_the_pool_stops_its_threads() {
+        let p = Pool::new(3).unwrap();
+        assert_eq!(p.run(|| 1).await, Some(1));
+        let q = Arc::downgrade(&p.queue);
+        drop(p);
+        // Each worker holds the queue until it exits.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while q.strong_count() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "workers still running"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }

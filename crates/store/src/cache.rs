@@ -15,12 +15,15 @@
 //!   what it read only if the stripe is not busy and the generation has not moved, so
 //!   it can never put back a version that a write has replaced.
 //!
-//! Memory: all shards share one byte budget (`set_budget`, from `--cache-size`);
-//! each stripe evicts its own entries (second chance: recently hit entries survive one
+//! Memory: the shards of one server share one byte budget (`CacheBudget`, created by
+//! the server from `--cache-size` and handed to every shard it opens; there is no
+//! process-wide budget, so several servers in one process stay independent); each
+//! stripe evicts its own entries (second chance: recently hit entries survive one
 //! pass) while the total is over the budget.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use datum::Datum;
 use parking_lot::Mutex;
@@ -28,14 +31,52 @@ use parking_lot::Mutex;
 /// Stripes per shard cache (independent locks).
 const STRIPES: usize = 64;
 
-/// The shared budget in bytes; 64 MiB until the server sets it.
-static BUDGET: AtomicUsize = AtomicUsize::new(64 << 20);
-/// Bytes held by all shard caches together.
-static USED: AtomicUsize = AtomicUsize::new(0);
+/// The budget of a `CacheBudget::default()`.
+const DEFAULT_BUDGET: usize = 64 << 20;
 
-/// Sets the byte budget shared by the document caches of all shards (0 disables them).
-pub fn set_budget(bytes: usize) {
-    BUDGET.store(bytes, Ordering::Relaxed);
+/// A byte budget shared by the document caches of the shards opened with it, and what
+/// they hold together. Cloning shares it; 0 bytes disables the caches.
+#[derive(Clone, Debug)]
+pub struct CacheBudget(Arc<Counters>);
+
+#[derive(Debug)]
+struct Counters {
+    /// The budget in bytes.
+    limit: AtomicUsize,
+    /// Bytes held by all caches sharing the budget.
+    used: AtomicUsize,
+}
+
+impl CacheBudget {
+    /// A budget of `bytes` for the caches that will share it.
+    pub fn new(bytes: usize) -> CacheBudget {
+        CacheBudget(Arc::new(Counters {
+            limit: AtomicUsize::new(bytes),
+            used: AtomicUsize::new(0),
+        }))
+    }
+
+    /// Changes the budget (0 disables the caches); caches shrink as they insert.
+    pub fn set_limit(&self, bytes: usize) {
+        self.0.limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The budget in bytes.
+    pub fn limit(&self) -> usize {
+        self.0.limit.load(Ordering::Relaxed)
+    }
+
+    /// The bytes the caches sharing this budget hold now.
+    pub fn used(&self) -> usize {
+        self.0.used.load(Ordering::Relaxed)
+    }
+}
+
+impl Default for CacheBudget {
+    /// 64 MiB.
+    fn default() -> CacheBudget {
+        CacheBudget::new(DEFAULT_BUDGET)
+    }
 }
 
 /// The bytes an entry is charged: its stored JSON, about as much again for the
@@ -72,21 +113,21 @@ struct Stripe {
 }
 
 impl Stripe {
-    fn remove(&mut self, key: &[u8]) {
+    fn remove(&mut self, key: &[u8], budget: &Counters) {
         if let Some(e) = self.map.remove(key) {
             self.bytes -= e.size;
-            USED.fetch_sub(e.size, Ordering::Relaxed);
+            budget.used.fetch_sub(e.size, Ordering::Relaxed);
         }
     }
 
-    fn insert(&mut self, key: Vec<u8>, doc: Datum) {
-        let budget = BUDGET.load(Ordering::Relaxed);
+    fn insert(&mut self, key: Vec<u8>, doc: Datum, budget: &Counters) {
+        let limit = budget.limit.load(Ordering::Relaxed);
         let size = charge(&key, &doc);
-        if size > budget / 4 {
+        if size > limit / 4 {
             return;
         }
-        self.remove(&key);
-        USED.fetch_add(size, Ordering::Relaxed);
+        self.remove(&key, budget);
+        budget.used.fetch_add(size, Ordering::Relaxed);
         self.bytes += size;
         self.next_seq += 1;
         let seq = self.next_seq;
@@ -100,19 +141,19 @@ impl Stripe {
                 seq,
             },
         );
-        self.evict(budget);
+        self.evict(limit, budget);
     }
 
-    /// Evicts while all caches together are over the budget and this stripe has
-    /// entries, looking at no more than `EVICT_STEPS` keys: the budget is shared by every
-    /// stripe of every shard, so this stripe alone may be unable to bring it under, and
+    /// Evicts while all caches together are over the budget (`limit` bytes) and this
+    /// stripe has entries, looking at no more than `EVICT_STEPS` keys: the budget is
+    /// shared by every stripe of every shard, so this stripe alone may be unable to bring it under, and
     /// an insert must not then walk its whole queue (that made writes O(cache size)).
     /// Each insert evicts up to several entries, so the total converges on the budget.
     /// Compacts `order` when it is mostly stale keys.
-    fn evict(&mut self, budget: usize) {
+    fn evict(&mut self, limit: usize, budget: &Counters) {
         const EVICT_STEPS: usize = 16;
         let mut passes = self.order.len().min(EVICT_STEPS);
-        while USED.load(Ordering::Relaxed) > budget && passes > 0 {
+        while budget.used.load(Ordering::Relaxed) > limit && passes > 0 {
             passes -= 1;
             let Some((k, seq)) = self.order.pop_front() else {
                 break;
@@ -123,7 +164,7 @@ impl Stripe {
                     e.hit = false;
                     self.order.push_back((k, seq));
                 }
-                Some(_) => self.remove(&k),
+                Some(_) => self.remove(&k, budget),
                 None => {}
             }
         }
@@ -138,6 +179,8 @@ impl Stripe {
 /// One shard's cache of decoded documents by encoded primary key.
 pub(crate) struct DocCache {
     stripes: Vec<Mutex<Stripe>>,
+    /// The budget shared with the other shards of the server.
+    budget: CacheBudget,
 }
 
 /// What a lookup found: the document, or the generation to quote when inserting.
@@ -147,11 +190,12 @@ pub(crate) enum Lookup {
 }
 
 impl DocCache {
-    pub(crate) fn new() -> DocCache {
+    pub(crate) fn new(budget: CacheBudget) -> DocCache {
         DocCache {
             stripes: (0..STRIPES)
                 .map(|_| Mutex::new(Stripe::default()))
                 .collect(),
+            budget,
         }
     }
 
@@ -175,12 +219,12 @@ impl DocCache {
     /// Caches what a reader read from the engine after a `Miss(generation)`, unless a
     /// write to the stripe started since.
     pub(crate) fn fill(&self, stripe: usize, generation: u64, key: &[u8], doc: &Datum) {
-        if BUDGET.load(Ordering::Relaxed) == 0 {
+        if self.budget.limit() == 0 {
             return;
         }
         let mut s = self.stripe(stripe).lock();
         if s.busy == 0 && s.generation == generation {
-            s.insert(key.to_vec(), doc.clone());
+            s.insert(key.to_vec(), doc.clone(), &self.budget.0);
         }
     }
 
@@ -189,7 +233,7 @@ impl DocCache {
         let mut s = self.stripe(stripe).lock();
         s.generation += 1;
         s.busy += 1;
-        s.remove(key);
+        s.remove(key, &self.budget.0);
     }
 
     /// After the write (applied or failed): caches the key's new document, if any.
@@ -197,10 +241,10 @@ impl DocCache {
         let mut s = self.stripe(stripe).lock();
         s.generation += 1;
         s.busy = s.busy.saturating_sub(1);
-        s.remove(key);
+        s.remove(key, &self.budget.0);
         if let Some(d) = new {
-            if BUDGET.load(Ordering::Relaxed) > 0 {
-                s.insert(key.to_vec(), d.clone());
+            if self.budget.limit() > 0 {
+                s.insert(key.to_vec(), d.clone(), &self.budget.0);
             }
         }
     }
@@ -209,7 +253,7 @@ impl DocCache {
 impl Drop for DocCache {
     fn drop(&mut self) {
         let held: usize = self.stripes.iter().map(|s| s.lock().bytes).sum();
-        USED.fetch_sub(held, Ordering::Relaxed);
+        self.budget.0.used.fetch_sub(held, Ordering::Relaxed);
     }
 }
 
@@ -219,10 +263,11 @@ mod tests {
 
     #[test]
     fn reinserting_a_key_keeps_the_eviction_queue_bounded() {
+        let budget = CacheBudget::default();
         let mut s = Stripe::default();
         let doc = Datum::from_pairs([("id", Datum::Number(1.0))]);
         for _ in 0..10_000 {
-            s.insert(b"k".to_vec(), doc.clone());
+            s.insert(b"k".to_vec(), doc.clone(), &budget.0);
         }
         assert_eq!(s.map.len(), 1);
         assert!(
@@ -230,6 +275,29 @@ mod tests {
             "stale positions piled up: {}",
             s.order.len()
         );
-        s.remove(b"k");
+        s.remove(b"k", &budget.0);
+        assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn budgets_are_independent() {
+        let (a, b) = (CacheBudget::new(1 << 20), CacheBudget::new(1 << 20));
+        let (ca, cb) = (DocCache::new(a.clone()), DocCache::new(b.clone()));
+        let doc = Datum::from_pairs([("id", Datum::Number(1.0))]);
+        let Lookup::Miss(g) = ca.get(0, b"k") else {
+            panic!("hit in an empty cache")
+        };
+        ca.fill(0, g, b"k", &doc);
+        assert!(matches!(ca.get(0, b"k"), Lookup::Hit(_)));
+        assert!(a.used() > 0);
+        assert_eq!(b.used(), 0);
+        assert!(matches!(cb.get(0, b"k"), Lookup::Miss(_)));
+        // A zero budget caches nothing, whatever the other budget allows.
+        b.set_limit(0);
+        cb.end_write(0, b"k", Some(&doc));
+        assert!(matches!(cb.get(0, b"k"), Lookup::Miss(_)));
+        assert_eq!(b.used(), 0);
+        drop(ca);
+        assert_eq!(a.used(), 0);
     }
 }

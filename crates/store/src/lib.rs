@@ -5,7 +5,8 @@
 //!   (`Shard::apply`, under a striped key lock, running no user code), ordered range
 //!   reads from a snapshot, and an exact document count kept in memory.
 //! - A bounded cache of decoded documents per shard for point reads and
-//!   writes (`cache.rs`), kept exact under the stripe locks.
+//!   writes (`cache.rs`), kept exact under the stripe locks; the shards of one server
+//!   share a `CacheBudget` (no process-global state).
 //! - `GroupCommit`: every write gets a ticket after it is applied; one background thread
 //!   fsyncs the engine for all waiting writers at once, so hard-durability throughput
 //!   grows with concurrency. Soft writes are flushed within `SOFT_FLUSH_INTERVAL`.
@@ -20,7 +21,7 @@ mod index;
 mod sample;
 mod shard;
 
-pub use cache::set_budget as set_doc_cache_budget;
+pub use cache::CacheBudget;
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
 pub use index::{EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};

@@ -9,7 +9,7 @@ use datum::{Datum, Version};
 use parking_lot::Mutex;
 use storage::{Engine, WriteBatch};
 
-use crate::cache::{DocCache, Lookup};
+use crate::cache::{CacheBudget, DocCache, Lookup};
 use crate::commit::GroupCommit;
 use crate::sample::KeySample;
 use crate::StoreError;
@@ -59,11 +59,23 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// Opens (creating if needed) the shard stored in `space`, counting its documents.
+    /// Opens (creating if needed) the shard stored in `space`, counting its documents;
+    /// its document cache has a budget of its own (`CacheBudget::default()`).
     pub fn open(
         engine: Arc<dyn Engine>,
         space: &str,
         commit: Arc<GroupCommit>,
+    ) -> Result<Shard, StoreError> {
+        Shard::open_with_cache(engine, space, commit, CacheBudget::default())
+    }
+
+    /// Opens the shard like `open`, its document cache sharing `cache` (the budget of
+    /// all the shards of one server).
+    pub fn open_with_cache(
+        engine: Arc<dyn Engine>,
+        space: &str,
+        commit: Arc<GroupCommit>,
+        cache: CacheBudget,
     ) -> Result<Shard, StoreError> {
         engine.create_space(space)?;
         let snap = engine.snapshot();
@@ -81,7 +93,7 @@ impl Shard {
             commit,
             indexes: parking_lot::RwLock::new(Vec::new()),
             feeds: changefeed::Hub::new(),
-            cache: DocCache::new(),
+            cache: DocCache::new(cache),
             sample,
         })
     }

@@ -1,0 +1,231 @@
+//! A running server: its storage, catalog, evaluation pool and the loop accepting
+//! driver connections, started on a bound listener and stopped explicitly.
+//!
+//! Everything a server uses is its own (engine, document-cache budget, threads, log
+//! destination), so one process can run several: tests do. Stopping one closes its
+//! connections (interrupting their queries), flushes its storage and waits (a bounded
+//! time) for the storage to be closed, so its directory can be opened again.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::Config;
+use crate::conn::{self, Stop};
+use crate::exec::Pool;
+use crate::state::ServerState;
+use crate::{tls, Error};
+
+/// Longest time `Server::shutdown` waits for background work (an index build, a query
+/// finishing its evaluation) to let go of the storage.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+/// A server accepting driver connections on its listener. Stop it with `shutdown`;
+/// dropping it also stops it, but without the final flush and without waiting.
+pub struct Server {
+    local_addr: SocketAddr,
+    state: Arc<ServerState>,
+    /// Sending `true` stops the accept loop and every connection.
+    stop: watch::Sender<bool>,
+    accept: JoinHandle<()>,
+    log_file: Option<std::path::PathBuf>,
+    /// The engine, to see it closed after shutdown.
+    engine: Weak<dyn storage::Engine>,
+}
+
+impl Server {
+    /// Opens the storage in `config.directory` (creating it if needed), logs the
+    /// "listening for client driver connections" line and serves `listener` until
+    /// `shutdown`. Storage is opened on the calling task.
+    pub async fn start(listener: TcpListener, config: Config) -> Result<Server, Error> {
+        let local_addr = listener.local_addr().map_err(|source| Error::Listen {
+            addr: "the given listener".into(),
+            source,
+        })?;
+        std::fs::create_dir_all(&config.directory).map_err(|source| Error::DataDirectory {
+            path: config.directory.clone(),
+            source,
+        })?;
+        // The cache size is split: half for the engine's block cache, half for the
+        // shards' caches of decoded documents in front of it (this server's budget).
+        let fjall =
+            storage::Fjall::open(&config.directory.join("data"), config.block_cache_bytes())?;
+        fjall.set_min_free_bytes(config.min_free_disk_mb.saturating_mul(1 << 20));
+        let engine: Arc<dyn storage::Engine> = Arc::new(fjall);
+        let weak_engine = Arc::downgrade(&engine);
+        let cluster = cluster::Cluster::open_with_options(
+            engine,
+            cluster::ClusterOptions {
+                server_name: config.server_name.clone(),
+                initial_password: config.initial_password.clone(),
+                doc_cache: store::CacheBudget::new(config.doc_cache_bytes()),
+            },
+        )?;
+        let (tls, pool) = match tls_and_pool(&config) {
+            Ok(v) => v,
+            Err(e) => {
+                cluster.shutdown();
+                return Err(e);
+            }
+        };
+        cluster.set_soft_flush_interval(config.soft_flush_interval);
+        let state = Arc::new(ServerState {
+            cluster: cluster.clone(),
+            server_id: cluster.server_id().to_string(),
+            server_name: config.server_name.clone(),
+            pool: Arc::new(pool),
+        });
+        let listening = format!(
+            "Ponder {} listening for client driver connections on {}:{}{} (data in {})",
+            env!("CARGO_PKG_VERSION"),
+            local_addr.ip(),
+            local_addr.port(),
+            if tls.is_some() { " with TLS" } else { "" },
+            config.directory.display()
+        );
+        log(config.log_file.as_deref(), &listening);
+        cluster.log("notice", &listening);
+        cluster.set_server_info(cluster::system::ServerInfo {
+            reql_port: local_addr.port(),
+            http_port: config.http_port,
+            cluster_port: config.cluster_port,
+            hostname: config.hostname.clone(),
+            argv: config.argv.clone(),
+            cache_size_mb: config.cache_size_mb as f64,
+        });
+        let (stop, stop_rx) = Stop::new();
+        let limit = Arc::new(Semaphore::new(config.max_connections));
+        let accept = tokio::spawn(accept_loop(listener, state.clone(), tls, limit, stop_rx));
+        Ok(Server {
+            local_addr,
+            state,
+            stop,
+            accept,
+            log_file: config.log_file,
+            engine: weak_engine,
+        })
+    }
+
+    /// The address the server accepts connections on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The byte budget shared by the document caches of this server's tables.
+    pub fn doc_cache(&self) -> &store::CacheBudget {
+        self.state.cluster.doc_cache()
+    }
+
+    /// This server's catalog and tables.
+    pub fn cluster(&self) -> &Arc<cluster::Cluster> {
+        &self.state.cluster
+    }
+
+    /// Stops accepting, closes every connection (interrupting its queries), flushes
+    /// the storage, then waits until it is closed (at most a few seconds, if
+    /// background work still holds it).
+    pub async fn shutdown(self) -> Result<(), Error> {
+        log(self.log_file.as_deref(), "Shutting down: flushing storage.");
+        let _ = self.stop.send(true);
+        let accepted = self.accept.await;
+        self.state.cluster.shutdown();
+        drop(self.state);
+        let deadline = Instant::now() + CLOSE_WAIT;
+        while self.engine.strong_count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        accepted.map_err(Error::Task)
+    }
+}
+
+/// Serves `listener` with `config` until `shutdown` resolves, then stops the server
+/// (`Server::shutdown`).
+pub async fn run(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let server = Server::start(listener, config).await?;
+    shutdown.await;
+    server.shutdown().await
+}
+
+/// The TLS acceptor (when configured) and the evaluation pool.
+fn tls_and_pool(config: &Config) -> Result<(Option<TlsAcceptor>, Pool), Error> {
+    let tls = match &config.tls {
+        Some(files) => Some(tls::acceptor(&files.cert, &files.key).map_err(Error::Tls)?),
+        None => None,
+    };
+    let pool = Pool::new(config.eval_threads).map_err(Error::EvalThreads)?;
+    Ok((tls, pool))
+}
+
+/// Accepts connections until the server stops, then waits for them to close.
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<ServerState>,
+    tls: Option<TlsAcceptor>,
+    limit: Arc<Semaphore>,
+    mut stop: Stop,
+) {
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            () = stop.wait() => break,
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let Ok(permit) = limit.clone().try_acquire_owned() else {
+                    drop(stream);
+                    continue;
+                };
+                let st = state.clone();
+                let tls = tls.clone();
+                let mut stop = stop.clone();
+                conns.spawn(async move {
+                    match tls {
+                        None => conn::serve(stream, st, stop).await,
+                        Some(acceptor) => {
+                            let _ = stream.set_nodelay(true);
+                            let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                            let accepted = tokio::select! {
+                                s = acceptor.accept(stream) => s.ok(),
+                                () = stop.wait() => None,
+                            };
+                            if let Some(s) = accepted {
+                                conn::serve_stream(s, peer, st, stop).await;
+                            }
+                        }
+                    }
+                    drop(permit);
+                });
+            }
+        }
+    }
+    drop(listener);
+    while conns.join_next().await.is_some() {}
+}
+
+/// Writes one line to the log file, or to standard error when there is none.
+fn log(file: Option<&std::path::Path>, msg: &str) {
+    let line = format!("{msg}\n");
+    match file {
+        Some(p) => {
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+            {
+                let _ = f.write_all(line.as_bytes());
+            }
+        }
+        None => eprint!("{line}"),
+    }
+}
