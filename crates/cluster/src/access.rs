@@ -246,6 +246,34 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// `rebalance` of one table: cuts its shards anew at the data's quantiles. Returns
+    /// the table's `{old_val, new_val}` status change.
+    pub(crate) fn rebalance_table(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        if db == SYSTEM_DB {
+            return Err(special());
+        }
+        self.check_db(db)?;
+        let e = self
+            .table_entry(db, name)
+            .ok_or_else(|| Self::no_table(db, name))?;
+        let old_status = crate::system::table_status_row(self, &e, false);
+        let rebalance = crate::system::TableAlter {
+            rebalance: true,
+            ..Default::default()
+        };
+        self.alter_table(&e.id, rebalance).map_err(op_failed)?;
+        let ne = self
+            .table_entry(db, name)
+            .ok_or_else(|| Self::no_table(db, name))?;
+        let new_status = crate::system::table_status_row(self, &ne, false);
+        Ok(Datum::from_pairs([
+            ("old_val", old_status),
+            ("new_val", new_status),
+        ]))
+    }
+}
+
 fn special() -> ReqlError {
     op_failed("Database `rethinkdb` is special; you can't configure the tables in it.")
 }
@@ -374,6 +402,10 @@ impl TableAccess for UserAccess {
         self.require(Perm::Config, Some(db), Some(name))?;
         self.cluster
             .reconfigure_table(db, name, shards, replicas, dry_run)
+    }
+    fn rebalance(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        self.require(Perm::Config, Some(db), Some(name))?;
+        self.cluster.rebalance_table(db, name)
     }
     fn require_connect(&self) -> reql::Result<()> {
         self.require(Perm::Connect, None, None)

@@ -9,7 +9,7 @@ use parking_lot::{Mutex, RwLock};
 use reql::error::{internal, op_failed};
 use reql::{Durability, ReqlError, TableOptions};
 use storage::{Engine, WriteBatch};
-use store::{CacheBudget, GroupCommit, Shard};
+use store::{CacheBudget, GroupCommit};
 
 use crate::table::{store_err, TableHandle};
 
@@ -58,6 +58,8 @@ pub(crate) struct TableEntry {
     pub(crate) durability: Durability,
     pub(crate) shards: u32,
     pub(crate) replicas: u32,
+    /// Where the shards are cut: `shards - 1` primary-key values (`crate::shards`).
+    pub(crate) splits: Vec<Datum>,
 }
 
 #[derive(Default)]
@@ -207,18 +209,26 @@ impl Cluster {
             if key.starts_with("db/") {
                 st.dbs.insert(s("name"), DbEntry { id: s("id") });
             } else if key.starts_with("table/") {
+                let splits = d
+                    .get("split_points")
+                    .and_then(Datum::as_array)
+                    .map(|a| a.to_vec())
+                    .unwrap_or_default();
                 let e = TableEntry {
                     id: s("id"),
                     db: s("db"),
                     name: s("name"),
                     primary_key: s("primary_key"),
                     durability: Durability::parse(&s("durability")).unwrap_or(Durability::Hard),
-                    shards: d.get("shards").and_then(Datum::as_f64).unwrap_or(1.0) as u32,
+                    // The shards served are the ones the split points make (records of
+                    // builds that only recorded a count served one).
+                    shards: splits.len() as u32 + 1,
                     replicas: d.get("replicas").and_then(Datum::as_f64).unwrap_or(1.0) as u32,
+                    splits,
                 };
                 let h = self.open_table(&e)?;
                 h.indexes
-                    .load(&d, &h.shard)
+                    .load(&d, &h.shards.current().shards)
                     .map_err(ClusterError::Corrupt)?;
                 st.tables.insert((e.db.clone(), e.name.clone()), (e, h));
             }
@@ -228,12 +238,14 @@ impl Cluster {
     }
 
     pub(crate) fn open_table(&self, e: &TableEntry) -> Result<Arc<TableHandle>, store::StoreError> {
-        let shard = Shard::open_with_cache(
-            self.engine.clone(),
-            &space_of(&e.id),
-            self.commit.clone(),
-            self.doc_cache.clone(),
-        )?;
+        let env = crate::shards::ShardEnv {
+            engine: self.engine.clone(),
+            space: space_of(&e.id),
+            commit: self.commit.clone(),
+            cache: self.doc_cache.clone(),
+            feeds: changefeed::Hub::new(),
+        };
+        let shards = crate::shards::Sharded::open(env, &e.splits)?;
         let indexes = Arc::new(crate::index::TableIndexes::new(
             self.engine.clone(),
             &e.id,
@@ -247,7 +259,7 @@ impl Cluster {
             name: e.name.clone(),
             primary_key: e.primary_key.clone(),
             durability: e.durability,
-            shard: Arc::new(shard),
+            shards: Arc::new(shards),
             commit: self.commit.clone(),
             counters: self.admin.counters.table(&e.id),
         }))
@@ -329,6 +341,7 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
         ("durability", Datum::str(e.durability.as_str())),
         ("shards", Datum::from(e.shards as f64)),
         ("replicas", Datum::from(e.replicas as f64)),
+        ("split_points", Datum::array(e.splits.clone())),
     ])
 }
 
@@ -396,8 +409,8 @@ impl reql::TableAccess for Cluster {
             st.dbs.remove(name);
             for ((d, _), (_, h)) in st.tables.iter() {
                 if d == name {
-                    h.shard.feeds().close();
-                    h.indexes.drop_all(&h.shard);
+                    h.shards.feeds().close();
+                    h.indexes.drop_all(&h.shards.current().shards);
                 }
             }
             st.tables.retain(|(d, _), _| d != name);
@@ -463,6 +476,7 @@ impl reql::TableAccess for Cluster {
             durability: opts.durability,
             shards: opts.shards,
             replicas: opts.replicas,
+            splits: crate::shards::uuid_splits(opts.shards as usize),
         };
         let h = self
             .open_table(&e)
@@ -513,8 +527,8 @@ impl reql::TableAccess for Cluster {
             .remove(&(db.to_string(), name.to_string()));
         // Open feeds end with RethinkDB's "Changefeed aborted (table unavailable).".
         if let Some((_, h)) = removed {
-            h.shard.feeds().close();
-            h.indexes.drop_all(&h.shard);
+            h.shards.feeds().close();
+            h.indexes.drop_all(&h.shards.current().shards);
         }
         let _ = self.engine.drop_space(&space_of(&e.id));
         Ok(Datum::from_pairs([
@@ -612,6 +626,10 @@ impl reql::TableAccess for Cluster {
         dry_run: bool,
     ) -> reql::Result<Datum> {
         self.reconfigure_table(db, name, shards, replicas, dry_run)
+    }
+
+    fn rebalance(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        self.rebalance_table(db, name)
     }
 }
 

@@ -1,6 +1,7 @@
-//! Changefeeds on a table: registration on the shard's hub, with the initial values
-//! read under the shard's quiesced locks (`store::Shard::quiesce`) so that they and the
-//! queued changes neither overlap nor leave a gap.
+//! Changefeeds on a table: registration on the table's hub (every shard publishes to
+//! it), with the initial values read under quiesced locks — the owning shard's stripe
+//! for a point, every shard's stripes for a range (`store::quiesce_all`) — so that they
+//! and the queued changes neither overlap nor leave a gap.
 
 use changefeed::{FeedError, Initial, Request, Subscription, Target};
 use datum::Datum;
@@ -14,47 +15,61 @@ fn feed_err(e: FeedError) -> reql::ReqlError {
 
 /// Opens a changefeed on `t` (see `reql::Table::subscribe`).
 pub(crate) fn subscribe(t: &TableHandle, req: Request) -> reql::Result<Subscription> {
-    let shard = &t.shard;
-    let hub = shard.feeds();
+    let hub = t.shards.feeds();
     if !req.options.include_initial {
         return hub.subscribe(req).map_err(feed_err);
     }
     match req.target.clone() {
         Target::Keys(keys) => {
             let point = keys.len() == 1;
-            let lock_key = if point { keys.first() } else { None };
-            shard
-                .quiesce(lock_key, || -> reql::Result<Subscription> {
+            t.shards.held(|layout| {
+                let read = |k: &Datum| layout.owner_of(k)?.get(k);
+                let register = || -> reql::Result<Subscription> {
                     let mut sub = hub.subscribe(req).map_err(feed_err)?;
                     if point {
                         let doc = match keys.first() {
-                            Some(k) => shard.get(k).map_err(store_err)?,
+                            Some(k) => read(k).map_err(store_err)?,
                             None => None,
                         };
                         sub.set_initial(Initial::Point(doc.unwrap_or(Datum::Null)));
                     } else {
                         let mut docs = Vec::new();
                         for k in &keys {
-                            if let Some(d) = shard.get(k).map_err(store_err)? {
+                            if let Some(d) = read(k).map_err(store_err)? {
                                 docs.push(Ok(d));
                             }
                         }
                         sub.set_initial(Initial::Docs(Box::new(docs.into_iter())));
                     }
                     Ok(sub)
-                })
-                .map_err(store_err)?
+                };
+                match keys.first() {
+                    Some(k) if point => layout
+                        .owner_of(k)
+                        .and_then(|s| s.quiesce(Some(k), register))
+                        .map_err(store_err)?,
+                    _ => store::quiesce_all(&layout.shards, register),
+                }
+            })
         }
-        Target::Range { lower, upper } => shard
-            .quiesce(None, || -> reql::Result<Subscription> {
+        Target::Range { lower, upper } => t.shards.held(|layout| {
+            store::quiesce_all(&layout.shards, || -> reql::Result<Subscription> {
                 let mut sub = hub.subscribe(req).map_err(feed_err)?;
-                // `scan` takes its snapshot now, under the locks; it reads lazily later.
-                let docs = shard.scan(lower, upper, false).map_err(store_err)?;
+                // Each shard's scan takes its snapshot now, under the locks; the shards
+                // are read lazily later, in key order.
+                let mut parts = Vec::with_capacity(layout.shards.len());
+                for s in &layout.shards {
+                    parts.push(
+                        s.scan(lower.clone(), upper.clone(), false)
+                            .map_err(store_err)?,
+                    );
+                }
+                let docs = parts.into_iter().flatten();
                 sub.set_initial(Initial::Docs(Box::new(
                     docs.map(|d| d.map_err(|e| FeedError::new(store_err(e).message))),
                 )));
                 Ok(sub)
             })
-            .map_err(store_err)?,
+        }),
     }
 }

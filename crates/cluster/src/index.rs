@@ -139,7 +139,11 @@ impl TableIndexes {
     }
 
     /// Registers the indexes of a loaded table record and restarts unfinished builds.
-    pub(crate) fn load(self: &Arc<Self>, record: &Datum, shard: &Arc<Shard>) -> Result<(), String> {
+    pub(crate) fn load(
+        self: &Arc<Self>,
+        record: &Datum,
+        shards: &[Arc<Shard>],
+    ) -> Result<(), String> {
         if let Some(f) = record.get("write_hook").and_then(|h| h.get("function")) {
             *self.hook.write() = Some(WriteHook {
                 function: datum::to_json_value(f),
@@ -168,7 +172,9 @@ impl TableIndexes {
             let id = s("id");
             let ready = b("ready");
             let index = self.make(&id, &spec, ready).map_err(|e| e.message)?;
-            shard.add_index(index.clone()).map_err(|e| e.to_string())?;
+            for shard in shards {
+                shard.add_index(index.clone()).map_err(|e| e.to_string())?;
+            }
             self.defs.write().insert(
                 s("name"),
                 Entry {
@@ -178,7 +184,7 @@ impl TableIndexes {
                 },
             );
             if !ready {
-                self.spawn_build(index, shard.clone());
+                self.spawn_build(index, shards.to_vec());
             }
         }
         Ok(())
@@ -288,7 +294,7 @@ impl TableIndexes {
         self: &Arc<Self>,
         name: &str,
         spec: IndexSpec,
-        shard: &Arc<Shard>,
+        shards: &[Arc<Shard>],
     ) -> reql::Result<()> {
         let _g = self.ddl.lock();
         if self.defs.read().contains_key(name) {
@@ -309,28 +315,33 @@ impl TableIndexes {
             },
         );
         self.persist(&defs)?;
-        shard.add_index(index.clone()).map_err(store_err)?;
+        for shard in shards {
+            shard.add_index(index.clone()).map_err(store_err)?;
+        }
         *self.defs.write() = defs;
         drop(_g);
-        if shard.count() < SYNC_BUILD_DOCS {
-            self.build(&index, shard);
+        if shards.iter().map(|s| s.count()).sum::<u64>() < SYNC_BUILD_DOCS {
+            self.build(&index, shards);
         } else {
-            self.spawn_build(index, shard.clone());
+            self.spawn_build(index, shards.to_vec());
         }
         Ok(())
     }
 
-    fn spawn_build(self: &Arc<Self>, index: Arc<SecondaryIndex>, shard: Arc<Shard>) {
+    fn spawn_build(self: &Arc<Self>, index: Arc<SecondaryIndex>, shards: Vec<Arc<Shard>>) {
         let me = self.clone();
         let _ = std::thread::Builder::new()
             .name("index-build".into())
-            .spawn(move || me.build(&index, &shard));
+            .spawn(move || me.build(&index, &shards));
     }
 
-    /// Backfills an index, then records it ready.
-    fn build(&self, index: &Arc<SecondaryIndex>, shard: &Shard) {
-        if shard.build_index(index).is_err() || index.is_cancelled() {
-            return;
+    /// Backfills an index over every shard, then records it ready.
+    fn build(&self, index: &Arc<SecondaryIndex>, shards: &[Arc<Shard>]) {
+        index.set_total(shards.iter().map(|s| s.count()).sum());
+        for shard in shards {
+            if shard.build_index(index).is_err() || index.is_cancelled() {
+                return;
+            }
         }
         let _g = self.ddl.lock();
         if index.is_cancelled() {
@@ -343,7 +354,7 @@ impl TableIndexes {
     }
 
     /// `index_drop`.
-    pub(crate) fn drop_index(&self, name: &str, shard: &Shard) -> reql::Result<()> {
+    pub(crate) fn drop_index(&self, name: &str, shards: &[Arc<Shard>]) -> reql::Result<()> {
         let _g = self.ddl.lock();
         let mut defs = self.defs.read().clone();
         let e = defs.remove(name).ok_or_else(|| {
@@ -354,15 +365,20 @@ impl TableIndexes {
         })?;
         self.persist(&defs)?;
         *self.defs.write() = defs;
-        shard.remove_index(&e.index).map_err(store_err)
+        for shard in shards {
+            shard.remove_index(&e.index).map_err(store_err)?;
+        }
+        Ok(())
     }
 
     /// Drops every index (the table is being dropped).
-    pub(crate) fn drop_all(&self, shard: &Shard) {
+    pub(crate) fn drop_all(&self, shards: &[Arc<Shard>]) {
         let _g = self.ddl.lock();
         let defs = std::mem::take(&mut *self.defs.write());
         for e in defs.values() {
-            let _ = shard.remove_index(&e.index);
+            for shard in shards {
+                let _ = shard.remove_index(&e.index);
+            }
         }
     }
 
@@ -372,7 +388,7 @@ impl TableIndexes {
         old: &str,
         new: &str,
         overwrite: bool,
-        shard: &Shard,
+        shards: &[Arc<Shard>],
     ) -> reql::Result<()> {
         let _g = self.ddl.lock();
         let mut defs = self.defs.read().clone();
@@ -402,7 +418,9 @@ impl TableIndexes {
         self.persist(&defs)?;
         *self.defs.write() = defs;
         if let Some(idx) = replaced {
-            shard.remove_index(&idx).map_err(store_err)?;
+            for shard in shards {
+                shard.remove_index(&idx).map_err(store_err)?;
+            }
         }
         Ok(())
     }
@@ -419,6 +437,16 @@ impl TableIndexes {
                 progress: e.index.progress(),
             })
             .collect()
+    }
+
+    /// Every index's store-side state (to register with new shards), or the name of one
+    /// still being built (a reshard waits for none: it refuses).
+    pub(crate) fn all_ready(&self) -> Result<Vec<Arc<SecondaryIndex>>, String> {
+        let defs = self.defs.read();
+        if let Some((name, _)) = defs.iter().find(|(_, e)| !e.index.is_ready()) {
+            return Err(name.clone());
+        }
+        Ok(defs.values().map(|e| e.index.clone()).collect())
     }
 
     /// A ready index by name, or RethinkDB's error.

@@ -15,6 +15,7 @@ mod feeds;
 #[cfg(test)]
 mod format_tests;
 mod index;
+mod shards;
 pub mod system;
 mod table;
 

@@ -1,4 +1,6 @@
-//! `TableHandle`: one table as `reql` sees it, backed by its shard.
+//! `TableHandle`: one table as `reql` sees it, backed by its shards (`crate::shards`):
+//! point reads and writes go to the shard owning the key, scans read the shards in key
+//! order, counts add up.
 
 use std::ops::Bound;
 use std::sync::atomic::Ordering::Relaxed;
@@ -9,14 +11,16 @@ use reql::error::{internal, logic, op_failed};
 use reql::{Applied, Change, DatumStream, Durability, ReqlError, Ticket, WriteOp};
 use store::{GroupCommit, Shard, StoreChange, StoreError};
 
-/// A table: its configuration and its shard.
+use crate::shards::Sharded;
+
+/// A table: its configuration and its shards.
 #[derive(Clone)]
 pub struct TableHandle {
     pub(crate) db: String,
     pub(crate) name: String,
     pub(crate) primary_key: String,
     pub(crate) durability: Durability,
-    pub(crate) shard: Arc<Shard>,
+    pub(crate) shards: Arc<Sharded>,
     pub(crate) commit: Arc<GroupCommit>,
     /// Read/write document counters for `rethinkdb.stats`.
     pub(crate) counters: Arc<crate::system::TableCounters>,
@@ -31,6 +35,14 @@ pub fn store_err(e: StoreError) -> ReqlError {
         StoreError::Corrupt(m) => internal(format!("Corrupt document in storage: {m}")),
         StoreError::Storage(e) => op_failed(format!("Storage failure: {e}")),
         StoreError::NotDurable(m) => op_failed(format!("Write could not be made durable: {m}")),
+    }
+}
+
+impl TableHandle {
+    /// A shard to read index entries through: they live in one space per index for
+    /// the whole table (`crate::shards`).
+    fn any_shard(&self) -> Arc<Shard> {
+        self.shards.current().shards[0].clone()
     }
 }
 
@@ -49,7 +61,8 @@ impl reql::Table for TableHandle {
     }
     fn get(&self, key: &Datum) -> reql::Result<Option<Datum>> {
         self.counters.read.fetch_add(1, Relaxed);
-        self.shard.get(key).map_err(store_err)
+        let shard = self.shards.owner(key).map_err(store_err)?;
+        shard.get(key).map_err(store_err)
     }
     fn scan(
         &self,
@@ -57,7 +70,19 @@ impl reql::Table for TableHandle {
         upper: Bound<Datum>,
         reverse: bool,
     ) -> reql::Result<DatumStream> {
-        let it = self.shard.scan(lower, upper, reverse).map_err(store_err)?;
+        let layout = self.shards.current();
+        let mut parts = Vec::with_capacity(layout.shards.len());
+        // Every shard's snapshot is taken now; the shards are read one after another.
+        for s in &layout.shards {
+            parts.push(
+                s.scan(lower.clone(), upper.clone(), reverse)
+                    .map_err(store_err)?,
+            );
+        }
+        if reverse {
+            parts.reverse();
+        }
+        let it = parts.into_iter().flatten();
         let counters = self.counters.clone();
         Ok(Box::new(it.map(move |r| {
             counters.read.fetch_add(1, Relaxed);
@@ -65,10 +90,16 @@ impl reql::Table for TableHandle {
         })))
     }
     fn count(&self) -> reql::Result<u64> {
-        Ok(self.shard.count())
+        Ok(self.shards.current().shards.iter().map(|s| s.count()).sum())
     }
     fn split_points(&self, parts: usize) -> reql::Result<Vec<Datum>> {
-        Ok(self.shard.split_points(parts))
+        let keys: Vec<Vec<u8>> = (self.shards.current().shards.iter())
+            .flat_map(|s| s.sampled_keys())
+            .collect();
+        Ok(store::split_sorted(&keys, parts)
+            .iter()
+            .filter_map(|k| datum::keys::decode(k))
+            .collect())
     }
     fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
         let change = match op.change {
@@ -76,11 +107,11 @@ impl reql::Table for TableHandle {
             Change::Put(d) => StoreChange::Put(d),
             Change::Delete => StoreChange::Delete,
         };
-        match self
-            .shard
-            .apply(&op.key, op.expect, change)
-            .map_err(store_err)?
-        {
+        let applied = self
+            .shards
+            .apply_on(&op.key, |shard| shard.apply(&op.key, op.expect, change))
+            .map_err(store_err)?;
+        match applied {
             store::Applied::Done((old, new, ticket)) => {
                 if ticket.is_some() {
                     self.counters.written.fetch_add(1, Relaxed);
@@ -97,13 +128,15 @@ impl reql::Table for TableHandle {
         crate::feeds::subscribe(self, req)
     }
     fn index_create(&self, name: &str, spec: reql::IndexSpec) -> reql::Result<()> {
-        self.indexes.create(name, spec, &self.shard)
+        self.indexes
+            .create(name, spec, &self.shards.current().shards)
     }
     fn index_drop(&self, name: &str) -> reql::Result<()> {
-        self.indexes.drop_index(name, &self.shard)
+        self.indexes.drop_index(name, &self.shards.current().shards)
     }
     fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> reql::Result<()> {
-        self.indexes.rename(old, new, overwrite, &self.shard)
+        self.indexes
+            .rename(old, new, overwrite, &self.shards.current().shards)
     }
     fn index_status(&self) -> reql::Result<Vec<reql::IndexStatus>> {
         Ok(self.indexes.status())
@@ -117,7 +150,7 @@ impl reql::Table for TableHandle {
     ) -> reql::Result<DatumStream> {
         let idx = self.indexes.ready(name)?;
         let it = self
-            .shard
+            .any_shard()
             .index_docs(&idx, &lower, &upper, reverse)
             .map_err(store_err)?;
         Ok(Box::new(it.map(|r| r.map_err(store_err))))
@@ -129,7 +162,7 @@ impl reql::Table for TableHandle {
         upper: Bound<Datum>,
     ) -> reql::Result<u64> {
         let idx = self.indexes.ready(name)?;
-        self.shard
+        self.any_shard()
             .index_count(&idx, &lower, &upper)
             .map_err(store_err)
     }
@@ -141,7 +174,7 @@ impl reql::Table for TableHandle {
         reverse: bool,
     ) -> reql::Result<DatumStream> {
         let idx = self.indexes.ready(name)?;
-        crate::index::values_of(&self.shard, &idx, lower, upper, reverse)
+        crate::index::values_of(&self.any_shard(), &idx, lower, upper, reverse)
     }
     fn index_pairs(
         &self,
@@ -151,7 +184,7 @@ impl reql::Table for TableHandle {
     ) -> reql::Result<reql::access::PairStream> {
         let idx = self.indexes.ready(name)?;
         let it = self
-            .shard
+            .any_shard()
             .index_pairs(&idx, &lower, &upper, false)
             .map_err(store_err)?;
         Ok(Box::new(it.map(|r| {
@@ -162,7 +195,11 @@ impl reql::Table for TableHandle {
         })))
     }
     fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> reql::Result<u64> {
-        self.shard.count_range(&lower, &upper).map_err(store_err)
+        let mut n = 0;
+        for s in &self.shards.current().shards {
+            n += s.count_range(&lower, &upper).map_err(store_err)?;
+        }
+        Ok(n)
     }
     fn write_hook(&self) -> reql::Result<Option<reql::WriteHook>> {
         Ok(self.indexes.hook())

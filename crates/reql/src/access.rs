@@ -316,6 +316,9 @@ pub trait TableAccess: Send + Sync {
         let _ = (db, name, shards, replicas, dry_run);
         Err(unsupported("reconfigure"))
     }
+    /// `rebalance` of one table: its shards cut anew where the data's distribution says.
+    /// Returns the table's status change `{old_val, new_val}`.
+    fn rebalance(&self, db: &str, name: &str) -> Result<Datum>;
     /// Fails unless the user may reach the network (`r.http` needs `connect`).
     fn require_connect(&self) -> Result<()> {
         Ok(())
@@ -373,6 +376,9 @@ impl TableAccess for NoTables {
         self.refuse()
     }
     fn table_config(&self, _: &str, _: &str) -> Result<Datum> {
+        self.refuse()
+    }
+    fn rebalance(&self, _: &str, _: &str) -> Result<Datum> {
         self.refuse()
     }
     fn require_connect(&self) -> Result<()> {

@@ -39,6 +39,17 @@ impl Shard {
     }
 }
 
+/// Runs `f` while no write to any shard of `shards` can apply or publish (a range feed's
+/// registration over a table of several shards). Shards are locked in order, each in
+/// ascending stripe order; writers hold one stripe at a time, so this cannot deadlock.
+pub fn quiesce_all<R>(shards: &[Arc<Shard>], f: impl FnOnce() -> R) -> R {
+    let _all: Vec<_> = shards
+        .iter()
+        .flat_map(|s| s.locks.iter().map(|l| l.lock()))
+        .collect();
+    f()
+}
+
 #[cfg(test)]
 mod tests {
     use std::ops::Bound;

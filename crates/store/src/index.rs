@@ -123,7 +123,8 @@ impl SecondaryIndex {
             .collect()
     }
 
-    pub(crate) fn set_total(&self, n: u64) {
+    /// Starts the progress count of a backfill over `n` documents (of every shard).
+    pub fn set_total(&self, n: u64) {
         self.total.store(n, Ordering::Relaxed);
         self.done.store(0, Ordering::Relaxed);
     }
@@ -568,7 +569,10 @@ impl crate::Shard {
             })
         };
         let snap = self.engine.snapshot();
-        Ok(snap.count_range(&self.space, enc(lower)?, enc(upper)?, &|_| true)?)
+        match self.range.clamp(enc(lower)?, enc(upper)?) {
+            Some((lo, hi)) => Ok(snap.count_range(&self.space, lo, hi, &|_| true)?),
+            None => Ok(0),
+        }
     }
 
     /// Backfills `idx` (registered with `add_index` first) from a snapshot of the
@@ -577,8 +581,10 @@ impl crate::Shard {
     /// the index is cancelled. The caller marks the index ready afterwards.
     pub fn build_index(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
         let snap = self.engine.snapshot();
-        idx.set_total(self.count());
-        let mut it = snap.range(&self.space, Bound::Unbounded, Bound::Unbounded, false)?;
+        let Some((lo, hi)) = self.range.clamp(Bound::Unbounded, Bound::Unbounded) else {
+            return Ok(());
+        };
+        let mut it = snap.range(&self.space, lo, hi, false)?;
         loop {
             if idx.is_cancelled() {
                 return Ok(());

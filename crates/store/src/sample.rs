@@ -43,20 +43,30 @@ impl KeySample {
     /// Up to `parts - 1` keys cutting the sampled keys into `parts` runs of about equal
     /// length, ascending; fewer (none) when the sample is too small to say.
     pub(crate) fn split_points(&self, parts: usize) -> Vec<Vec<u8>> {
-        let keys = self.keys.lock();
-        let n = keys.len();
-        if parts < 2 || n < parts {
-            return Vec::new();
-        }
-        let mut out: Vec<Vec<u8>> = Vec::with_capacity(parts - 1);
-        for (i, k) in keys.iter().enumerate() {
-            // The first key of each run but the first.
-            if i > 0 && (i * parts) / n != ((i - 1) * parts) / n {
-                out.push(k.clone());
-            }
-        }
-        out
+        split_sorted(&self.keys(), parts)
     }
+
+    /// The sampled keys, ascending.
+    pub(crate) fn keys(&self) -> Vec<Vec<u8>> {
+        self.keys.lock().iter().cloned().collect()
+    }
+}
+
+/// Up to `parts - 1` of the ascending `keys`, cutting them into `parts` runs of about
+/// equal length (the first key of each run but the first); none when there are fewer
+/// keys than parts.
+pub fn split_sorted(keys: &[Vec<u8>], parts: usize) -> Vec<Vec<u8>> {
+    let n = keys.len();
+    if parts < 2 || n < parts {
+        return Vec::new();
+    }
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(parts - 1);
+    for (i, k) in keys.iter().enumerate() {
+        if i > 0 && (i * parts) / n != ((i - 1) * parts) / n {
+            out.push(k.clone());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use storage::{Engine, WriteBatch};
 
 use crate::cache::{CacheBudget, DocCache, Lookup};
 use crate::commit::GroupCommit;
+use crate::range::KeyRange;
 use crate::sample::KeySample;
 use crate::StoreError;
 
@@ -56,6 +57,8 @@ pub struct Shard {
     cache: DocCache,
     /// A sample of the primary keys, for split points (`sample.rs`).
     sample: KeySample,
+    /// The primary keys this shard owns (`range.rs`).
+    pub(crate) range: KeyRange,
 }
 
 impl Shard {
@@ -77,13 +80,29 @@ impl Shard {
         commit: Arc<GroupCommit>,
         cache: CacheBudget,
     ) -> Result<Shard, StoreError> {
+        let hub = changefeed::Hub::new();
+        Shard::open_range(engine, space, commit, cache, hub, KeyRange::all())
+    }
+
+    /// Opens the shard owning `range` of the documents in `space` (other shards of the
+    /// table own the rest of it), publishing its changes to `feeds` (the table's hub).
+    pub fn open_range(
+        engine: Arc<dyn Engine>,
+        space: &str,
+        commit: Arc<GroupCommit>,
+        cache: CacheBudget,
+        feeds: Arc<changefeed::Hub>,
+        range: KeyRange,
+    ) -> Result<Shard, StoreError> {
         engine.create_space(space)?;
         let snap = engine.snapshot();
         let mut n = 0i64;
         let sample = KeySample::default();
-        for kv in snap.range(space, Bound::Unbounded, Bound::Unbounded, false)? {
-            sample.insert(&kv?.0);
-            n += 1;
+        if let Some((lo, hi)) = range.clamp(Bound::Unbounded, Bound::Unbounded) {
+            for kv in snap.range(space, lo, hi, false)? {
+                sample.insert(&kv?.0);
+                n += 1;
+            }
         }
         Ok(Shard {
             engine,
@@ -92,9 +111,10 @@ impl Shard {
             count: AtomicI64::new(n),
             commit,
             indexes: parking_lot::RwLock::new(Vec::new()),
-            feeds: changefeed::Hub::new(),
+            feeds,
             cache: DocCache::new(cache),
             sample,
+            range,
         })
     }
 
@@ -152,11 +172,24 @@ impl Shard {
             })
         };
         let snap = self.engine.snapshot();
-        let it = snap.range(&self.space, enc(lower)?, enc(upper)?, reverse)?;
-        Ok(it.map(|kv| {
+        let it = match self.range.clamp(enc(lower)?, enc(upper)?) {
+            Some((lo, hi)) => Some(snap.range(&self.space, lo, hi, reverse)?),
+            None => None,
+        };
+        Ok(it.into_iter().flatten().map(|kv| {
             let (_, v) = kv?;
             Self::decode(v)
         }))
+    }
+
+    /// The primary keys this shard owns.
+    pub fn range(&self) -> &KeyRange {
+        &self.range
+    }
+
+    /// The sampled keys of this shard, ascending (encoded; see `sample.rs`).
+    pub fn sampled_keys(&self) -> Vec<Vec<u8>> {
+        self.sample.keys()
     }
 
     /// Up to `parts - 1` primary keys, ascending, that cut the documents into `parts`

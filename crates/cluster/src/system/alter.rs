@@ -22,6 +22,8 @@ pub(crate) struct TableAlter {
     pub(crate) durability: Option<Durability>,
     pub(crate) shards: Option<u32>,
     pub(crate) replicas: Option<u32>,
+    /// Cut the shards anew from the data's distribution even if their number stays.
+    pub(crate) rebalance: bool,
 }
 
 impl Cluster {
@@ -101,6 +103,30 @@ impl Cluster {
         if let Some(s) = a.shards {
             new.shards = s;
         }
+        let handle = self
+            .state
+            .read()
+            .tables
+            .get(&(old.db.clone(), old.name.clone()))
+            .map(|(_, h)| h.clone());
+        // Resharding: new split points from the data, the indexes to register with the
+        // new shards (none may be building: its backfill holds the old shards' locks).
+        let reshard = match &handle {
+            Some(h) if new.shards != old.shards || a.rebalance => {
+                let indexes = h.indexes.all_ready().map_err(|name| {
+                    format!(
+                        "Cannot reshard table `{}.{}` while its index `{name}` is being built.",
+                        old.db, old.name
+                    )
+                })?;
+                new.splits = h
+                    .shards
+                    .balanced_splits(new.shards as usize)
+                    .map_err(|e| e.to_string())?;
+                Some(indexes)
+            }
+            _ => None,
+        };
         if let Some(r) = a.replicas {
             new.replicas = r;
         }
@@ -116,12 +142,6 @@ impl Cluster {
             b.delete(CATALOG, table_key(&old.db, &old.name));
         }
         // The record keeps the table's indexes and write hook (`crate::index`).
-        let handle = self
-            .state
-            .read()
-            .tables
-            .get(&(old.db.clone(), old.name.clone()))
-            .map(|(_, h)| h.clone());
         let base = table_record(&new);
         let rec = match &handle {
             Some(h) => h.indexes.record_for(&base),
@@ -131,6 +151,12 @@ impl Cluster {
         self.commit_catalog(b).map_err(|e| e.message)?;
         if let Some(h) = &handle {
             h.indexes.rebase(table_key(&new.db, &new.name), &base);
+            if let Some(indexes) = reshard {
+                // The data stays where it is: any split points are valid after a crash.
+                h.shards
+                    .reshard(&new.splits, &indexes)
+                    .map_err(|e| e.to_string())?;
+            }
         }
         let mut st = self.state.write();
         let key = (old.db.clone(), old.name.clone());

@@ -279,6 +279,7 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
             durability: Some(durability),
             shards: Some(shards),
             replicas: Some(replicas),
+            rebalance: false,
         },
     )
 }
@@ -327,6 +328,7 @@ fn table_config_insert(t: &SystemTable, key: &Datum, new: &Datum) -> R {
         durability: durability.unwrap_or(Durability::Hard),
         shards,
         replicas,
+        splits: crate::shards::uuid_splits(shards as usize),
     })
 }
 

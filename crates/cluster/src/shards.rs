@@ -1,0 +1,216 @@
+//! The shards of one table: primary-key ranges cut at split points, each a
+//! `store::Shard` with its own stripe locks, document cache, count and key sample.
+//!
+//! On one server the shards of a table share its storage spaces (documents in
+//! `t_<id>`, index entries in `i_<id>_<index>`), each reading only its own key range
+//! (`store::KeyRange`), and publish to the table's one changefeed hub. So resharding
+//! moves no data: `reshard` waits for writes in flight, opens the new ranges (counting
+//! and sampling their keys) and swaps the layout; a crash at any point leaves a valid
+//! table whichever split points the catalog holds. Split points are primary-key values,
+//! persisted in the table's catalog record (`split_points`).
+//!
+//! Writes hold the layout's read lock while they apply (`Sharded::apply_on`), so a
+//! reshard never sees a write half applied to an old shard. Index entries live in one
+//! space per index for the whole table, so index reads go through any shard.
+
+use std::ops::Bound;
+use std::sync::Arc;
+
+use datum::Datum;
+use parking_lot::{RwLock, RwLockReadGuard};
+use storage::Engine;
+use store::{CacheBudget, GroupCommit, KeyRange, SecondaryIndex, Shard, StoreError};
+
+/// Tables of at most this many documents are cut at exact quantiles of their keys;
+/// larger ones at quantiles of the shards' key samples.
+const EXACT_SPLIT_DOCS: u64 = 200_000;
+
+/// The shards of a table in key order, with the encoded split points between them.
+pub(crate) struct Layout {
+    /// The encoded split points, ascending (`shards.len() - 1` of them).
+    cuts: Vec<Vec<u8>>,
+    pub(crate) shards: Vec<Arc<Shard>>,
+}
+
+impl Layout {
+    /// The shard owning a primary key.
+    pub(crate) fn owner_of(&self, key: &Datum) -> Result<&Arc<Shard>, StoreError> {
+        match self.shards.as_slice() {
+            [only] => Ok(only),
+            _ => Ok(self.owner(&encode(key)?)),
+        }
+    }
+
+    /// The shard owning an encoded primary key.
+    fn owner(&self, key: &[u8]) -> &Arc<Shard> {
+        let i = self.cuts.partition_point(|c| c.as_slice() <= key);
+        // `shards` has `cuts.len() + 1` entries, so `i` is in range.
+        &self.shards[i.min(self.shards.len() - 1)]
+    }
+}
+
+/// What a table needs to open shards.
+pub(crate) struct ShardEnv {
+    pub(crate) engine: Arc<dyn Engine>,
+    pub(crate) space: String,
+    pub(crate) commit: Arc<GroupCommit>,
+    pub(crate) cache: CacheBudget,
+    pub(crate) feeds: Arc<changefeed::Hub>,
+}
+
+/// A table's shards, swappable by `reshard`.
+pub struct Sharded {
+    env: ShardEnv,
+    layout: RwLock<Arc<Layout>>,
+}
+
+fn encode(d: &Datum) -> Result<Vec<u8>, StoreError> {
+    datum::keys::encode_primary(d).map_err(|e| StoreError::Key(e.message().to_string()))
+}
+
+impl Sharded {
+    /// Opens the shards cut at `splits` (ascending primary-key values).
+    pub(crate) fn open(env: ShardEnv, splits: &[Datum]) -> Result<Sharded, StoreError> {
+        let layout = Self::layout(&env, splits, &[])?;
+        Ok(Sharded {
+            env,
+            layout: RwLock::new(Arc::new(layout)),
+        })
+    }
+
+    fn layout(
+        env: &ShardEnv,
+        splits: &[Datum],
+        indexes: &[Arc<SecondaryIndex>],
+    ) -> Result<Layout, StoreError> {
+        let cuts = splits.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        let mut shards = Vec::with_capacity(cuts.len() + 1);
+        for i in 0..=cuts.len() {
+            let range = KeyRange {
+                lower: i.checked_sub(1).and_then(|j| cuts.get(j).cloned()),
+                upper: cuts.get(i).cloned(),
+            };
+            let shard = Shard::open_range(
+                env.engine.clone(),
+                &env.space,
+                env.commit.clone(),
+                env.cache.clone(),
+                env.feeds.clone(),
+                range,
+            )?;
+            for idx in indexes {
+                shard.add_index(idx.clone())?;
+            }
+            shards.push(Arc::new(shard));
+        }
+        Ok(Layout { cuts, shards })
+    }
+
+    /// The current layout (a snapshot: a reshard swaps in a new one).
+    pub(crate) fn current(&self) -> Arc<Layout> {
+        self.layout.read().clone()
+    }
+
+    /// Runs `f` on the current layout, no reshard happening until it returns (a feed's
+    /// registration). `f` must not take the layout again.
+    pub(crate) fn held<R>(&self, f: impl FnOnce(&Layout) -> R) -> R {
+        let layout = self.layout.read();
+        f(&layout)
+    }
+
+    /// The table's changefeed hub.
+    pub(crate) fn feeds(&self) -> &Arc<changefeed::Hub> {
+        &self.env.feeds
+    }
+
+    /// The shard owning `key`, with the layout held so that no reshard happens until
+    /// the guard drops (writes apply under it).
+    pub(crate) fn apply_on<R>(
+        &self,
+        key: &Datum,
+        f: impl FnOnce(&Shard) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let layout: RwLockReadGuard<'_, Arc<Layout>> = self.layout.read();
+        if let [only] = layout.shards.as_slice() {
+            return f(only);
+        }
+        f(layout.owner(&encode(key)?))
+    }
+
+    /// The shard owning `key` now (reads).
+    pub(crate) fn owner(&self, key: &Datum) -> Result<Arc<Shard>, StoreError> {
+        let layout = self.layout.read();
+        if let [only] = layout.shards.as_slice() {
+            return Ok(only.clone());
+        }
+        Ok(layout.owner(&encode(key)?).clone())
+    }
+
+    /// Cuts the table anew at `splits`: waits for writes in flight, opens the new
+    /// shards with the table's indexes registered, and swaps them in.
+    pub(crate) fn reshard(
+        &self,
+        splits: &[Datum],
+        indexes: &[Arc<SecondaryIndex>],
+    ) -> Result<(), StoreError> {
+        let mut layout = self.layout.write();
+        let next = Self::layout(&self.env, splits, indexes)?;
+        *layout = Arc::new(next);
+        Ok(())
+    }
+
+    /// `parts - 1` split points that cut the current documents into `parts` ranges of
+    /// about equal size: exact quantiles of the keys of a small table, quantiles of the
+    /// key samples of a large one, and points spread over the key space of generated
+    /// (UUID) keys when there are too few documents to say.
+    pub(crate) fn balanced_splits(&self, parts: usize) -> Result<Vec<Datum>, StoreError> {
+        if parts < 2 {
+            return Ok(Vec::new());
+        }
+        let layout = self.current();
+        let total: u64 = layout.shards.iter().map(|s| s.count()).sum();
+        let keys: Vec<Vec<u8>> = if total <= EXACT_SPLIT_DOCS {
+            let snap = self.env.engine.snapshot();
+            let mut keys = Vec::with_capacity(total as usize);
+            for kv in snap.range(&self.env.space, Bound::Unbounded, Bound::Unbounded, false)? {
+                keys.push(kv?.0);
+            }
+            keys
+        } else {
+            layout
+                .shards
+                .iter()
+                .flat_map(|s| s.sampled_keys())
+                .collect()
+        };
+        let cuts = store::split_sorted(&keys, parts);
+        let splits: Vec<Datum> = cuts.iter().filter_map(|k| datum::keys::decode(k)).collect();
+        if splits.len() + 1 == parts {
+            Ok(splits)
+        } else {
+            Ok(uuid_splits(parts))
+        }
+    }
+}
+
+/// `parts - 1` strings spread evenly over the space of lowercase hexadecimal keys (the
+/// UUIDs `insert` generates): the split points of a table with no data yet.
+pub(crate) fn uuid_splits(parts: usize) -> Vec<Datum> {
+    (1..parts)
+        .map(|i| Datum::from(format!("{:02x}", i * 256 / parts)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_splits_are_ascending_and_distinct() {
+        for parts in 2..=64 {
+            let s = uuid_splits(parts);
+            assert_eq!(s.len(), parts - 1);
+            assert!(s.windows(2).all(|w| datum::cmp(&w[0], &w[1]).is_lt()));
+        }
+    }
+}
