@@ -63,6 +63,12 @@ def test_feeds_cover_every_shard(server, conn):
     got = [next(feed)["new_val"]["id"] for _ in keys]
     assert sorted(got) == keys
     assert next(point)["new_val"] == {"id": "ff-last"}
+    # Feeds survive a reshard.
+    t.reconfigure(shards=5, replicas=1).run(conn)
+    t.insert({"id": "77-after"}).run(other)
+    assert next(feed)["new_val"]["id"] == "77-after"
+    t.get("ff-last").update({"x": 1}).run(other)
+    assert next(point)["new_val"] == {"id": "ff-last", "x": 1}
     other.close()
 
 
@@ -91,8 +97,12 @@ def test_bad_shard_counts_are_refused(conn):
         t.reconfigure(shards=65, replicas=1).run(conn)
     with pytest.raises(ReqlQueryLogicError, match="Every table must have at least one shard."):
         t.reconfigure(shards=0, replicas=1).run(conn)
-    with pytest.raises((ReqlQueryLogicError, ReqlOpFailedError)):
+    msg = r"Every table must have at least one shard and at most 64 \(got {}\)"
+    with pytest.raises(ReqlQueryLogicError, match=msg.format(65)):
         r.table_create("sh_bad2", shards=65).run(conn)
+    with pytest.raises(ReqlQueryLogicError, match=msg.format(0)):
+        r.table_create("sh_bad2", shards=0).run(conn)
+    assert "sh_bad2" not in r.table_list().run(conn)
 
 
 def writer(port, table, start, stop, acked, errors):
