@@ -32,9 +32,14 @@ pub struct TableHandle {
 pub fn store_err(e: StoreError) -> ReqlError {
     match e {
         StoreError::Key(m) => logic(m),
-        StoreError::Corrupt(m) => internal(format!("Corrupt document in storage: {m}")),
-        StoreError::Storage(e) => op_failed(format!("Storage failure: {e}")),
-        StoreError::NotDurable(m) => op_failed(format!("Write could not be made durable: {m}")),
+        // The rest depend on this machine's storage, not on the query.
+        StoreError::Corrupt(m) => {
+            internal(format!("Corrupt document in storage: {m}")).nondeterministic()
+        }
+        StoreError::Storage(e) => op_failed(format!("Storage failure: {e}")).nondeterministic(),
+        StoreError::NotDurable(m) => {
+            op_failed(format!("Write could not be made durable: {m}")).nondeterministic()
+        }
     }
 }
 

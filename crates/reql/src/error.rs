@@ -53,6 +53,12 @@ pub struct ReqlError {
     pub message: String,
     /// Frames, innermost first (reversed when sent).
     pub frames: Vec<Frame>,
+    /// Whether evaluating the same query on the same data always gives this error
+    /// (an error of the query's own logic), as opposed to one that depends on the
+    /// machine or the moment (storage failures, interruption, write conflicts). A
+    /// replica applying a write operation must fail exactly when the leader did for a
+    /// deterministic error, and may retry after a non-deterministic one.
+    pub deterministic: bool,
 }
 
 /// The result type of everything in this crate.
@@ -65,7 +71,15 @@ impl ReqlError {
             kind,
             message: message.into(),
             frames: Vec::new(),
+            deterministic: true,
         }
+    }
+
+    /// This error, marked as depending on the machine or the moment rather than on the
+    /// query and the data (see `deterministic`).
+    pub fn nondeterministic(mut self) -> Self {
+        self.deterministic = false;
+        self
     }
 
     /// Adds the frame of the term this error passed through.

@@ -26,7 +26,7 @@ use crate::write_op::{Applied, WriteOp};
 
 /// The error that unwinds an interrupted evaluation.
 pub fn error() -> ReqlError {
-    crate::error::op_failed("Query interrupted.")
+    crate::error::op_failed("Query interrupted.").nondeterministic()
 }
 
 /// A table whose streams end with `error()` once `cancel` is set.

@@ -155,6 +155,7 @@ fn too_many_conflicts(t: &dyn Table, key: &Datum) -> ReqlError {
         t.name(),
         MAX_ATTEMPTS
     ))
+    .nondeterministic()
 }
 
 #[cfg(test)]
@@ -185,5 +186,67 @@ mod tests {
             let back = datum::from_json_slice(json.as_bytes()).unwrap();
             assert_eq!(WriteOp::from_datum(&back).unwrap(), op);
         }
+    }
+
+    fn ctx() -> QueryCtx {
+        QueryCtx::new(
+            std::sync::Arc::new(crate::access::NoTables {
+                message: "no tables",
+                connect: false,
+            }),
+            "test".into(),
+            0.0,
+        )
+    }
+
+    fn doc(n: f64) -> Datum {
+        Datum::from_pairs([("id", Datum::Number(1.0)), ("n", Datum::Number(n))])
+    }
+
+    #[test]
+    fn a_conflict_evaluates_again_on_the_current_document() {
+        let t = crate::testing::MemTable::new(vec![doc(0.0)]);
+        let key = Datum::Number(1.0);
+        let mut calls = Vec::new();
+        let r = write_doc(&ctx(), &t, &key, Some(doc(0.0)), &mut |old| {
+            let n = old
+                .and_then(|d| d.get("n"))
+                .and_then(Datum::as_f64)
+                .unwrap_or(-1.0);
+            calls.push(n);
+            if calls.len() == 1 {
+                // Another writer gets there first.
+                overwrite(&t, &key, Change::Put(doc(10.0)))?;
+            }
+            Ok(Change::Put(doc(n + 1.0)))
+        });
+        let (old, new, _) = r.unwrap();
+        assert_eq!(calls, vec![0.0, 10.0]);
+        assert_eq!((old, new), (Some(doc(10.0)), Some(doc(11.0))));
+    }
+
+    #[test]
+    fn a_write_that_always_conflicts_gives_up_with_a_nondeterministic_error() {
+        let t = crate::testing::MemTable::new(vec![doc(0.0)]);
+        let key = Datum::Number(1.0);
+        let mut n = 0.0;
+        let e = write_doc(&ctx(), &t, &key, Some(doc(0.0)), &mut |_| {
+            n += 1.0;
+            overwrite(&t, &key, Change::Put(doc(n)))?;
+            Ok(Change::Delete)
+        })
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("changed during each of 1000 evaluations"),
+            "{e}"
+        );
+        assert!(!e.deterministic);
+        assert_eq!(n, MAX_ATTEMPTS as f64);
+        // A logic error of the function is deterministic and ends the write at once.
+        let e = write_doc(&ctx(), &t, &key, None, &mut |_| {
+            Err(crate::error::logic("no"))
+        });
+        assert!(e.unwrap_err().deterministic);
     }
 }
