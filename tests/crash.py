@@ -9,7 +9,11 @@ or, if a write was in flight, that write's complete result. When the server supp
 secondary indexes, an index on `v` is maintained by the same writes and must agree with
 a full scan after every restart.
 
-Run the long form with:  python tests/crash.py --kills 100
+With `--shards N` the table starts with N shards, and `--reshard` adds a thread that
+reconfigures it to random shard counts while the writers run, so kills also land in the
+middle of reshards.
+
+Run the long form with:  python tests/crash.py --kills 100 [--shards 4 --reshard]
 """
 import argparse
 import os
@@ -89,14 +93,33 @@ def check(conn, states, inflights, with_index):
     return len(docs)
 
 
-def run(kills, seed=None, threads=4, verbose=True):
+class Resharder(threading.Thread):
+    """Reconfigures the table to random shard counts until the server dies."""
+
+    def __init__(self, port, rng, deadline):
+        super().__init__(daemon=True)
+        self.port, self.rng, self.deadline = port, rng, deadline
+        self.done = 0
+
+    def run(self):
+        try:
+            conn = r.connect("127.0.0.1", self.port)
+            while time.time() < self.deadline:
+                n = self.rng.choice([1, 2, 3, 4, 6])
+                r.table("crash").reconfigure(shards=n, replicas=1).run(conn)
+                self.done += 1
+        except Exception:  # noqa: BLE001 - the server is killed under it
+            return
+
+
+def run(kills, seed=None, threads=4, verbose=True, shards=1, reshard=False):
     seed = seed if seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     states = [dict() for _ in range(threads)]
     with tempfile.TemporaryDirectory() as d:
         server = Server(d).start()
         conn = server.connect()
-        r.db("test").table_create("crash").run(conn)
+        r.db("test").table_create("crash", shards=shards).run(conn)
         with_index = True
         try:
             r.table("crash").index_create("v").run(conn)
@@ -111,10 +134,15 @@ def run(kills, seed=None, threads=4, verbose=True):
                               states[i], deadline) for i in range(threads)]
             for w in writers:
                 w.start()
+            resharder = Resharder(server.port, random.Random(rng.random()), deadline)
+            if reshard:
+                resharder.start()
             time.sleep(rng.uniform(0.1, 0.8))
             server.kill9()
             for w in writers:
                 w.join(10)
+            if reshard:
+                resharder.join(10)
             inflight = {}
             for w in writers:
                 inflight.update(w.inflight)
@@ -144,9 +172,12 @@ def main():
     p.add_argument("--kills", type=int, default=100)
     p.add_argument("--seed", type=int)
     p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--shards", type=int, default=1)
+    p.add_argument("--reshard", action="store_true")
     a = p.parse_args()
     started = time.time()
-    acked, with_index, seed = run(a.kills, a.seed, a.threads)
+    acked, with_index, seed = run(a.kills, a.seed, a.threads, shards=a.shards,
+                                  reshard=a.reshard)
     print("%d kills, %d acknowledged writes verified, index checked: %s, seed %d, %.0f s"
           % (a.kills, acked, with_index, seed, time.time() - started))
 
