@@ -50,7 +50,10 @@ def both(conn, make):
     lambda t: t["id"].reduce(lambda a, b: a.add(b)),
     lambda t: t.filter(lambda d: d["id"] < 10).min("id"),
     lambda t: t.filter(lambda d: d["id"] > N - 5).max("id"),
-], ids=range(14))
+    lambda t: t.avg("v"),
+    lambda t: t.map(lambda d: d["id"]).avg(),
+    lambda t: t.filter(lambda d: d["id"] < 100).avg(lambda d: d["v"]),
+], ids=range(17))
 def test_parallel_results_equal_sequential(big, make):
     par, seq = both(big, make)
     assert par == seq
@@ -72,6 +75,8 @@ def test_errors_are_those_of_a_sequential_scan(big):
 def test_empty_everywhere_is_the_empty_stream_error(big):
     with pytest.raises(ReqlNonExistenceError, match="Cannot take the min of an empty stream"):
         r.table("par").filter(lambda d: d["id"] < 0).min("id").run(big)
+    with pytest.raises(ReqlNonExistenceError, match="Cannot take the average of an empty stream"):
+        r.table("par").filter(lambda d: d["id"] < 0).avg("id").run(big)
     with pytest.raises(ReqlNonExistenceError, match="Cannot reduce over an empty stream"):
         r.table("par").filter(lambda d: d["id"] < 0)["id"].reduce(lambda a, b: a + b).run(big)
 

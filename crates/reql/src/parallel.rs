@@ -1,6 +1,6 @@
 //! Aggregations over a table in parallel key ranges.
 //!
-//! `count`, `sum`, `min`, `max` and `reduce` over a chain of `map`, `filter`,
+//! `count`, `sum`, `avg`, `min`, `max` and `reduce` over a chain of `map`, `filter`,
 //! `concat_map`, `pluck`, `without`, `has_fields`, `with_fields` and field reads that
 //! starts at a table are run once per primary-key range of the table, on their own
 //! threads, and the partial results merged. The ranges come from `Table::split_points`
@@ -43,8 +43,10 @@ const RANGE_VAR: i64 = -7_340_033;
 /// note); `None` when it does not, and the caller evaluates it as usual.
 pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
     let term = ev.term;
-    if !matches!(term.tt, T::COUNT | T::SUM | T::MIN | T::MAX | T::REDUCE)
-        || !term.optargs.is_empty()
+    if !matches!(
+        term.tt,
+        T::COUNT | T::SUM | T::AVG | T::MIN | T::MAX | T::REDUCE
+    ) || !term.optargs.is_empty()
         || !term.args.iter().skip(1).all(|a| is_deterministic(a))
     {
         return Ok(None);
@@ -72,19 +74,24 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
     };
     let per_range = replace_source(term, &Arc::new(var));
     let ranges = ranges(&cuts);
+    let slices = ranges.into_iter().map(|(lower, upper)| {
+        TableSlice {
+            base: table.clone(),
+            index: None,
+            lower,
+            upper,
+            between: false,
+            order: None,
+        }
+        .into_table()
+    });
+    if term.tt == T::AVG {
+        return average(ev, &per_range, slices.collect()).map(Some);
+    }
     let results: Vec<Result<Datum>> = std::thread::scope(|s| {
-        let handles: Vec<_> = ranges
-            .into_iter()
-            .map(|(lower, upper)| {
-                let slice = TableSlice {
-                    base: table.clone(),
-                    index: None,
-                    lower,
-                    upper,
-                    between: false,
-                    order: None,
-                };
-                let env = ev.env.bind(RANGE_VAR, Val::Table(slice.into_table()));
+        let handles: Vec<_> = slices
+            .map(|slice| {
+                let env = ev.env.bind(RANGE_VAR, Val::Table(slice));
                 let per_range = &per_range;
                 let ctx = ev.ctx;
                 s.spawn(move || eval(ctx, &env, per_range).and_then(|v| to_datum(ctx, v)))
@@ -99,6 +106,35 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
             .collect()
     });
     merge(ev, results).map(Some)
+}
+
+/// AVG: each range's sum and count of the items it averaged, added up.
+fn average(ev: &Ev, per_range: &Term, slices: Vec<Arc<dyn crate::access::Table>>) -> Result<Val> {
+    use crate::terms::seq::{finish, fold, Fold};
+    let results: Vec<Result<Fold>> = std::thread::scope(|s| {
+        let handles: Vec<_> = slices
+            .into_iter()
+            .map(|slice| {
+                let env = ev.env.bind(RANGE_VAR, Val::Table(slice));
+                let ctx = ev.ctx;
+                s.spawn(move || fold(&Ev::new(ctx, &env, per_range)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(crate::error::internal("A parallel scan panicked.")))
+            })
+            .collect()
+    });
+    let mut total = Fold::default();
+    for r in results {
+        let part = r?;
+        total.sum += part.sum;
+        total.n += part.n;
+    }
+    finish(T::AVG, total)
 }
 
 /// The TABLE term at the bottom of a chain of per-document terms, if `t` is one.

@@ -663,6 +663,23 @@ pub fn aggregate(ev: &Ev) -> Result<Val> {
     if let Some(v) = crate::parallel::aggregate(ev)? {
         return Ok(v);
     }
+    let acc = fold(ev)?;
+    finish(ev.term.tt, acc)
+}
+
+/// What `sum`, `avg`, `min` and `max` accumulate over a stream.
+#[derive(Default)]
+pub(crate) struct Fold {
+    /// The sum of the numbers (`sum`, `avg`).
+    pub(crate) sum: f64,
+    /// How many items counted (`avg`; items without the field are skipped).
+    pub(crate) n: usize,
+    /// The best key and its item so far (`min`, `max`).
+    pub(crate) best: Option<(Datum, Datum)>,
+}
+
+/// Accumulates the stream of argument 0 for `ev.term` (SUM, AVG, MIN or MAX).
+pub(crate) fn fold(ev: &Ev) -> Result<Fold> {
     let seq = ev.seq(0)?;
     if seq.infinite {
         return Err(crate::terms::changes::infinite_error(ev.ctx));
@@ -713,6 +730,12 @@ pub fn aggregate(ev: &Ev) -> Result<Val> {
             }
         }
     }
+    Ok(Fold { sum, n, best })
+}
+
+/// The result of SUM, AVG, MIN or MAX from its accumulation.
+pub(crate) fn finish(tt: T, acc: Fold) -> Result<Val> {
+    let Fold { sum, n, best } = acc;
     match tt {
         T::SUM => Ok(Val::Datum(crate::terms::math::finite(sum)?)),
         T::AVG => {
