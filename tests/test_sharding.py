@@ -187,3 +187,22 @@ def test_kill_during_resharding_keeps_acknowledged_writes():
         assert r.table("sh_crash").count().run(c2) == len(ids)
         c2.close()
         s2.stop()
+
+
+def test_resharding_around_an_index_build_keeps_the_index_exact(conn):
+    t = fresh(conn, "sh_build")
+    t.insert([{"id": i, "g": i % 7} for i in range(30000)], durability="soft").run(conn)
+    t.index_create("g").run(conn)
+    refused = 0
+    for shards in (3, 2):
+        try:
+            t.reconfigure(shards=shards, replicas=1).run(conn)
+        except ReqlOpFailedError as e:
+            assert "while its index `g` is being built" in str(e)
+            refused += 1
+    t.index_wait("g").run(conn)
+    t.reconfigure(shards=4, replicas=1).run(conn)
+    t.insert([{"id": -i, "g": 3} for i in range(1, 101)]).run(conn)
+    t.filter(lambda d: d["id"] % 11 == 0).update({"g": 6}).run(conn)
+    for g in range(7):
+        assert t.get_all(g, index="g").count().run(conn) == t.filter({"g": g}).count().run(conn)

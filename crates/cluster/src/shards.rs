@@ -146,15 +146,18 @@ impl Sharded {
         Ok(layout.owner(&encode(key)?).clone())
     }
 
-    /// Cuts the table anew at `splits`: waits for writes in flight, opens the new
-    /// shards with the table's indexes registered, and swaps them in.
+    /// Cuts the table anew at `splits`: waits for writes and index registrations in
+    /// flight (they hold the layout), asks `indexes` for the table's indexes (under the
+    /// same lock, so none can be added meanwhile; it refuses while one is building),
+    /// opens the new shards with those registered, and swaps them in.
     pub(crate) fn reshard(
         &self,
         splits: &[Datum],
-        indexes: &[Arc<SecondaryIndex>],
-    ) -> Result<(), StoreError> {
+        indexes: impl FnOnce() -> Result<Vec<Arc<SecondaryIndex>>, String>,
+    ) -> Result<(), String> {
         let mut layout = self.layout.write();
-        let next = Self::layout(&self.env, splits, indexes)?;
+        let indexes = indexes()?;
+        let next = Self::layout(&self.env, splits, &indexes).map_err(|e| e.to_string())?;
         *layout = Arc::new(next);
         Ok(())
     }

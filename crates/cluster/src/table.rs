@@ -133,15 +133,17 @@ impl reql::Table for TableHandle {
         crate::feeds::subscribe(self, req)
     }
     fn index_create(&self, name: &str, spec: reql::IndexSpec) -> reql::Result<()> {
-        self.indexes
-            .create(name, spec, &self.shards.current().shards)
+        // Under the layout, so that a reshard cannot miss the new index.
+        self.shards
+            .held(|layout| self.indexes.create(name, spec, &layout.shards))
     }
     fn index_drop(&self, name: &str) -> reql::Result<()> {
-        self.indexes.drop_index(name, &self.shards.current().shards)
+        self.shards
+            .held(|layout| self.indexes.drop_index(name, &layout.shards))
     }
     fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> reql::Result<()> {
-        self.indexes
-            .rename(old, new, overwrite, &self.shards.current().shards)
+        self.shards
+            .held(|layout| self.indexes.rename(old, new, overwrite, &layout.shards))
     }
     fn index_status(&self) -> reql::Result<Vec<reql::IndexStatus>> {
         Ok(self.indexes.status())

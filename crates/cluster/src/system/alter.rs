@@ -111,21 +111,22 @@ impl Cluster {
             .map(|(_, h)| h.clone());
         // Resharding: new split points from the data, the indexes to register with the
         // new shards (none may be building: its backfill holds the old shards' locks).
+        let building = |name: String| {
+            format!(
+                "Cannot reshard table `{}.{}` while its index `{name}` is being built.",
+                old.db, old.name
+            )
+        };
         let reshard = match &handle {
             Some(h) if new.shards != old.shards || a.rebalance => {
-                let indexes = h.indexes.all_ready().map_err(|name| {
-                    format!(
-                        "Cannot reshard table `{}.{}` while its index `{name}` is being built.",
-                        old.db, old.name
-                    )
-                })?;
+                h.indexes.all_ready().map_err(building)?;
                 new.splits = h
                     .shards
                     .balanced_splits(new.shards as usize)
                     .map_err(|e| e.to_string())?;
-                Some(indexes)
+                true
             }
-            _ => None,
+            _ => false,
         };
         if let Some(r) = a.replicas {
             new.replicas = r;
@@ -151,11 +152,10 @@ impl Cluster {
         self.commit_catalog(b).map_err(|e| e.message)?;
         if let Some(h) = &handle {
             h.indexes.rebase(table_key(&new.db, &new.name), &base);
-            if let Some(indexes) = reshard {
+            if reshard {
                 // The data stays where it is: any split points are valid after a crash.
                 h.shards
-                    .reshard(&new.splits, &indexes)
-                    .map_err(|e| e.to_string())?;
+                    .reshard(&new.splits, || h.indexes.all_ready().map_err(building))?;
             }
         }
         let mut st = self.state.write();
