@@ -185,4 +185,9 @@ impl Table for TableSlice {
     fn require_config(&self) -> Result<()> {
         self.base.require_config()
     }
+    /// Never reached by `changes` (`terms::changes` subscribes to the base table with
+    /// the slice's range); a slice has no feeds of its own.
+    fn subscribe(&self, _req: changefeed::Request) -> Result<changefeed::Subscription> {
+        Err(crate::access::no_changefeeds(self.db(), self.name()))
+    }
 }
