@@ -5,6 +5,10 @@
 //! so it travels as `Val::Table` and every term that accepts a table selection accepts
 //! it; `Table::slice` tells the two apart. Streaming a slice reads the index range in
 //! index order; `count` of a slice counts index entries without reading documents.
+//!
+//! A slice is not a check-wrapper (those are `crate::layer`s): it changes what `scan`,
+//! `count` and `split_points` mean and forwards the other calls to its base table, whose
+//! own layers check them. Like every `Table`, it states each method.
 
 use std::ops::Bound;
 use std::sync::Arc;
