@@ -1,23 +1,20 @@
 //! The permission seam: `Cluster::access_for(user)` is the `TableAccess` a connection
 //! evaluates its queries with. `admin` gets the cluster itself (every permission);
-//! any other user gets a `UserAccess`, whose DDL checks `config`, and whose tables
-//! (`Guarded`) check `read` on reads, `read`+`write` on writes and `config` on index
-//! changes, with RethinkDB's `ReqlPermissionError` message. Nothing else in the server
-//! needs to know about permissions.
+//! any other user gets a `UserAccess`, whose DDL checks `config`, and whose tables are
+//! seen through the `Permissions` layer (`reql::layer`), which checks `read` on reads,
+//! `read`+`write` on writes and `config` on index and hook changes, with RethinkDB's
+//! `ReqlPermissionError` message (`Permissions::needed` decides every `Table` call).
+//! Nothing else in the server needs to know about permissions.
 //!
 //! Also here: the admin operations both kinds of access share (system tables, `grant`,
 //! `status`, `reconfigure`, config rows).
 
-use std::ops::Bound;
 use std::sync::Arc;
 
 use datum::Datum;
 use reql::error::op_failed;
-use reql::{Applied, WriteOp};
-use reql::{
-    DatumStream, Durability, ErrorKind, IndexSpec, IndexStatus, ReqlError, Table, TableAccess,
-    TableOptions, Ticket,
-};
+use reql::layer::{Call, Layer, Layered, Stream};
+use reql::{ErrorKind, ReqlError, Table, TableAccess, TableOptions};
 
 use crate::auth::{Perm, Scope, ADMIN};
 use crate::system::{system_id, Kind, SystemTable, SYSTEM_DB, TABLES};
@@ -315,14 +312,14 @@ impl UserAccess {
         } else {
             c.table_entry(&db, inner.name()).map(|e| e.id)
         };
-        Arc::new(Guarded {
+        let perms = Permissions {
             db_id: c.db_id_of(&db),
             table_id,
             system,
             cluster: c.clone(),
             user: self.user.clone(),
-            inner,
-        })
+        };
+        Layered::wrap(inner, perms)
     }
 }
 
@@ -412,9 +409,9 @@ impl TableAccess for UserAccess {
     }
 }
 
-/// A table whose every operation is checked against the user's permissions.
-struct Guarded {
-    inner: Arc<dyn Table>,
+/// The permission layer (`reql::layer`): a user's view of one table, each call
+/// checked against the user's permissions at the table's scope.
+struct Permissions {
     cluster: Arc<Cluster>,
     user: String,
     db_id: Option<String>,
@@ -422,8 +419,40 @@ struct Guarded {
     system: bool,
 }
 
-impl Guarded {
-    fn check(&self, p: Perm) -> reql::Result<()> {
+impl Permissions {
+    /// The permission `call` needs; `None` when it needs none. Exhaustive: a new
+    /// `Table` call does not compile until it is decided here.
+    fn needed(call: &Call<'_>) -> Option<Perm> {
+        match call {
+            Call::Get { .. }
+            | Call::Scan { .. }
+            | Call::Count
+            | Call::SplitPoints { .. }
+            | Call::IndexScan { .. }
+            | Call::IndexCount { .. }
+            | Call::IndexValues { .. }
+            | Call::IndexPairs { .. }
+            | Call::CountRange { .. }
+            | Call::Subscribe { .. } => Some(Perm::Read),
+            // `write` is granted only with `read` (`auth::Users::allowed`).
+            Call::Apply { .. } => Some(Perm::Write),
+            Call::IndexCreate { .. }
+            | Call::IndexDrop { .. }
+            | Call::IndexRename { .. }
+            | Call::SetWriteHook { .. }
+            | Call::RequireConfig => Some(Perm::Config),
+            // No permission: the index list (`index_status`, `index_wait`, `info`) and
+            // the hook every write applies (`get_write_hook` asks `require_config` first).
+            Call::IndexStatus | Call::WriteHook => None,
+        }
+    }
+}
+
+impl Layer for Permissions {
+    fn check(&self, call: Call<'_>) -> reql::Result<()> {
+        let Some(p) = Self::needed(&call) else {
+            return Ok(());
+        };
         if self.cluster.users.allowed(
             &self.user,
             p,
@@ -436,122 +465,211 @@ impl Guarded {
             Err(denied(&self.user, p))
         }
     }
+
+    /// A stream's permission was checked when it was opened.
+    fn stream<T: Send + 'static>(&self, stream: Stream<T>) -> Stream<T> {
+        stream
+    }
 }
 
-impl Table for Guarded {
-    fn db(&self) -> &str {
-        self.inner.db()
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound;
+
+    use changefeed::{Notify, Request, Target};
+    use reql::{Change, Durability, IndexSpec, WriteHook, WriteOp};
+
+    use super::*;
+    use crate::auth::Scope;
+
+    fn cluster() -> Arc<Cluster> {
+        let e: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        let c = Cluster::open(e, "s1").unwrap();
+        let opts = TableOptions {
+            primary_key: "id".into(),
+            durability: Durability::Soft,
+            shards: 1,
+            replicas: 1,
+        };
+        c.table_create("test", "t", opts).unwrap();
+        let t = c.table("test", "t").unwrap();
+        for i in 0..3 {
+            let doc = Datum::from_pairs([("id", Datum::from(i as f64)), ("v", Datum::from(1.0))]);
+            reql::write_op::overwrite(&*t, &Datum::from(i as f64), Change::Put(doc)).unwrap();
+        }
+        let row = Datum::from_pairs([("id", Datum::str("bob")), ("password", Datum::Bool(false))]);
+        c.users.write_row("bob", Some(&row)).unwrap();
+        c
     }
-    fn name(&self) -> &str {
-        self.inner.name()
+
+    fn spec() -> IndexSpec {
+        IndexSpec {
+            function: serde_json::json!([69, [[2, [1]], [31, [[10, [1]], "v"]]]]),
+            multi: false,
+            geo: false,
+        }
     }
-    fn primary_key(&self) -> &str {
-        self.inner.primary_key()
+
+    /// Every `Table` call that can fail, with the permission it needs (`None`: none),
+    /// written out here independently of `Permissions::needed`.
+    const NEEDS: [(&str, Option<Perm>); 18] = [
+        ("get", Some(Perm::Read)),
+        ("scan", Some(Perm::Read)),
+        ("count", Some(Perm::Read)),
+        ("split_points", Some(Perm::Read)),
+        ("apply", Some(Perm::Write)),
+        ("index_create", Some(Perm::Config)),
+        ("index_drop", Some(Perm::Config)),
+        ("index_rename", Some(Perm::Config)),
+        ("index_status", None),
+        ("index_scan", Some(Perm::Read)),
+        ("index_count", Some(Perm::Read)),
+        ("index_values", Some(Perm::Read)),
+        ("index_pairs", Some(Perm::Read)),
+        ("count_range", Some(Perm::Read)),
+        ("write_hook", None),
+        ("set_write_hook", Some(Perm::Config)),
+        ("require_config", Some(Perm::Config)),
+        ("subscribe", Some(Perm::Read)),
+    ];
+
+    /// Makes every fallible call on `t` (index `v` is expected to exist), in `NEEDS`
+    /// order; returns each one's name and error.
+    fn call_every(t: &dyn Table) -> Vec<(&'static str, Option<ReqlError>)> {
+        let all = || (Bound::Unbounded, Bound::Unbounded);
+        let one = Datum::from(1.0);
+        let drain = |s: reql::Result<reql::DatumStream>| {
+            s.and_then(|s| s.collect::<reql::Result<Vec<_>>>())
+        };
+        let req = Request {
+            target: Target::Range {
+                lower: Bound::Unbounded,
+                upper: Bound::Unbounded,
+            },
+            transform: None,
+            hint: None,
+            options: Default::default(),
+            waker: Arc::new(Notify::new()),
+        };
+        let hook = WriteHook {
+            function: serde_json::json!([69, [[2, [1, 2, 3]], [10, [3]]]]),
+        };
+        let put = WriteOp {
+            key: Datum::from(9.0),
+            expect: None,
+            change: Change::Put(Datum::from_pairs([("id", Datum::from(9.0))])),
+        };
+        vec![
+            ("get", t.get(&one).err()),
+            ("scan", drain(t.scan(all().0, all().1, false)).err()),
+            ("count", t.count().err()),
+            ("split_points", t.split_points(2).err()),
+            ("apply", t.apply(put).err()),
+            ("index_create", t.index_create("w", spec()).err()),
+            ("index_drop", t.index_drop("w").err()),
+            ("index_rename", t.index_rename("v", "v", true).err()),
+            ("index_status", t.index_status().err()),
+            (
+                "index_scan",
+                drain(t.index_scan("v", all().0, all().1, false)).err(),
+            ),
+            ("index_count", t.index_count("v", all().0, all().1).err()),
+            (
+                "index_values",
+                drain(t.index_values("v", all().0, all().1, false)).err(),
+            ),
+            (
+                "index_pairs",
+                t.index_pairs("v", all().0, all().1)
+                    .and_then(|s| s.collect::<reql::Result<Vec<_>>>())
+                    .err(),
+            ),
+            ("count_range", t.count_range(all().0, all().1).err()),
+            ("write_hook", t.write_hook().err()),
+            ("set_write_hook", t.set_write_hook(Some(hook)).err()),
+            ("require_config", t.require_config().err()),
+            ("subscribe", t.subscribe(req).err()),
+        ]
     }
-    fn durability(&self) -> Durability {
-        self.inner.durability()
+
+    fn wait_ready(c: &Cluster) {
+        let t = c.table("test", "t").unwrap();
+        while !t.index_status().unwrap().iter().all(|s| s.ready) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
-    fn get(&self, key: &Datum) -> reql::Result<Option<Datum>> {
-        self.check(Perm::Read)?;
-        self.inner.get(key)
+
+    #[test]
+    fn a_user_without_permissions_is_refused_every_call_that_needs_one() {
+        let c = cluster();
+        c.table("test", "t")
+            .unwrap()
+            .index_create("v", spec())
+            .unwrap();
+        wait_ready(&c);
+        let t = c.access_for("bob").table("test", "t").unwrap();
+        let got = call_every(&*t);
+        assert_eq!(got.len(), NEEDS.len());
+        for ((name, err), (want_name, need)) in got.into_iter().zip(NEEDS) {
+            assert_eq!(name, want_name);
+            match need {
+                Some(p) => assert_eq!(err, Some(denied("bob", p)), "{name}"),
+                None => assert_eq!(err, None, "{name}"),
+            }
+        }
+        // Nothing was written or changed.
+        let admin = c.table("test", "t").unwrap();
+        assert_eq!(admin.count().unwrap(), 3);
+        assert_eq!(admin.write_hook().unwrap(), None);
+        let names: Vec<String> = admin
+            .index_status()
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, vec!["v".to_string()]);
+        // A system table too.
+        let jobs = c.access_for("bob").table(SYSTEM_DB, "jobs").unwrap();
+        assert_eq!(jobs.count().err(), Some(denied("bob", Perm::Read)));
     }
-    fn scan(
-        &self,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-        reverse: bool,
-    ) -> reql::Result<DatumStream> {
-        self.check(Perm::Read)?;
-        self.inner.scan(lower, upper, reverse)
-    }
-    fn count(&self) -> reql::Result<u64> {
-        self.check(Perm::Read)?;
-        self.inner.count()
-    }
-    fn split_points(&self, parts: usize) -> reql::Result<Vec<Datum>> {
-        self.check(Perm::Read)?;
-        self.inner.split_points(parts)
-    }
-    fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
-        self.check(Perm::Write)?;
-        self.inner.apply(op)
-    }
-    fn sync_ticket(&self) -> Ticket {
-        self.inner.sync_ticket()
-    }
-    fn index_create(&self, name: &str, spec: IndexSpec) -> reql::Result<()> {
-        self.check(Perm::Config)?;
-        self.inner.index_create(name, spec)
-    }
-    fn index_drop(&self, name: &str) -> reql::Result<()> {
-        self.check(Perm::Config)?;
-        self.inner.index_drop(name)
-    }
-    fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> reql::Result<()> {
-        self.check(Perm::Config)?;
-        self.inner.index_rename(old, new, overwrite)
-    }
-    fn index_status(&self) -> reql::Result<Vec<IndexStatus>> {
-        self.inner.index_status()
-    }
-    fn index_scan(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-        reverse: bool,
-    ) -> reql::Result<DatumStream> {
-        self.check(Perm::Read)?;
-        self.inner.index_scan(name, lower, upper, reverse)
-    }
-    fn index_count(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-    ) -> reql::Result<u64> {
-        self.check(Perm::Read)?;
-        self.inner.index_count(name, lower, upper)
-    }
-    fn index_values(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-        reverse: bool,
-    ) -> reql::Result<DatumStream> {
-        self.check(Perm::Read)?;
-        self.inner.index_values(name, lower, upper, reverse)
-    }
-    fn index_pairs(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-    ) -> reql::Result<reql::access::PairStream> {
-        self.check(Perm::Read)?;
-        self.inner.index_pairs(name, lower, upper)
-    }
-    fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> reql::Result<u64> {
-        self.check(Perm::Read)?;
-        self.inner.count_range(lower, upper)
-    }
-    fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
-        self.check(Perm::Read)?;
-        self.inner.subscribe(req)
-    }
-    fn slice(&self) -> Option<&reql::slice::TableSlice> {
-        self.inner.slice()
-    }
-    fn write_hook(&self) -> reql::Result<Option<reql::WriteHook>> {
-        self.inner.write_hook()
-    }
-    fn set_write_hook(&self, hook: Option<reql::WriteHook>) -> reql::Result<bool> {
-        self.check(Perm::Config)?;
-        self.inner.set_write_hook(hook)
-    }
-    fn require_config(&self) -> reql::Result<()> {
-        self.check(Perm::Config)?;
-        self.inner.require_config()
+
+    #[test]
+    fn each_permission_opens_exactly_its_calls() {
+        let c = cluster();
+        c.table("test", "t")
+            .unwrap()
+            .index_create("v", spec())
+            .unwrap();
+        wait_ready(&c);
+        let id = c.table_entry("test", "t").unwrap().id;
+        let grant = |perm: Perm| {
+            c.users
+                .set_scope("bob", &Scope::Table(id.clone()), |p| {
+                    match perm {
+                        Perm::Read => p.read = Some(true),
+                        Perm::Write => p.write = Some(true),
+                        Perm::Config => p.config = Some(true),
+                        Perm::Connect => unreachable!(),
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        };
+        grant(Perm::Read);
+        let t = c.access_for("bob").table("test", "t").unwrap();
+        for ((name, err), (_, need)) in call_every(&*t).into_iter().zip(NEEDS) {
+            match need {
+                Some(Perm::Read) | None => assert_eq!(err, None, "{name}"),
+                Some(p) => assert_eq!(err, Some(denied("bob", p)), "{name}"),
+            }
+        }
+        grant(Perm::Write);
+        grant(Perm::Config);
+        wait_ready(&c);
+        let t = c.access_for("bob").table("test", "t").unwrap();
+        for (name, err) in call_every(&*t) {
+            let denial = err.filter(|e| e.kind == ErrorKind::Permission);
+            assert_eq!(denial, None, "{name}");
+        }
     }
 }

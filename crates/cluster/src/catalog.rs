@@ -631,6 +631,11 @@ impl reql::TableAccess for Cluster {
     fn rebalance(&self, db: &str, name: &str) -> reql::Result<Datum> {
         self.rebalance_table(db, name)
     }
+
+    /// The cluster itself is `admin`'s access, which holds every permission.
+    fn require_connect(&self) -> reql::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -214,4 +214,12 @@ impl reql::Table for TableHandle {
     fn set_write_hook(&self, hook: Option<reql::WriteHook>) -> reql::Result<bool> {
         self.indexes.set_hook(hook)
     }
+    fn slice(&self) -> Option<&reql::slice::TableSlice> {
+        None
+    }
+    /// The handle itself is what `admin` gets: a user's `config` permission is checked
+    /// by the permission layer over it (`crate::access`).
+    fn require_config(&self) -> reql::Result<()> {
+        Ok(())
+    }
 }

@@ -96,42 +96,27 @@ pub trait Table: Send + Sync {
     fn sync_ticket(&self) -> Ticket;
 
     /// `index_create`: registers a secondary index and starts building it in the
-    /// background. Errors with RethinkDB's message when the name is taken.
-    fn index_create(&self, name: &str, spec: IndexSpec) -> Result<()> {
-        let _ = (name, spec);
-        Err(no_indexes(self.db(), self.name()))
-    }
+    /// background. Errors with RethinkDB's message when the name is taken; a table
+    /// without indexes answers `no_indexes`.
+    fn index_create(&self, name: &str, spec: IndexSpec) -> Result<()>;
     /// `index_drop`.
-    fn index_drop(&self, name: &str) -> Result<()> {
-        let _ = name;
-        Err(no_indexes(self.db(), self.name()))
-    }
+    fn index_drop(&self, name: &str) -> Result<()>;
     /// `index_rename` (`overwrite` replaces an index called `new`).
-    fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> Result<()> {
-        let _ = (old, new, overwrite);
-        Err(no_indexes(self.db(), self.name()))
-    }
+    fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> Result<()>;
     /// Every secondary index with its definition and build state, sorted by name.
-    fn index_status(&self) -> Result<Vec<IndexStatus>> {
-        Ok(Vec::new())
-    }
+    fn index_status(&self) -> Result<Vec<IndexStatus>>;
     /// Documents whose values in index `name` lie between two bounds, in index order (a
-    /// document appears once per matching entry of a multi index).
+    /// document appears once per matching entry of a multi index). An unknown index
+    /// answers `index_not_found`.
     fn index_scan(
         &self,
         name: &str,
         lower: Bound<Datum>,
         upper: Bound<Datum>,
         reverse: bool,
-    ) -> Result<DatumStream> {
-        let _ = (lower, upper, reverse);
-        Err(index_not_found(name, self.db(), self.name()))
-    }
+    ) -> Result<DatumStream>;
     /// The number of index entries between two bounds (no document is read).
-    fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
-        let _ = (lower, upper);
-        Err(index_not_found(name, self.db(), self.name()))
-    }
+    fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64>;
     /// The index values between two bounds, in index order (for `distinct(index=)`).
     fn index_values(
         &self,
@@ -139,64 +124,49 @@ pub trait Table: Send + Sync {
         lower: Bound<Datum>,
         upper: Bound<Datum>,
         reverse: bool,
-    ) -> Result<DatumStream> {
-        let _ = (lower, upper, reverse);
-        Err(index_not_found(name, self.db(), self.name()))
-    }
+    ) -> Result<DatumStream>;
     /// Like `index_scan`, each document with the index value of its entry.
     fn index_pairs(
         &self,
         name: &str,
         lower: Bound<Datum>,
         upper: Bound<Datum>,
-    ) -> Result<crate::access::PairStream> {
-        let _ = (lower, upper);
-        Err(index_not_found(name, self.db(), self.name()))
-    }
-    /// The number of documents whose primary keys lie between two bounds.
-    fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
-        let mut n = 0;
-        for d in self.scan(lower, upper, false)? {
-            d?;
-            n += 1;
-        }
-        Ok(n)
-    }
-    /// When this value is a table slice (`between`, `order_by(index=)`), its range.
-    fn slice(&self) -> Option<&crate::slice::TableSlice> {
-        None
-    }
+    ) -> Result<PairStream>;
+    /// The number of documents whose primary keys lie between two bounds (a table that
+    /// cannot count a range directly answers `count_by_scan`).
+    fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64>;
+    /// When this value is a table slice (`between`, `order_by(index=)`), its range;
+    /// `None` for a table.
+    fn slice(&self) -> Option<&crate::slice::TableSlice>;
     /// The table's write hook, applied by every write unless `ignore_write_hook`
-    /// (`terms::write_hook`). The table stores the definition; `reql` evaluates it.
-    fn write_hook(&self) -> Result<Option<WriteHook>> {
-        Ok(None)
-    }
+    /// (`terms::write_hook`). The table stores the definition; `reql` evaluates it. A
+    /// table that cannot hold one answers `Ok(None)`.
+    fn write_hook(&self) -> Result<Option<WriteHook>>;
     /// `set_write_hook`: stores (`Some`) or removes (`None`) the hook, persisted with
-    /// the table's configuration. Returns whether a hook existed before.
-    fn set_write_hook(&self, hook: Option<WriteHook>) -> Result<bool> {
-        let _ = hook;
-        Err(crate::error::op_failed(format!(
-            "Table `{}.{}` does not support write hooks.",
-            self.db(),
-            self.name()
-        )))
-    }
+    /// the table's configuration. Returns whether a hook existed before. A table that
+    /// cannot hold one answers `no_write_hooks`.
+    fn set_write_hook(&self, hook: Option<WriteHook>) -> Result<bool>;
     /// Fails unless the user may change this table's configuration (`config`): RethinkDB
     /// requires it for `get_write_hook` and for writes with `ignore_write_hook: true`.
-    fn require_config(&self) -> Result<()> {
-        Ok(())
-    }
+    /// The permission layer (`cluster`'s `access`) refuses it for a user without
+    /// `config`; a table itself says what it demands beyond that.
+    fn require_config(&self) -> Result<()>;
     /// Opens a changefeed on this table (`terms::changes`). With `include_initial`, the
     /// initial values are read atomically with the registration: no write is both in
-    /// them and in the feed, and none is in neither.
-    fn subscribe(&self, req: changefeed::Request) -> Result<changefeed::Subscription> {
-        let _ = req;
-        Err(crate::error::logic(format!(
-            "Table `{}.{}` does not support changefeeds.",
-            self.db(),
-            self.name()
-        )))
+    /// them and in the feed, and none is in neither. A table without feeds answers
+    /// `no_changefeeds`.
+    fn subscribe(&self, req: changefeed::Request) -> Result<changefeed::Subscription>;
+}
+
+/// `count_range` for a table that cannot count a range directly: reads the documents
+/// of the range and counts them.
+pub fn count_by_scan(t: &dyn Table, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
+    let mut n = 0;
+    for d in t.scan(lower, upper, false)? {
+        d?;
+        n += 1;
     }
+    Ok(n)
 }
 
 /// A table's write hook as `set_write_hook` gives it.
@@ -241,9 +211,24 @@ pub fn index_not_found(name: &str, db: &str, table: &str) -> crate::error::ReqlE
     ))
 }
 
-fn no_indexes(db: &str, table: &str) -> crate::error::ReqlError {
+/// The answer of a table without secondary indexes to an index change.
+pub fn no_indexes(db: &str, table: &str) -> crate::error::ReqlError {
     crate::error::op_failed(format!(
         "Table `{db}.{table}` does not support secondary indexes."
+    ))
+}
+
+/// The answer of a table without write hooks to `set_write_hook`.
+pub fn no_write_hooks(db: &str, table: &str) -> crate::error::ReqlError {
+    crate::error::op_failed(format!(
+        "Table `{db}.{table}` does not support write hooks."
+    ))
+}
+
+/// The answer of a table without changefeeds to `subscribe`.
+pub fn no_changefeeds(db: &str, table: &str) -> crate::error::ReqlError {
+    crate::error::logic(format!(
+        "Table `{db}.{table}` does not support changefeeds."
     ))
 }
 
@@ -272,25 +257,14 @@ pub trait TableAccess: Send + Sync {
 
     /// `table(name, identifier_format: "uuid")`: system tables show databases, tables
     /// and servers by id instead of name (other tables are unaffected).
-    fn table_with_ids(&self, db: &str, name: &str) -> Result<Arc<dyn Table>> {
-        self.table(db, name)
-    }
+    fn table_with_ids(&self, db: &str, name: &str) -> Result<Arc<dyn Table>>;
     /// `table.config()` as a writable row: the `rethinkdb.table_config` table and the
     /// row's primary key.
-    fn table_config_row(&self, db: &str, name: &str) -> Result<(Arc<dyn Table>, Datum)> {
-        let _ = (db, name);
-        Err(unsupported("config"))
-    }
+    fn table_config_row(&self, db: &str, name: &str) -> Result<(Arc<dyn Table>, Datum)>;
     /// `db.config()` as a writable row of `rethinkdb.db_config`.
-    fn db_config_row(&self, db: &str) -> Result<(Arc<dyn Table>, Datum)> {
-        let _ = db;
-        Err(unsupported("config"))
-    }
+    fn db_config_row(&self, db: &str) -> Result<(Arc<dyn Table>, Datum)>;
     /// `table.status()`: the table's `rethinkdb.table_status` row.
-    fn table_status(&self, db: &str, name: &str) -> Result<Datum> {
-        let _ = (db, name);
-        Err(unsupported("status"))
-    }
+    fn table_status(&self, db: &str, name: &str) -> Result<Datum>;
     /// `grant` at the global (`db` None), database or table scope: RethinkDB's result
     /// `{granted: 1, permissions_changes: [{old_val, new_val}]}`.
     fn grant(
@@ -299,10 +273,7 @@ pub trait TableAccess: Send + Sync {
         table: Option<&str>,
         user: &str,
         perms: &Datum,
-    ) -> Result<Datum> {
-        let _ = (db, table, user, perms);
-        Err(unsupported("grant"))
-    }
+    ) -> Result<Datum>;
     /// `reconfigure` of one table: records `shards`/`replicas` unless `dry_run`; the
     /// result has `reconfigured`, `config_changes` and `status_changes`.
     fn reconfigure(
@@ -312,17 +283,12 @@ pub trait TableAccess: Send + Sync {
         shards: u32,
         replicas: u32,
         dry_run: bool,
-    ) -> Result<Datum> {
-        let _ = (db, name, shards, replicas, dry_run);
-        Err(unsupported("reconfigure"))
-    }
+    ) -> Result<Datum>;
     /// `rebalance` of one table: its shards cut anew where the data's distribution says.
     /// Returns the table's status change `{old_val, new_val}`.
     fn rebalance(&self, db: &str, name: &str) -> Result<Datum>;
     /// Fails unless the user may reach the network (`r.http` needs `connect`).
-    fn require_connect(&self) -> Result<()> {
-        Ok(())
-    }
+    fn require_connect(&self) -> Result<()>;
 }
 
 fn unsupported(what: &str) -> crate::error::ReqlError {
@@ -333,7 +299,9 @@ fn unsupported(what: &str) -> crate::error::ReqlError {
 
 /// A catalog with no databases, for evaluation that must not reach tables (index and
 /// write-hook functions) and for tests of terms that never touch them. Every catalog
-/// call fails with `message`; `require_connect` succeeds only when `connect` is set.
+/// call fails with `message` (`table_with_ids` through `table`), except the admin terms
+/// (`config`/`status` rows, `grant`, `reconfigure`), which answer that the term is not
+/// supported; `require_connect` succeeds only when `connect` is set.
 pub struct NoTables {
     /// The error every catalog call answers.
     pub message: &'static str,
@@ -380,6 +348,24 @@ impl TableAccess for NoTables {
     }
     fn rebalance(&self, _: &str, _: &str) -> Result<Datum> {
         self.refuse()
+    }
+    fn table_with_ids(&self, db: &str, name: &str) -> Result<Arc<dyn Table>> {
+        self.table(db, name)
+    }
+    fn table_config_row(&self, _: &str, _: &str) -> Result<(Arc<dyn Table>, Datum)> {
+        Err(unsupported("config"))
+    }
+    fn db_config_row(&self, _: &str) -> Result<(Arc<dyn Table>, Datum)> {
+        Err(unsupported("config"))
+    }
+    fn table_status(&self, _: &str, _: &str) -> Result<Datum> {
+        Err(unsupported("status"))
+    }
+    fn grant(&self, _: Option<&str>, _: Option<&str>, _: &str, _: &Datum) -> Result<Datum> {
+        Err(unsupported("grant"))
+    }
+    fn reconfigure(&self, _: &str, _: &str, _: u32, _: u32, _: bool) -> Result<Datum> {
+        Err(unsupported("reconfigure"))
     }
     fn require_connect(&self) -> Result<()> {
         if self.connect {

@@ -1,9 +1,9 @@
 //! Interrupting a running query. STOP, a closed connection and a deleted
 //! `rethinkdb.jobs` row set the query's flag (`QueryCtx::cancel`); evaluation notices it
 //! where its time goes: at every document read from a table (each table a query opens
-//! is wrapped in an `Interruptible`, so every scan, index read and join over it checks),
-//! at every function call (`eval::call_vals`), every 4096 `r.range` steps, and while
-//! `index_wait` or `r.http` pagination wait.
+//! is seen through the `Interruptible` layer, `crate::layer`, so every scan, index read
+//! and join over it checks), at every function call (`eval::call_vals`), every 4096
+//! `r.range` steps, and while `index_wait` or `r.http` pagination wait.
 //!
 //! The check is one relaxed atomic load of a flag written once, so a scan pays nothing
 //! measurable for it. What the client then sees is decided by the server, which knows
@@ -12,35 +12,77 @@
 //! index, `distinct`), bounded by the array limit, and counts done inside the store
 //! (`count_range`, `index_count`), which read keys only.
 
-use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use datum::Datum;
-
-use crate::access::{Durability, IndexSpec, IndexStatus, PairStream, Table, Ticket, WriteHook};
+use crate::access::Table;
 use crate::error::{ReqlError, Result};
-use crate::slice::TableSlice;
-use crate::value::DatumStream;
-use crate::write_op::{Applied, WriteOp};
+use crate::layer::{Call, Layer, Layered, Stream};
 
 /// The error that unwinds an interrupted evaluation.
 pub fn error() -> ReqlError {
     crate::error::op_failed("Query interrupted.").nondeterministic()
 }
 
-/// A table whose streams end with `error()` once `cancel` is set.
+/// The interruption layer (`crate::layer`): point reads and writes check the flag before
+/// they run, and streams end with `error()` once it is set.
 pub struct Interruptible {
-    inner: Arc<dyn Table>,
     cancel: Arc<AtomicBool>,
 }
 
 impl Interruptible {
     /// `table`, its reads checking `cancel` at every document.
     pub fn wrap(table: Arc<dyn Table>, cancel: &Arc<AtomicBool>) -> Arc<dyn Table> {
-        Arc::new(Interruptible {
-            inner: table,
-            cancel: cancel.clone(),
+        Layered::wrap(
+            table,
+            Interruptible {
+                cancel: cancel.clone(),
+            },
+        )
+    }
+
+    fn check_flag(&self) -> Result<()> {
+        if self.cancel.load(Ordering::Relaxed) {
+            Err(error())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Layer for Interruptible {
+    fn check(&self, call: Call<'_>) -> Result<()> {
+        match call {
+            // Point calls: the flag is checked before each.
+            Call::Get { .. }
+            | Call::Count
+            | Call::SplitPoints { .. }
+            | Call::Apply { .. }
+            | Call::IndexCount { .. }
+            | Call::CountRange { .. } => self.check_flag(),
+            // Streams: not checked when opened; `stream` checks at every item.
+            Call::Scan { .. }
+            | Call::IndexScan { .. }
+            | Call::IndexValues { .. }
+            | Call::IndexPairs { .. } => Ok(()),
+            // Not interrupted here: index and hook configuration, and changefeeds
+            // (whose cursors the server stops itself).
+            Call::IndexCreate { .. }
+            | Call::IndexDrop { .. }
+            | Call::IndexRename { .. }
+            | Call::IndexStatus
+            | Call::WriteHook
+            | Call::SetWriteHook { .. }
+            | Call::RequireConfig
+            | Call::Subscribe { .. } => Ok(()),
+        }
+    }
+
+    fn stream<T: Send + 'static>(&self, stream: Stream<T>) -> Stream<T> {
+        Box::new(Checked {
+            inner: stream,
+            cancel: self.cancel.clone(),
+            ended: false,
         })
     }
 }
@@ -67,128 +109,14 @@ impl<T, I: Iterator<Item = Result<T>>> Iterator for Checked<I> {
     }
 }
 
-impl Interruptible {
-    fn checked<T: 'static>(
-        &self,
-        inner: Box<dyn Iterator<Item = Result<T>> + Send>,
-    ) -> Box<dyn Iterator<Item = Result<T>> + Send> {
-        Box::new(Checked {
-            inner,
-            cancel: self.cancel.clone(),
-            ended: false,
-        })
-    }
-
-    fn check(&self) -> Result<()> {
-        if self.cancel.load(Ordering::Relaxed) {
-            Err(error())
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl Table for Interruptible {
-    fn db(&self) -> &str {
-        self.inner.db()
-    }
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn primary_key(&self) -> &str {
-        self.inner.primary_key()
-    }
-    fn durability(&self) -> Durability {
-        self.inner.durability()
-    }
-    fn get(&self, key: &Datum) -> Result<Option<Datum>> {
-        self.check()?;
-        self.inner.get(key)
-    }
-    fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, reverse: bool) -> Result<DatumStream> {
-        Ok(self.checked(self.inner.scan(lower, upper, reverse)?))
-    }
-    fn count(&self) -> Result<u64> {
-        self.check()?;
-        self.inner.count()
-    }
-    fn split_points(&self, parts: usize) -> Result<Vec<Datum>> {
-        self.check()?;
-        self.inner.split_points(parts)
-    }
-    fn apply(&self, op: WriteOp) -> Result<Applied> {
-        self.check()?;
-        self.inner.apply(op)
-    }
-    fn sync_ticket(&self) -> Ticket {
-        self.inner.sync_ticket()
-    }
-    fn index_create(&self, name: &str, spec: IndexSpec) -> Result<()> {
-        self.inner.index_create(name, spec)
-    }
-    fn index_drop(&self, name: &str) -> Result<()> {
-        self.inner.index_drop(name)
-    }
-    fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> Result<()> {
-        self.inner.index_rename(old, new, overwrite)
-    }
-    fn index_status(&self) -> Result<Vec<IndexStatus>> {
-        self.inner.index_status()
-    }
-    fn index_scan(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-        reverse: bool,
-    ) -> Result<DatumStream> {
-        Ok(self.checked(self.inner.index_scan(name, lower, upper, reverse)?))
-    }
-    fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
-        self.check()?;
-        self.inner.index_count(name, lower, upper)
-    }
-    fn index_values(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-        reverse: bool,
-    ) -> Result<DatumStream> {
-        Ok(self.checked(self.inner.index_values(name, lower, upper, reverse)?))
-    }
-    fn index_pairs(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-    ) -> Result<PairStream> {
-        Ok(self.checked(self.inner.index_pairs(name, lower, upper)?))
-    }
-    fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
-        self.check()?;
-        self.inner.count_range(lower, upper)
-    }
-    fn slice(&self) -> Option<&TableSlice> {
-        self.inner.slice()
-    }
-    fn write_hook(&self) -> Result<Option<WriteHook>> {
-        self.inner.write_hook()
-    }
-    fn set_write_hook(&self, hook: Option<WriteHook>) -> Result<bool> {
-        self.inner.set_write_hook(hook)
-    }
-    fn require_config(&self) -> Result<()> {
-        self.inner.require_config()
-    }
-    fn subscribe(&self, req: changefeed::Request) -> Result<changefeed::Subscription> {
-        self.inner.subscribe(req)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::ops::Bound;
+
+    use datum::Datum;
+
     use super::*;
+    use crate::value::DatumStream;
 
     #[test]
     fn a_stream_ends_with_one_error_once_the_flag_is_set() {
@@ -204,5 +132,40 @@ mod tests {
         cancel.store(true, Ordering::Relaxed);
         assert!(matches!(s.next(), Some(Err(e)) if e == error()));
         assert!(s.next().is_none());
+    }
+
+    #[test]
+    fn point_calls_check_the_flag_and_streams_stop_at_the_next_item() {
+        let docs = (0..3)
+            .map(|i| Datum::from_pairs([("id", Datum::from(i as f64)), ("a", Datum::from(1.0))]))
+            .collect();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let t = Interruptible::wrap(Arc::new(crate::testing::MemTable::new(docs)), &cancel);
+        let all = || (Bound::Unbounded, Bound::Unbounded);
+        let mut open = t.scan(all().0, all().1, false).unwrap();
+        assert!(matches!(open.next(), Some(Ok(_))));
+        assert_eq!(t.count().unwrap(), 3);
+        cancel.store(true, Ordering::Relaxed);
+        let interrupted = Some(error());
+        assert_eq!(t.get(&Datum::from(1.0)).err(), interrupted);
+        assert_eq!(t.count().err(), interrupted);
+        assert_eq!(t.split_points(2).err(), interrupted);
+        assert_eq!(t.count_range(all().0, all().1).err(), interrupted);
+        assert_eq!(t.index_count("a", all().0, all().1).err(), interrupted);
+        let op = crate::write_op::WriteOp {
+            key: Datum::from(1.0),
+            expect: None,
+            change: crate::access::Change::Delete,
+        };
+        assert_eq!(t.apply(op).err(), interrupted);
+        // A stream opened before, or after, ends with one error.
+        assert_eq!(open.next().map(|r| r.err()), Some(interrupted.clone()));
+        assert!(open.next().is_none());
+        let mut s = t.index_scan("a", all().0, all().1, false).unwrap();
+        assert_eq!(s.next().map(|r| r.err()), Some(interrupted));
+        // Configuration calls are not interrupted: the table answers them.
+        assert_eq!(t.index_status().unwrap(), vec![]);
+        assert_eq!(t.write_hook().unwrap(), None);
+        assert!(t.require_config().is_ok());
     }
 }

@@ -3,6 +3,7 @@
 //!
 //! The crate reaches tables only through the `TableAccess` trait it defines
 //! (`access.rs`), so it is tested without storage and knows nothing of the engine.
+//! Wrappers of a table (interruption here, permissions in `cluster`) are `layer`s.
 //! Every error is a `ReqlError` carrying RethinkDB's error class, exact message and a
 //! backtrace; the server maps it to the wire in one place.
 
@@ -11,6 +12,7 @@ pub mod ctx;
 pub mod error;
 pub mod eval;
 pub mod interrupt;
+pub mod layer;
 pub mod parallel;
 pub mod plan;
 pub mod slice;
@@ -28,6 +30,7 @@ pub use access::{
 pub use ctx::QueryCtx;
 pub use error::{ErrorKind, Frame, ReqlError, Result};
 pub use eval::eval;
+pub use layer::{Call, Layer, Layered};
 pub use term::{compile_term, Term};
 pub use value::{DatumStream, Env, Sequence, Val};
 pub use write_op::{Applied, WriteOp};

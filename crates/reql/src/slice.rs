@@ -5,6 +5,10 @@
 //! so it travels as `Val::Table` and every term that accepts a table selection accepts
 //! it; `Table::slice` tells the two apart. Streaming a slice reads the index range in
 //! index order; `count` of a slice counts index entries without reading documents.
+//!
+//! A slice is not a check-wrapper (those are `crate::layer`s): it changes what `scan`,
+//! `count` and `split_points` mean and forwards the other calls to its base table, whose
+//! own layers check them. Like every `Table`, it states each method.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -184,5 +188,10 @@ impl Table for TableSlice {
     }
     fn require_config(&self) -> Result<()> {
         self.base.require_config()
+    }
+    /// Never reached by `changes` (`terms::changes` subscribes to the base table with
+    /// the slice's range); a slice has no feeds of its own.
+    fn subscribe(&self, _req: changefeed::Request) -> Result<changefeed::Subscription> {
+        Err(crate::access::no_changefeeds(self.db(), self.name()))
     }
 }

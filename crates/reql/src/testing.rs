@@ -9,14 +9,19 @@ use std::sync::{Mutex, MutexGuard};
 
 use datum::{Datum, Version};
 
-use crate::access::{index_not_found, Change, Durability, Table, Ticket};
+use crate::access::{
+    count_by_scan, index_not_found, no_changefeeds, no_indexes, no_write_hooks, Change, Durability,
+    IndexSpec, IndexStatus, PairStream, Table, Ticket, WriteHook,
+};
 use crate::error::{logic, Result};
 use crate::value::DatumStream;
 use crate::write_op::{Applied, WriteOp};
 
 /// A writable table `test.mem` in memory: documents by primary key `id`, in key order.
 /// Its one secondary index, `a`, is each document's field `a` (a document without the
-/// field has no entry). Writes apply at once and carry no ticket.
+/// field has no entry; the index is not listed by `index_status`, cannot be changed and
+/// serves `index_scan` only). Writes apply at once and carry no ticket. No write hook,
+/// no changefeeds, and `require_config` always succeeds.
 #[derive(Default)]
 pub(crate) struct MemTable(Mutex<BTreeMap<Datum, Datum>>);
 
@@ -123,5 +128,55 @@ impl Table for MemTable {
             .collect();
         docs.sort_by(|x, y| x.get("a").cmp(&y.get("a")));
         Ok(stream(docs, reverse))
+    }
+    fn index_create(&self, _name: &str, _spec: IndexSpec) -> Result<()> {
+        Err(no_indexes(self.db(), self.name()))
+    }
+    fn index_drop(&self, _name: &str) -> Result<()> {
+        Err(no_indexes(self.db(), self.name()))
+    }
+    fn index_rename(&self, _old: &str, _new: &str, _overwrite: bool) -> Result<()> {
+        Err(no_indexes(self.db(), self.name()))
+    }
+    fn index_status(&self) -> Result<Vec<IndexStatus>> {
+        Ok(Vec::new())
+    }
+    fn index_count(&self, name: &str, _lower: Bound<Datum>, _upper: Bound<Datum>) -> Result<u64> {
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    fn index_values(
+        &self,
+        name: &str,
+        _lower: Bound<Datum>,
+        _upper: Bound<Datum>,
+        _reverse: bool,
+    ) -> Result<DatumStream> {
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    fn index_pairs(
+        &self,
+        name: &str,
+        _lower: Bound<Datum>,
+        _upper: Bound<Datum>,
+    ) -> Result<PairStream> {
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
+        count_by_scan(self, lower, upper)
+    }
+    fn slice(&self) -> Option<&crate::slice::TableSlice> {
+        None
+    }
+    fn write_hook(&self) -> Result<Option<WriteHook>> {
+        Ok(None)
+    }
+    fn set_write_hook(&self, _hook: Option<WriteHook>) -> Result<bool> {
+        Err(no_write_hooks(self.db(), self.name()))
+    }
+    fn require_config(&self) -> Result<()> {
+        Ok(())
+    }
+    fn subscribe(&self, _req: changefeed::Request) -> Result<changefeed::Subscription> {
+        Err(no_changefeeds(self.db(), self.name()))
     }
 }

@@ -21,6 +21,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use datum::{Datum, Version};
+use reql::access::{count_by_scan, index_not_found, no_indexes, no_write_hooks, PairStream};
 use reql::error::op_failed;
 use reql::{Applied, Change, DatumStream, Durability, Ticket, WriteOp};
 
@@ -260,5 +261,71 @@ impl reql::Table for SystemTable {
     }
     fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
         SystemFeeds::subscribe(self, req)
+    }
+    // System tables have no secondary indexes: RethinkDB's errors, and an empty status.
+    fn index_create(&self, _name: &str, _spec: reql::IndexSpec) -> reql::Result<()> {
+        Err(no_indexes(self.db(), self.name()))
+    }
+    fn index_drop(&self, _name: &str) -> reql::Result<()> {
+        Err(no_indexes(self.db(), self.name()))
+    }
+    fn index_rename(&self, _old: &str, _new: &str, _overwrite: bool) -> reql::Result<()> {
+        Err(no_indexes(self.db(), self.name()))
+    }
+    fn index_status(&self) -> reql::Result<Vec<reql::IndexStatus>> {
+        Ok(Vec::new())
+    }
+    fn index_scan(
+        &self,
+        name: &str,
+        _lower: Bound<Datum>,
+        _upper: Bound<Datum>,
+        _reverse: bool,
+    ) -> reql::Result<DatumStream> {
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    fn index_count(
+        &self,
+        name: &str,
+        _lower: Bound<Datum>,
+        _upper: Bound<Datum>,
+    ) -> reql::Result<u64> {
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    fn index_values(
+        &self,
+        name: &str,
+        _lower: Bound<Datum>,
+        _upper: Bound<Datum>,
+        _reverse: bool,
+    ) -> reql::Result<DatumStream> {
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    fn index_pairs(
+        &self,
+        name: &str,
+        _lower: Bound<Datum>,
+        _upper: Bound<Datum>,
+    ) -> reql::Result<PairStream> {
+        Err(index_not_found(name, self.db(), self.name()))
+    }
+    /// The rows are computed: counted by reading them.
+    fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> reql::Result<u64> {
+        count_by_scan(self, lower, upper)
+    }
+    fn slice(&self) -> Option<&reql::slice::TableSlice> {
+        None
+    }
+    /// System tables hold no write hook.
+    fn write_hook(&self) -> reql::Result<Option<reql::WriteHook>> {
+        Ok(None)
+    }
+    fn set_write_hook(&self, _hook: Option<reql::WriteHook>) -> reql::Result<bool> {
+        Err(no_write_hooks(self.db(), self.name()))
+    }
+    /// Nothing beyond the permission layer's `config` check (`crate::access`): writes
+    /// that need `config` check it themselves (`writes`).
+    fn require_config(&self) -> reql::Result<()> {
+        Ok(())
     }
 }
