@@ -377,8 +377,8 @@ pub(crate) fn values_of(
 mod tests {
     use super::*;
     use crate::Cluster;
-    use storage::Engine;
     use reql::{Change, Durability, TableAccess, TableOptions};
+    use storage::Engine;
 
     fn opts() -> TableOptions {
         TableOptions {

@@ -706,7 +706,7 @@ impl Catalog {
         if !cmds.is_empty() || !extra.is_empty() {
             cat.lock()
                 .commit(&cmds, extra)
-                .map_err(|e| ClusterError::Corrupt(e.message))?;
+                .map_err(|e| ClusterError::Write(e.message))?;
         }
         Ok(cat)
     }

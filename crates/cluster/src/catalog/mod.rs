@@ -45,6 +45,9 @@ pub enum ClusterError {
     /// Opening a shard failed.
     #[error("{0}")]
     Store(#[from] store::StoreError),
+    /// Writing the catalog's first records (or moving old ones) failed.
+    #[error("{0}")]
+    Write(String),
 }
 
 /// How to open a `Cluster` (`Cluster::open_with_options`).
