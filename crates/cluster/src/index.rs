@@ -1,19 +1,20 @@
-//! Secondary indexes of one table: their definitions in the table's catalog record, the
-//! ReQL index function behind `store::IndexFn`, and background builds.
+//! Secondary indexes of one table: the ReQL index function behind `store::IndexFn`,
+//! the indexes registered with the table's shards, and background builds.
 //!
-//! The table record (`table/<db>/<name>`) carries `"indexes": [{"id", "name",
-//! "function", "multi", "geo", "ready"}]`, `function` being the FUNC term in RethinkDB's
-//! JSON wire form. An index's entries live in the storage space `i_<table id>_<index id>`,
-//! so a rename touches only the record and a drop drops the space.
-//!
-//! The same record carries the table's write hook (`"write_hook": {"function": <FUNC
-//! term JSON>}`, absent when none is set): `TableIndexes` is the one writer of the
-//! record after the table is created, so index changes and hook changes never overwrite
-//! each other. `reql` evaluates the hook (`reql::terms::write_hook`); this only stores it.
+//! The definitions live in the table's catalog record (`crate::catalog`: `"indexes":
+//! [{"id", "name", "function", "multi", "geo", "ready"}]`, `function` being the FUNC term
+//! in RethinkDB's JSON wire form), as does the write hook (`"write_hook": {"function":
+//! <FUNC term JSON>}`). Both change only through catalog commands (`CreateIndex`,
+//! `DropIndex`, `RenameIndex`, `IndexReady`, `SetWriteHook`) applied under the catalog
+//! lock; this module keeps the store-side state in step with them while it holds the
+//! lock, and never writes a record itself. An index's entries live in the storage space
+//! `i_<table id>_<index id>`, so a rename touches only the record and a drop drops the
+//! space. `reql` evaluates the hook (`reql::terms::write_hook`); this only keeps a copy.
 //!
 //! Invariants:
 //! - A definition is persisted (fsync) before its index is registered with the shard, and
-//!   `ready: true` only after the backfill finished, so a restart during a build finds
+//!   `ready: true` only after the backfill finished (`IndexReady`, by table and index id,
+//!   so a rename during the build changes nothing), so a restart during a build finds
 //!   `ready: false` and builds again (entries already written are consistent: each was
 //!   written in one batch with, or after, its document).
 //! - Tables of fewer than `SYNC_BUILD_DOCS` documents are built before `index_create`
@@ -26,19 +27,17 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use datum::Datum;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use reql::error::op_failed;
 use reql::terms::index::IndexFunction;
 use reql::{IndexSpec, IndexStatus, ReqlError, WriteHook};
-use storage::{Engine, WriteBatch};
 use store::{IndexFn, SecondaryIndex, Shard};
 
+use crate::catalog::{Catalog, CatalogCommand, TableEntry};
 use crate::table::store_err;
 
 /// Below this many documents an index is built before `index_create` returns.
-const SYNC_BUILD_DOCS: u64 = 10_000;
-
-const CATALOG: &str = "catalog";
+pub(crate) const SYNC_BUILD_DOCS: u64 = 10_000;
 
 /// The ReQL index function of one index, as the store calls it.
 struct ReqlIndexFn {
@@ -74,49 +73,36 @@ impl IndexFn for ReqlIndexFn {
 /// One index: its definition and its store-side state.
 #[derive(Clone)]
 struct Entry {
-    id: String,
     spec: IndexSpec,
     index: Arc<SecondaryIndex>,
 }
 
 /// The secondary indexes of one table.
 pub struct TableIndexes {
-    engine: Arc<dyn Engine>,
+    catalog: Arc<Catalog>,
     table_id: String,
-    display: String,
-    record_key: RwLock<Vec<u8>>,
-    /// The table record without `indexes`.
-    record_base: RwLock<Datum>,
+    /// `db.table`, for error messages.
+    display: RwLock<String>,
     defs: RwLock<BTreeMap<String, Entry>>,
-    /// The table's write hook.
+    /// The table's write hook (a copy of the catalog's).
     hook: RwLock<Option<WriteHook>>,
-    ddl: Mutex<()>,
 }
 
 impl TableIndexes {
-    /// No indexes yet for the table whose catalog record is `record` under `record_key`.
-    pub(crate) fn new(
-        engine: Arc<dyn Engine>,
-        table_id: &str,
-        display: &str,
-        record_key: Vec<u8>,
-        record: &Datum,
-    ) -> TableIndexes {
-        let mut base = record.clone();
-        if let Datum::Object(m) = &mut base {
-            Arc::make_mut(m).remove("indexes");
-            Arc::make_mut(m).remove("write_hook");
-        }
+    /// No indexes yet for the table with `table_id`, shown as `display` (`db.table`).
+    pub(crate) fn new(catalog: Arc<Catalog>, table_id: &str, display: &str) -> TableIndexes {
         TableIndexes {
-            engine,
+            catalog,
             table_id: table_id.to_string(),
-            display: display.to_string(),
-            record_key: RwLock::new(record_key),
-            record_base: RwLock::new(base),
+            display: RwLock::new(display.to_string()),
             defs: RwLock::new(BTreeMap::new()),
             hook: RwLock::new(None),
-            ddl: Mutex::new(()),
         }
+    }
+
+    /// After a rename or a move: the table's new `db.table`.
+    pub(crate) fn set_display(&self, display: &str) {
+        *self.display.write() = display.to_string();
     }
 
     fn space(&self, id: &str) -> String {
@@ -138,135 +124,33 @@ impl TableIndexes {
         ))
     }
 
-    /// Registers the indexes of a loaded table record and restarts unfinished builds.
+    /// Registers the indexes and hook of a loaded table and restarts unfinished builds.
     pub(crate) fn load(
         self: &Arc<Self>,
-        record: &Datum,
+        table: &TableEntry,
         shards: &[Arc<Shard>],
     ) -> Result<(), String> {
-        if let Some(f) = record.get("write_hook").and_then(|h| h.get("function")) {
-            *self.hook.write() = Some(WriteHook {
-                function: datum::to_json_value(f),
-            });
-        }
-        let list = match record.get("indexes").and_then(Datum::as_array) {
-            Some(l) => l.to_vec(),
-            None => return Ok(()),
-        };
-        for d in list {
-            let s = |f: &str| {
-                d.get(f)
-                    .and_then(Datum::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let b = |f: &str| d.get(f).and_then(Datum::as_bool).unwrap_or(false);
-            let spec = IndexSpec {
-                function: d
-                    .get("function")
-                    .map(datum::to_json_value)
-                    .unwrap_or_default(),
-                multi: b("multi"),
-                geo: b("geo"),
-            };
-            let id = s("id");
-            let ready = b("ready");
-            let index = self.make(&id, &spec, ready).map_err(|e| e.message)?;
+        *self.hook.write() = table.hook.as_ref().map(|f| WriteHook {
+            function: f.clone(),
+        });
+        for (name, d) in &table.indexes {
+            let spec = IndexSpec::from(&d.spec);
+            let index = self.make(&d.id, &spec, d.ready).map_err(|e| e.message)?;
             for shard in shards {
                 shard.add_index(index.clone()).map_err(|e| e.to_string())?;
             }
             self.defs.write().insert(
-                s("name"),
+                name.clone(),
                 Entry {
-                    id,
                     spec,
                     index: index.clone(),
                 },
             );
-            if !ready {
-                self.spawn_build(index, shards.to_vec());
+            if !d.ready {
+                self.spawn_build(d.id.clone(), index, shards.to_vec());
             }
         }
         Ok(())
-    }
-
-    fn record(&self, defs: &BTreeMap<String, Entry>) -> Datum {
-        self.record_with(defs, self.hook.read().as_ref())
-    }
-
-    fn record_with(&self, defs: &BTreeMap<String, Entry>, hook: Option<&WriteHook>) -> Datum {
-        let list = defs
-            .iter()
-            .map(|(name, e)| {
-                Datum::from_pairs([
-                    ("id", Datum::str(&e.id)),
-                    ("name", Datum::str(name)),
-                    (
-                        "function",
-                        datum::from_json_value(&e.spec.function).unwrap_or(Datum::Null),
-                    ),
-                    ("multi", Datum::Bool(e.spec.multi)),
-                    ("geo", Datum::Bool(e.spec.geo)),
-                    ("ready", Datum::Bool(e.index.is_ready())),
-                ])
-            })
-            .collect();
-        let mut rec = self.record_base.read().clone();
-        if let Datum::Object(m) = &mut rec {
-            Arc::make_mut(m).insert(datum::Str::from("indexes"), Datum::array(list));
-            if let Some(h) = hook {
-                let f = datum::from_json_value(&h.function).unwrap_or(Datum::Null);
-                Arc::make_mut(m).insert(
-                    datum::Str::from("write_hook"),
-                    Datum::from_pairs([("function", f)]),
-                );
-            }
-        }
-        rec
-    }
-
-    fn persist(&self, defs: &BTreeMap<String, Entry>) -> reql::Result<()> {
-        self.write_record(self.record(defs))
-    }
-
-    fn write_record(&self, rec: Datum) -> reql::Result<()> {
-        let mut b = WriteBatch::new();
-        b.put(CATALOG, self.record_key.read().clone(), rec.to_json_bytes());
-        self.engine
-            .apply(b)
-            .and_then(|_| self.engine.persist())
-            .map_err(|e| op_failed(format!("Could not write the catalog: {e}")))
-    }
-
-    /// The full record of the table whose other fields are now `base` (a rename or a
-    /// reconfiguration writes it, so that indexes and the hook survive).
-    pub(crate) fn record_for(&self, base: &Datum) -> Datum {
-        let defs = self.defs.read().clone();
-        let mut rec = Self::strip(base);
-        if let (Datum::Object(m), Datum::Object(full)) = (&mut rec, self.record(&defs)) {
-            for k in ["indexes", "write_hook"] {
-                if let Some(v) = full.get(k) {
-                    Arc::make_mut(m).insert(datum::Str::from(k), v.clone());
-                }
-            }
-        }
-        rec
-    }
-
-    /// After a committed rename or reconfiguration: the record's new key and fields.
-    pub(crate) fn rebase(&self, record_key: Vec<u8>, base: &Datum) {
-        let _g = self.ddl.lock();
-        *self.record_key.write() = record_key;
-        *self.record_base.write() = Self::strip(base);
-    }
-
-    fn strip(record: &Datum) -> Datum {
-        let mut base = record.clone();
-        if let Datum::Object(m) = &mut base {
-            Arc::make_mut(m).remove("indexes");
-            Arc::make_mut(m).remove("write_hook");
-        }
-        base
     }
 
     /// The table's write hook.
@@ -277,16 +161,13 @@ impl TableIndexes {
     /// Sets or removes the write hook, persisted before it applies. Returns whether a
     /// hook existed.
     pub(crate) fn set_hook(&self, hook: Option<WriteHook>) -> reql::Result<bool> {
-        let _g = self.ddl.lock();
-        let defs = self.defs.read().clone();
-        self.write_record(self.record_with(&defs, hook.as_ref()))?;
-        let old = std::mem::replace(&mut *self.hook.write(), hook);
-        Ok(old.is_some())
-    }
-
-    /// The index names (for the table's config document).
-    pub(crate) fn names(&self) -> Vec<String> {
-        self.defs.read().keys().cloned().collect()
+        let mut g = self.catalog.lock();
+        let out = g.apply(CatalogCommand::SetWriteHook {
+            table: self.table_id.clone(),
+            function: hook.as_ref().map(|h| h.function.clone()),
+        })?;
+        *self.hook.write() = hook;
+        Ok(out.table_before().is_some_and(|e| e.hook.is_some()))
     }
 
     /// `index_create`.
@@ -296,84 +177,96 @@ impl TableIndexes {
         spec: IndexSpec,
         shards: &[Arc<Shard>],
     ) -> reql::Result<()> {
-        let _g = self.ddl.lock();
+        let mut g = self.catalog.lock();
         if self.defs.read().contains_key(name) {
             return Err(op_failed(format!(
                 "Index `{name}` already exists on table `{}`.",
-                self.display
+                self.display.read()
             )));
         }
         let id = uuid::Uuid::new_v4().to_string();
         let index = self.make(&id, &spec, false)?;
-        let mut defs = self.defs.read().clone();
-        defs.insert(
+        g.apply(CatalogCommand::CreateIndex {
+            table: self.table_id.clone(),
+            index: id.clone(),
+            name: name.to_string(),
+            spec: (&spec).into(),
+        })?;
+        for shard in shards {
+            shard.add_index(index.clone()).map_err(store_err)?;
+        }
+        self.defs.write().insert(
             name.to_string(),
             Entry {
-                id,
                 spec,
                 index: index.clone(),
             },
         );
-        self.persist(&defs)?;
-        for shard in shards {
-            shard.add_index(index.clone()).map_err(store_err)?;
-        }
-        *self.defs.write() = defs;
-        drop(_g);
+        drop(g);
         if shards.iter().map(|s| s.count()).sum::<u64>() < SYNC_BUILD_DOCS {
-            self.build(&index, shards);
+            self.build(&id, &index, shards);
         } else {
-            self.spawn_build(index, shards.to_vec());
+            self.spawn_build(id, index, shards.to_vec());
         }
         Ok(())
     }
 
-    fn spawn_build(self: &Arc<Self>, index: Arc<SecondaryIndex>, shards: Vec<Arc<Shard>>) {
+    fn spawn_build(
+        self: &Arc<Self>,
+        id: String,
+        index: Arc<SecondaryIndex>,
+        shards: Vec<Arc<Shard>>,
+    ) {
         let me = self.clone();
         let _ = std::thread::Builder::new()
             .name("index-build".into())
-            .spawn(move || me.build(&index, &shards));
+            .spawn(move || me.build(&id, &index, &shards));
     }
 
-    /// Backfills an index over every shard, then records it ready.
-    fn build(&self, index: &Arc<SecondaryIndex>, shards: &[Arc<Shard>]) {
+    /// Backfills an index over every shard, then records it ready (`IndexReady`).
+    fn build(&self, id: &str, index: &Arc<SecondaryIndex>, shards: &[Arc<Shard>]) {
         index.set_total(shards.iter().map(|s| s.count()).sum());
         for shard in shards {
             if shard.build_index(index).is_err() || index.is_cancelled() {
                 return;
             }
         }
-        let _g = self.ddl.lock();
+        let mut g = self.catalog.lock();
         if index.is_cancelled() {
             return;
         }
-        index.set_ready();
-        let defs = self.defs.read().clone();
         // Still ready in memory if this fails; the next start rebuilds it.
-        let _ = self.persist(&defs);
+        let _ = g.apply(CatalogCommand::IndexReady {
+            table: self.table_id.clone(),
+            index: id.to_string(),
+        });
+        index.set_ready();
     }
 
     /// `index_drop`.
     pub(crate) fn drop_index(&self, name: &str, shards: &[Arc<Shard>]) -> reql::Result<()> {
-        let _g = self.ddl.lock();
-        let mut defs = self.defs.read().clone();
-        let e = defs.remove(name).ok_or_else(|| {
-            op_failed(format!(
+        let mut g = self.catalog.lock();
+        if !self.defs.read().contains_key(name) {
+            return Err(op_failed(format!(
                 "Index `{name}` does not exist on table `{}`.",
-                self.display
-            ))
+                self.display.read()
+            )));
+        }
+        g.apply(CatalogCommand::DropIndex {
+            table: self.table_id.clone(),
+            name: name.to_string(),
         })?;
-        self.persist(&defs)?;
-        *self.defs.write() = defs;
-        for shard in shards {
-            shard.remove_index(&e.index).map_err(store_err)?;
+        let removed = self.defs.write().remove(name);
+        if let Some(e) = removed {
+            for shard in shards {
+                shard.remove_index(&e.index).map_err(store_err)?;
+            }
         }
         Ok(())
     }
 
     /// Drops every index (the table is being dropped).
     pub(crate) fn drop_all(&self, shards: &[Arc<Shard>]) {
-        let _g = self.ddl.lock();
         let defs = std::mem::take(&mut *self.defs.write());
         for e in defs.values() {
             for shard in shards {
@@ -390,36 +283,27 @@ impl TableIndexes {
         overwrite: bool,
         shards: &[Arc<Shard>],
     ) -> reql::Result<()> {
-        let _g = self.ddl.lock();
-        let mut defs = self.defs.read().clone();
-        let fail = || {
-            op_failed(if overwrite {
-                format!("Index `{old}` does not exist on table `{}`.", self.display)
-            } else {
-                format!(
-                    "Index `{old}` does not exist or index `{new}` already exists on table `{}`.",
-                    self.display
-                )
-            })
-        };
-        if !defs.contains_key(old) {
-            return Err(fail());
-        }
+        let mut g = self.catalog.lock();
+        g.apply(CatalogCommand::RenameIndex {
+            table: self.table_id.clone(),
+            old: old.to_string(),
+            new: new.to_string(),
+            overwrite,
+        })?;
         if old == new {
             return Ok(());
         }
-        let replaced = match defs.get(new) {
-            Some(_) if !overwrite => return Err(fail()),
-            Some(e) => Some(e.index.clone()),
-            None => None,
+        let replaced = {
+            let mut defs = self.defs.write();
+            let replaced = defs.remove(new);
+            if let Some(e) = defs.remove(old) {
+                defs.insert(new.to_string(), e);
+            }
+            replaced
         };
-        let e = defs.remove(old).ok_or_else(fail)?;
-        defs.insert(new.to_string(), e);
-        self.persist(&defs)?;
-        *self.defs.write() = defs;
-        if let Some(idx) = replaced {
+        if let Some(e) = replaced {
             for shard in shards {
-                shard.remove_index(&idx).map_err(store_err)?;
+                shard.remove_index(&e.index).map_err(store_err)?;
             }
         }
         Ok(())
@@ -454,11 +338,11 @@ impl TableIndexes {
         let defs = self.defs.read();
         let e = defs
             .get(name)
-            .ok_or_else(|| not_found(name, &self.display))?;
+            .ok_or_else(|| not_found(name, &self.display.read()))?;
         if !e.index.is_ready() {
             return Err(op_failed(format!(
                 "Index `{name}` on table `{}` was accessed before its construction was finished.",
-                self.display
+                self.display.read()
             )));
         }
         Ok(e.index.clone())
@@ -494,6 +378,7 @@ mod tests {
     use super::*;
     use crate::Cluster;
     use reql::{Change, Durability, TableAccess, TableOptions};
+    use storage::Engine;
 
     fn opts() -> TableOptions {
         TableOptions {

@@ -3,8 +3,10 @@
 //! shard map is where replication and many servers will plug in.
 //!
 //! The catalog lives in the storage space `catalog` next to a format version record,
-//! checked at start-up (`docs/storage-format.md`). Catalog changes are applied and
-//! persisted (fsync) before they are acknowledged.
+//! checked at start-up (`docs/storage-format.md`), and the users in the space `users`.
+//! Every change to either (databases, tables, index definitions, write hooks, split
+//! points, users, permissions) is a `CatalogCommand` applied by one writer,
+//! `catalog::Catalog`, under one lock, persisted (fsync) before it is acknowledged.
 
 mod access;
 pub mod auth;
@@ -20,5 +22,8 @@ pub mod system;
 mod table;
 
 pub use access::{denied, UserAccess};
-pub use catalog::{Cluster, ClusterError, ClusterOptions, FORMAT_VERSION};
+pub use catalog::{
+    CatalogCommand, Cluster, ClusterError, ClusterOptions, Credentials, IndexDefSpec, TableChanges,
+    TableDef, FORMAT_VERSION,
+};
 pub use table::TableHandle;

@@ -3,7 +3,8 @@
 //! `rethinkdb.users`/`rethinkdb.permissions` tables and `grant` change them here.
 //!
 //! Each user is one record in the `users` storage space (key: the user name), written
-//! and fsynced before a change is acknowledged. Passwords are never stored: only the
+//! and fsynced before a change is acknowledged, by the catalog's one writer
+//! (`crate::catalog::Catalog`, commands `PutUser`, `DeleteUser`, `SetPermissions`). Passwords are never stored: only the
 //! salted PBKDF2 material SCRAM needs (`ScramCredentials`). A user "without a password"
 //! has credentials for the empty password, as in RethinkDB, and reads back as
 //! `password: false`.
@@ -19,4 +20,5 @@ mod perms;
 mod store;
 
 pub use perms::{Perm, Perms};
+pub(crate) use store::User;
 pub use store::{Scope, Users, ADMIN};

@@ -33,7 +33,7 @@ impl Perm {
 }
 
 /// One scope's permissions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Perms {
     /// `read`.
     pub read: Option<bool>,

@@ -1,23 +1,22 @@
-//! `Users`: the user records, persisted in the `users` storage space.
+//! `Users`: the users and their permissions as the catalog holds them, and the
+//! validation of changes to them, applied as catalog commands (`crate::catalog`). The
+//! records live in the `users` storage space, written only by the catalog's applier.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
 use datum::{Datum, Object, Str};
-use parking_lot::{Mutex, RwLock};
 use proto::handshake::{OsRandom, ScramCredentials, UserLookup};
-use storage::{Engine, StorageError, WriteBatch};
 
 use super::perms::{Perm, Perms};
-
-const SPACE: &str = "users";
+use crate::catalog::{message, Catalog, CatalogCommand};
 
 /// The administrator's name.
 pub const ADMIN: &str = "admin";
 
 /// Where a permission set applies.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Scope {
     /// Everything (the only scope with `connect`).
     Global,
@@ -27,17 +26,18 @@ pub enum Scope {
     Table(String),
 }
 
-#[derive(Clone)]
-struct User {
-    creds: ScramCredentials,
-    has_password: bool,
-    global: Perms,
-    dbs: BTreeMap<String, Perms>,
-    tables: BTreeMap<String, Perms>,
+/// One user: credentials and permissions (the catalog's state holds them).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct User {
+    pub(crate) creds: ScramCredentials,
+    pub(crate) has_password: bool,
+    pub(crate) global: Perms,
+    pub(crate) dbs: BTreeMap<String, Perms>,
+    pub(crate) tables: BTreeMap<String, Perms>,
 }
 
 impl User {
-    fn new(password: Option<&str>) -> User {
+    pub(crate) fn new(password: Option<&str>) -> User {
         User {
             creds: ScramCredentials::generate(password.unwrap_or(""), &mut OsRandom),
             has_password: password.is_some(),
@@ -47,7 +47,7 @@ impl User {
         }
     }
 
-    fn scope(&self, s: &Scope) -> Perms {
+    pub(crate) fn scope(&self, s: &Scope) -> Perms {
         match s {
             Scope::Global => self.global,
             Scope::Db(id) => self.dbs.get(id).copied().unwrap_or_default(),
@@ -55,7 +55,7 @@ impl User {
         }
     }
 
-    fn set_scope(&mut self, s: &Scope, p: Perms) {
+    pub(crate) fn set_scope(&mut self, s: &Scope, p: Perms) {
         match s {
             Scope::Global => self.global = p,
             Scope::Db(id) | Scope::Table(id) => {
@@ -73,7 +73,7 @@ impl User {
         }
     }
 
-    fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let b = |x: &[u8]| Datum::from(base64::engine::general_purpose::STANDARD.encode(x));
         let scopes = |m: &BTreeMap<String, Perms>| {
             let o: Object = m
@@ -95,7 +95,7 @@ impl User {
         .to_json_bytes()
     }
 
-    fn decode(bytes: &[u8], admin: bool) -> Option<User> {
+    pub(crate) fn decode(bytes: &[u8], admin: bool) -> Option<User> {
         let d = datum::from_json_slice(bytes).ok()?;
         let b64 = |k: &str| {
             base64::engine::general_purpose::STANDARD
@@ -138,65 +138,23 @@ impl User {
     }
 }
 
-/// The users known to this server.
+/// The users known to this server: a view of the catalog's users
+/// (`crate::catalog::Catalog`), changed only through its commands.
 pub struct Users {
-    engine: Arc<dyn Engine>,
-    users: RwLock<BTreeMap<String, User>>,
-    /// Serialises changes so a record is never written from a stale copy.
-    write: Mutex<()>,
+    catalog: Arc<Catalog>,
 }
 
 impl Users {
-    /// Loads users, creating `admin` with `initial_password` on first start.
-    pub fn open(engine: &Arc<dyn Engine>, initial_password: &str) -> Result<Users, StorageError> {
-        engine.create_space(SPACE)?;
-        let mut users = BTreeMap::new();
-        let snap = engine.snapshot();
-        for kv in snap.range(
-            SPACE,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            false,
-        )? {
-            let (k, v) = kv?;
-            let name = String::from_utf8_lossy(&k).to_string();
-            if let Some(u) = User::decode(&v, name == ADMIN) {
-                users.insert(name, u);
-            }
-        }
-        let me = Users {
-            engine: engine.clone(),
-            users: RwLock::new(users),
-            write: Mutex::new(()),
-        };
-        if !me.users.read().contains_key(ADMIN) {
-            let pw = (!initial_password.is_empty()).then_some(initial_password);
-            let mut admin = User::new(pw);
-            admin.global = Perms::ALL;
-            me.store(ADMIN, Some(&admin))?;
-            me.users.write().insert(ADMIN.to_string(), admin);
-        }
-        Ok(me)
-    }
-
-    fn store(&self, name: &str, u: Option<&User>) -> Result<(), StorageError> {
-        let mut b = WriteBatch::new();
-        match u {
-            Some(u) => b.put(SPACE, name.as_bytes().to_vec(), u.encode()),
-            None => b.delete(SPACE, name.as_bytes().to_vec()),
-        }
-        self.engine.apply(b)?;
-        self.engine.persist()
-    }
-
-    fn persist_err(e: StorageError) -> String {
-        format!("Could not write the user records: {e}")
+    /// The users of `catalog`.
+    pub(crate) fn new(catalog: Arc<Catalog>) -> Users {
+        Users { catalog }
     }
 
     /// Every user as a `rethinkdb.users` row `{id, password}`, by name.
     pub fn rows(&self) -> Vec<Datum> {
-        self.users
-            .read()
+        self.catalog
+            .read_state()
+            .users
             .iter()
             .map(|(n, u)| user_row(n, u.has_password))
             .collect()
@@ -204,33 +162,33 @@ impl Users {
 
     /// One user's row, if the user exists.
     pub fn row(&self, name: &str) -> Option<Datum> {
-        self.users
-            .read()
+        self.catalog
+            .read_state()
+            .users
             .get(name)
             .map(|u| user_row(name, u.has_password))
     }
 
     /// Whether `name` exists.
     pub fn exists(&self, name: &str) -> bool {
-        self.users.read().contains_key(name)
+        self.catalog.read_state().users.contains_key(name)
     }
 
     /// Applies a write to `rethinkdb.users`: `new` is the whole new row, or `None` to
     /// delete. Errors are RethinkDB's messages.
     pub fn write_row(&self, name: &str, new: Option<&Datum>) -> Result<(), String> {
-        let _g = self.write.lock();
-        let old = self.users.read().get(name).cloned();
         let Some(new) = new else {
-            if name == ADMIN {
-                return Err(format!("The user `{name}` can't be deleted"));
-            }
-            if old.is_none() {
-                return Err(format!("User `{name}` not found"));
-            }
-            self.store(name, None).map_err(Self::persist_err)?;
-            self.users.write().remove(name);
-            return Ok(());
+            // The applier refuses `admin` and unknown users with RethinkDB's messages.
+            return self
+                .catalog
+                .apply(CatalogCommand::DeleteUser {
+                    name: name.to_string(),
+                })
+                .map(|_| ())
+                .map_err(message);
         };
+        let mut g = self.catalog.lock();
+        let old = g.state().users.get(name).cloned();
         let Some(obj) = new.as_object() else {
             return Err(format!(
                 "Expected an object, got {}.",
@@ -291,20 +249,28 @@ impl Users {
                 ))
             }
         }
-        self.store(name, Some(&user)).map_err(Self::persist_err)?;
-        self.users.write().insert(name.to_string(), user);
+        g.apply(CatalogCommand::PutUser {
+            name: name.to_string(),
+            credentials: (&user.creds).into(),
+            has_password: user.has_password,
+        })
+        .map_err(message)?;
         Ok(())
     }
 
     /// The permissions `name` holds at one scope.
     pub fn scope(&self, name: &str, scope: &Scope) -> Option<Perms> {
-        self.users.read().get(name).map(|u| u.scope(scope))
+        self.catalog
+            .read_state()
+            .users
+            .get(name)
+            .map(|u| u.scope(scope))
     }
 
     /// Every non-empty scope of every user: `(user, scope, perms)`.
     pub fn all_scopes(&self) -> Vec<(String, Scope, Perms)> {
         let mut out = Vec::new();
-        for (n, u) in self.users.read().iter() {
+        for (n, u) in self.catalog.read_state().users.iter() {
             if !u.global.is_empty() {
                 out.push((n.clone(), Scope::Global, u.global));
             }
@@ -331,17 +297,20 @@ impl Users {
                 "The permissions of the user `{name}` can't be modified."
             ));
         }
-        let _g = self.write.lock();
-        let Some(mut user) = self.users.read().get(name).cloned() else {
+        let mut g = self.catalog.lock();
+        let Some(old) = g.state().users.get(name).map(|u| u.scope(scope)) else {
             return Err(format!("User `{name}` not found."));
         };
-        let old = user.scope(scope);
         let mut new = old;
         f(&mut new)?;
-        user.set_scope(scope, new);
-        self.store(name, Some(&user)).map_err(Self::persist_err)?;
-        self.users.write().insert(name.to_string(), user);
-        Ok((old, new))
+        let out = g
+            .apply(CatalogCommand::SetPermissions {
+                user: name.to_string(),
+                scope: scope.clone(),
+                perms: new,
+            })
+            .map_err(message)?;
+        Ok(out.perms.unwrap_or((old, new)))
     }
 
     /// Whether `name` may use `perm` on a table (`table` = `(db id, table id)`), a
@@ -358,8 +327,8 @@ impl Users {
         if name == ADMIN {
             return true;
         }
-        let users = self.users.read();
-        let Some(u) = users.get(name) else {
+        let st = self.catalog.read_state();
+        let Some(u) = st.users.get(name) else {
             return false;
         };
         let one = |p: Perm| -> bool {
@@ -403,7 +372,11 @@ fn user_row(name: &str, has_password: bool) -> Datum {
 
 impl UserLookup for Users {
     fn credentials(&self, user: &str) -> Option<ScramCredentials> {
-        self.users.read().get(user).map(|u| u.creds.clone())
+        self.catalog
+            .read_state()
+            .users
+            .get(user)
+            .map(|u| u.creds.clone())
     }
 }
 
@@ -412,8 +385,8 @@ mod tests {
     use super::*;
 
     fn users() -> Users {
-        let e: Arc<dyn Engine> = Arc::new(storage::Memory::new());
-        Users::open(&e, "").unwrap()
+        let e: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        Users::new(Arc::new(Catalog::open(e, "").unwrap()))
     }
 
     #[test]

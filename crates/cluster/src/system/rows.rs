@@ -75,20 +75,10 @@ fn db_ident(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
 /// A `table_config` row (also what `table.config()` returns).
 pub(crate) fn table_config_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
     let mut row = c.config_of(e);
-    let handle = c
-        .state
-        .read()
-        .tables
-        .get(&(e.db.clone(), e.name.clone()))
-        .map(|(_, h)| h.clone());
-    if let (Some(h), Datum::Object(m)) = (handle, &mut row) {
-        let names = reql::Table::index_status(&*h)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|s| Datum::from(s.name))
-            .collect();
+    if let Datum::Object(m) = &mut row {
+        let names = e.indexes.keys().map(|n| Datum::str(n)).collect();
         std::sync::Arc::make_mut(m).insert(Str::from("indexes"), Datum::array(names));
-        std::sync::Arc::make_mut(m).insert(Str::from("write_hook"), crate::catalog::hook_field(&h));
+        std::sync::Arc::make_mut(m).insert(Str::from("write_hook"), crate::catalog::hook_field(e));
     }
     if uuids {
         let srv = server(c, true);

@@ -329,6 +329,8 @@ fn table_config_insert(t: &SystemTable, key: &Datum, new: &Datum) -> R {
         shards,
         replicas,
         splits: crate::shards::uuid_splits(shards as usize),
+        indexes: Default::default(),
+        hook: None,
     })
 }
 

@@ -1,26 +1,29 @@
-//! The catalog: databases and tables, persisted in the `catalog` storage space.
+//! The catalog: databases and tables (with their indexes, write hooks and shard maps)
+//! and users, persisted in the `catalog` and `users` storage spaces.
+//!
+//! Every change is a `CatalogCommand` (`command`) applied by `Catalog` (`apply`), the
+//! one writer of those spaces. `Cluster` validates requests with RethinkDB's messages,
+//! applies the command under the catalog lock, and drives the side effects outside the
+//! catalog (tables' storage spaces and handles, shards, feeds) from its `Outcome`.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
+mod apply;
+mod command;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use datum::{Datum, Object, Str};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 use reql::error::{internal, op_failed};
-use reql::{Durability, ReqlError, TableOptions};
-use storage::{Engine, WriteBatch};
+use reql::{ReqlError, TableOptions};
+use storage::Engine;
 use store::{CacheBudget, GroupCommit};
 
 use crate::table::{store_err, TableHandle};
 
-/// The on-disk format version this build reads and writes.
-pub const FORMAT_VERSION: u64 = 1;
-
-const CATALOG: &str = "catalog";
-
-/// RethinkDB's system database (its tables are served by the admin layer).
-pub const SYSTEM_DB: &str = "rethinkdb";
-const FORMAT_KEY: &[u8] = b"format";
+pub(crate) use apply::{db_record, message, Catalog, CatalogGuard, Outcome, TableEntry};
+pub use apply::{FORMAT_VERSION, SYSTEM_DB};
+pub use command::{CatalogCommand, Credentials, IndexDefSpec, TableChanges, TableDef};
 
 /// Errors opening the catalog.
 #[derive(Debug, thiserror::Error)]
@@ -42,30 +45,9 @@ pub enum ClusterError {
     /// Opening a shard failed.
     #[error("{0}")]
     Store(#[from] store::StoreError),
-}
-
-#[derive(Clone)]
-pub(crate) struct DbEntry {
-    pub(crate) id: String,
-}
-
-#[derive(Clone)]
-pub(crate) struct TableEntry {
-    pub(crate) id: String,
-    pub(crate) db: String,
-    pub(crate) name: String,
-    pub(crate) primary_key: String,
-    pub(crate) durability: Durability,
-    pub(crate) shards: u32,
-    pub(crate) replicas: u32,
-    /// Where the shards are cut: `shards - 1` primary-key values (`crate::shards`).
-    pub(crate) splits: Vec<Datum>,
-}
-
-#[derive(Default)]
-pub(crate) struct State {
-    pub(crate) dbs: BTreeMap<String, DbEntry>,
-    pub(crate) tables: BTreeMap<(String, String), (TableEntry, Arc<TableHandle>)>,
+    /// Writing the catalog's first records (or moving old ones) failed.
+    #[error("{0}")]
+    Write(String),
 }
 
 /// How to open a `Cluster` (`Cluster::open_with_options`).
@@ -97,22 +79,16 @@ pub struct Cluster {
     /// The budget of the tables' document caches.
     doc_cache: CacheBudget,
     pub(crate) server_name: String,
-    pub(crate) state: RwLock<State>,
-    pub(crate) ddl: Mutex<()>,
+    /// The catalog and its one writer.
+    pub(crate) catalog: Arc<Catalog>,
+    /// Every table's handle, by table id (kept in step with the catalog under its lock).
+    handles: RwLock<HashMap<String, Arc<TableHandle>>>,
     /// Users, credentials and permissions (`crate::auth`).
     pub(crate) users: Arc<crate::auth::Users>,
     /// Server identity, counters, jobs and logs (`crate::system`).
     pub(crate) admin: crate::system::AdminState,
     /// This cluster's own `Arc`, for the system tables it hands out.
     pub(crate) me: std::sync::Weak<Cluster>,
-}
-
-pub(crate) fn db_key(name: &str) -> Vec<u8> {
-    format!("db/{name}").into_bytes()
-}
-
-pub(crate) fn table_key(db: &str, name: &str) -> Vec<u8> {
-    format!("table/{db}/{name}").into_bytes()
 }
 
 impl Cluster {
@@ -142,36 +118,8 @@ impl Cluster {
         engine: Arc<dyn Engine>,
         opts: ClusterOptions,
     ) -> Result<Arc<Cluster>, ClusterError> {
-        let server_name = opts.server_name.as_str();
-        let initial_password = opts.initial_password.as_str();
-        engine.create_space(CATALOG)?;
-        match engine.get(CATALOG, FORMAT_KEY)? {
-            Some(v) => {
-                let s = String::from_utf8_lossy(&v).to_string();
-                if s != FORMAT_VERSION.to_string() {
-                    return Err(ClusterError::Format {
-                        found: s,
-                        supported: FORMAT_VERSION,
-                    });
-                }
-            }
-            None => {
-                let mut b = WriteBatch::new();
-                b.put(
-                    CATALOG,
-                    FORMAT_KEY.to_vec(),
-                    FORMAT_VERSION.to_string().into_bytes(),
-                );
-                b.put(
-                    CATALOG,
-                    db_key("test"),
-                    db_record("test", &uuid::Uuid::new_v4().to_string()).to_json_bytes(),
-                );
-                engine.apply(b)?;
-                engine.persist()?;
-            }
-        }
-        let users = Arc::new(crate::auth::Users::open(&engine, initial_password)?);
+        let catalog = Arc::new(Catalog::open(engine.clone(), &opts.initial_password)?);
+        let users = Arc::new(crate::auth::Users::new(catalog.clone()));
         // Started only once the format is known to be ours, so a refused directory
         // leaves no flush thread (holding the engine) behind.
         let commit = GroupCommit::start(engine.clone());
@@ -179,9 +127,9 @@ impl Cluster {
             engine: engine.clone(),
             commit,
             doc_cache: opts.doc_cache,
-            server_name: server_name.to_string(),
-            state: RwLock::new(State::default()),
-            ddl: Mutex::new(()),
+            server_name: opts.server_name.clone(),
+            catalog,
+            handles: RwLock::new(HashMap::new()),
             users,
             admin: crate::system::AdminState::new(),
             me: me.clone(),
@@ -190,50 +138,17 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// Opens every table of the catalog and registers its indexes (restarting
+    /// unfinished builds).
     fn load(&self) -> Result<(), ClusterError> {
-        let snap = self.engine.snapshot();
-        let mut st = State::default();
-        for kv in snap.range(CATALOG, Bound::Unbounded, Bound::Unbounded, false)? {
-            let (k, v) = kv?;
-            let key = String::from_utf8_lossy(&k).to_string();
-            if key == "format" {
-                continue;
-            }
-            let d = datum::from_json_slice(&v).map_err(|e| ClusterError::Corrupt(e.0))?;
-            let s = |f: &str| {
-                d.get(f)
-                    .and_then(Datum::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            if key.starts_with("db/") {
-                st.dbs.insert(s("name"), DbEntry { id: s("id") });
-            } else if key.starts_with("table/") {
-                let splits = d
-                    .get("split_points")
-                    .and_then(Datum::as_array)
-                    .map(|a| a.to_vec())
-                    .unwrap_or_default();
-                let e = TableEntry {
-                    id: s("id"),
-                    db: s("db"),
-                    name: s("name"),
-                    primary_key: s("primary_key"),
-                    durability: Durability::parse(&s("durability")).unwrap_or(Durability::Hard),
-                    // The shards served are the ones the split points make (records of
-                    // builds that only recorded a count served one).
-                    shards: splits.len() as u32 + 1,
-                    replicas: d.get("replicas").and_then(Datum::as_f64).unwrap_or(1.0) as u32,
-                    splits,
-                };
-                let h = self.open_table(&e)?;
-                h.indexes
-                    .load(&d, &h.shards.current().shards)
-                    .map_err(ClusterError::Corrupt)?;
-                st.tables.insert((e.db.clone(), e.name.clone()), (e, h));
-            }
+        let tables: Vec<TableEntry> = self.catalog.read_state().tables.values().cloned().collect();
+        for e in tables {
+            let h = self.open_table(&e)?;
+            h.indexes
+                .load(&e, &h.shards.current().shards)
+                .map_err(ClusterError::Corrupt)?;
+            self.handles.write().insert(e.id.clone(), h);
         }
-        *self.state.write() = st;
         Ok(())
     }
 
@@ -247,11 +162,9 @@ impl Cluster {
         };
         let shards = crate::shards::Sharded::open(env, &e.splits)?;
         let indexes = Arc::new(crate::index::TableIndexes::new(
-            self.engine.clone(),
+            self.catalog.clone(),
             &e.id,
             &format!("{}.{}", e.db, e.name),
-            table_key(&e.db, &e.name),
-            &table_record(e),
         ));
         Ok(Arc::new(TableHandle {
             indexes,
@@ -263,6 +176,82 @@ impl Cluster {
             commit: self.commit.clone(),
             counters: self.admin.counters.table(&e.id),
         }))
+    }
+
+    /// The handle of the table with `id`.
+    pub(crate) fn handle_by_id(&self, id: &str) -> Option<Arc<TableHandle>> {
+        self.handles.read().get(id).cloned()
+    }
+
+    /// Creates a table under the catalog lock: opens its storage, then applies
+    /// `CreateTable`. The caller checked that the database exists and the name is free.
+    pub(crate) fn create_table_locked(
+        &self,
+        g: &mut CatalogGuard<'_>,
+        e: &TableEntry,
+    ) -> reql::Result<()> {
+        let db_id = g
+            .state()
+            .dbs
+            .get(&e.db)
+            .map(|d| d.id.clone())
+            .ok_or_else(|| Self::no_db(&e.db))?;
+        let h = self
+            .open_table(e)
+            .map_err(|err| internal(format!("Could not create the table's storage: {err}")))?;
+        let def = TableDef {
+            id: e.id.clone(),
+            db_id,
+            name: e.name.clone(),
+            primary_key: e.primary_key.clone(),
+            durability: e.durability.as_str().to_string(),
+            shards: e.shards,
+            replicas: e.replicas,
+            split_points: e.splits.iter().map(datum::to_json_value).collect(),
+        };
+        // Registered first: nothing finds a handle before the catalog has its table.
+        self.handles.write().insert(e.id.clone(), h);
+        if let Err(err) = g.apply(CatalogCommand::CreateTable { table: def }) {
+            self.handles.write().remove(&e.id);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// The side effects of an applied command on tables' handles: dropped tables are
+    /// closed and their storage dropped; renamed, moved or reconfigured ones get a
+    /// handle with their new name and durability. Runs under the catalog lock.
+    pub(crate) fn sync_handles(&self, out: &Outcome) {
+        for (old, new) in &out.tables {
+            match (old, new) {
+                (Some(o), None) => self.retire(o),
+                (Some(o), Some(n))
+                    if o.db != n.db || o.name != n.name || o.durability != n.durability =>
+                {
+                    let mut handles = self.handles.write();
+                    if let Some(h) = handles.get(&n.id).cloned() {
+                        let mut handle = (*h).clone();
+                        handle.db = n.db.clone();
+                        handle.name = n.name.clone();
+                        handle.durability = n.durability;
+                        handle.indexes.set_display(&format!("{}.{}", n.db, n.name));
+                        handles.insert(n.id.clone(), Arc::new(handle));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A dropped table: open feeds end with RethinkDB's "Changefeed aborted (table
+    /// unavailable).", its indexes are unregistered and its storage dropped.
+    fn retire(&self, e: &TableEntry) {
+        let removed = self.handles.write().remove(&e.id);
+        if let Some(h) = removed {
+            h.shards.feeds().close();
+            h.indexes.drop_all(&h.shards.current().shards);
+        }
+        let _ = self.engine.drop_space(&space_of(&e.id));
     }
 
     /// The byte budget shared by the document caches of this server's tables.
@@ -284,13 +273,6 @@ impl Cluster {
     pub fn shutdown(&self) {
         let _ = self.engine.persist();
         self.commit.shutdown();
-    }
-
-    pub(crate) fn commit_catalog(&self, b: WriteBatch) -> reql::Result<()> {
-        self.engine
-            .apply(b)
-            .and_then(|_| self.engine.persist())
-            .map_err(|e| op_failed(format!("Could not write the catalog: {e}")))
     }
 
     pub(crate) fn config_of(&self, e: &TableEntry) -> Datum {
@@ -328,28 +310,13 @@ fn space_of(id: &str) -> String {
     format!("t_{id}")
 }
 
-pub(crate) fn db_record(name: &str, id: &str) -> Datum {
-    Datum::from_pairs([("id", Datum::str(id)), ("name", Datum::str(name))])
-}
-
-pub(crate) fn table_record(e: &TableEntry) -> Datum {
-    Datum::from_pairs([
-        ("id", Datum::str(&e.id)),
-        ("db", Datum::str(&e.db)),
-        ("name", Datum::str(&e.name)),
-        ("primary_key", Datum::str(&e.primary_key)),
-        ("durability", Datum::str(e.durability.as_str())),
-        ("shards", Datum::from(e.shards as f64)),
-        ("replicas", Datum::from(e.replicas as f64)),
-        ("split_points", Datum::array(e.splits.clone())),
-    ])
-}
-
 /// A table config's `write_hook` field: `{function, query}`, or null without a hook.
-pub(crate) fn hook_field(h: &TableHandle) -> Datum {
-    h.indexes
-        .hook()
-        .map_or(Datum::Null, |w| reql::terms::write_hook::hook_datum(&w))
+pub(crate) fn hook_field(e: &TableEntry) -> Datum {
+    e.hook.as_ref().map_or(Datum::Null, |f| {
+        reql::terms::write_hook::hook_datum(&reql::WriteHook {
+            function: f.clone(),
+        })
+    })
 }
 
 pub(crate) fn change(old: Datum, new: Datum) -> Datum {
@@ -361,22 +328,18 @@ pub(crate) fn change(old: Datum, new: Datum) -> Datum {
 
 impl reql::TableAccess for Cluster {
     fn db_create(&self, name: &str) -> reql::Result<Datum> {
-        let _g = self.ddl.lock();
-        if name == SYSTEM_DB || self.state.read().dbs.contains_key(name) {
+        let mut g = self.catalog.lock();
+        if name == SYSTEM_DB || g.state().dbs.contains_key(name) {
             return Err(op_failed(format!("Database `{name}` already exists.")));
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let rec = db_record(name, &id);
-        let mut b = WriteBatch::new();
-        b.put(CATALOG, db_key(name), rec.to_json_bytes());
-        self.commit_catalog(b)?;
-        self.state
-            .write()
-            .dbs
-            .insert(name.to_string(), DbEntry { id });
+        g.apply(CatalogCommand::CreateDb {
+            id: id.clone(),
+            name: name.to_string(),
+        })?;
         Ok(Datum::from_pairs([
             ("dbs_created", Datum::Number(1.0)),
-            ("config_changes", change(Datum::Null, rec)),
+            ("config_changes", change(Datum::Null, db_record(name, &id))),
         ]))
     }
 
@@ -386,50 +349,24 @@ impl reql::TableAccess for Cluster {
                 "Database `{name}` is special; you can't delete it."
             )));
         }
-        let _g = self.ddl.lock();
-        let (entry, tables) = {
-            let st = self.state.read();
-            let e = st.dbs.get(name).cloned().ok_or_else(|| Self::no_db(name))?;
-            let t: Vec<TableEntry> = st
-                .tables
-                .values()
-                .filter(|(t, _)| t.db == name)
-                .map(|(t, _)| t.clone())
-                .collect();
-            (e, t)
-        };
-        let mut b = WriteBatch::new();
-        b.delete(CATALOG, db_key(name));
-        for t in &tables {
-            b.delete(CATALOG, table_key(&t.db, &t.name));
-        }
-        self.commit_catalog(b)?;
-        {
-            let mut st = self.state.write();
-            st.dbs.remove(name);
-            for ((d, _), (_, h)) in st.tables.iter() {
-                if d == name {
-                    h.shards.feeds().close();
-                    h.indexes.drop_all(&h.shards.current().shards);
-                }
-            }
-            st.tables.retain(|(d, _), _| d != name);
-        }
-        for t in &tables {
-            let _ = self.engine.drop_space(&space_of(&t.id));
-        }
+        let mut g = self.catalog.lock();
+        let id = g
+            .state()
+            .dbs
+            .get(name)
+            .map(|e| e.id.clone())
+            .ok_or_else(|| Self::no_db(name))?;
+        let out = g.apply(CatalogCommand::DropDb { id: id.clone() })?;
+        self.sync_handles(&out);
         Ok(Datum::from_pairs([
             ("dbs_dropped", Datum::Number(1.0)),
-            ("tables_dropped", Datum::from(tables.len() as f64)),
-            (
-                "config_changes",
-                change(db_record(name, &entry.id), Datum::Null),
-            ),
+            ("tables_dropped", Datum::from(out.tables.len() as f64)),
+            ("config_changes", change(db_record(name, &id), Datum::Null)),
         ]))
     }
 
     fn db_list(&self) -> reql::Result<Vec<String>> {
-        let mut names: Vec<String> = self.state.read().dbs.keys().cloned().collect();
+        let mut names: Vec<String> = self.catalog.read_state().dbs.keys().cloned().collect();
         names.push(SYSTEM_DB.to_string());
         names.sort();
         Ok(names)
@@ -439,13 +376,13 @@ impl reql::TableAccess for Cluster {
         if name == SYSTEM_DB {
             return Ok(self.system_db_config());
         }
-        let st = self.state.read();
+        let st = self.catalog.read_state();
         let e = st.dbs.get(name).ok_or_else(|| Self::no_db(name))?;
         Ok(db_record(name, &e.id))
     }
 
     fn check_db(&self, name: &str) -> reql::Result<()> {
-        if name == SYSTEM_DB || self.state.read().dbs.contains_key(name) {
+        if name == SYSTEM_DB || self.catalog.read_state().dbs.contains_key(name) {
             Ok(())
         } else {
             Err(Self::no_db(name))
@@ -458,9 +395,9 @@ impl reql::TableAccess for Cluster {
                 "Database `rethinkdb` is special; you can't create new tables in it.",
             ));
         }
-        let _g = self.ddl.lock();
+        let mut g = self.catalog.lock();
         {
-            let st = self.state.read();
+            let st = g.state();
             if !st.dbs.contains_key(db) {
                 return Err(Self::no_db(db));
             }
@@ -477,25 +414,13 @@ impl reql::TableAccess for Cluster {
             shards: opts.shards,
             replicas: opts.replicas,
             splits: crate::shards::uuid_splits(opts.shards as usize),
+            indexes: Default::default(),
+            hook: None,
         };
-        let h = self
-            .open_table(&e)
-            .map_err(|err| internal(format!("Could not create the table's storage: {err}")))?;
-        let mut b = WriteBatch::new();
-        b.put(
-            CATALOG,
-            table_key(db, name),
-            table_record(&e).to_json_bytes(),
-        );
-        self.commit_catalog(b)?;
-        let cfg = self.config_of(&e);
-        self.state
-            .write()
-            .tables
-            .insert((db.to_string(), name.to_string()), (e, h));
+        self.create_table_locked(&mut g, &e)?;
         Ok(Datum::from_pairs([
             ("tables_created", Datum::Number(1.0)),
-            ("config_changes", change(Datum::Null, cfg)),
+            ("config_changes", change(Datum::Null, self.config_of(&e))),
         ]))
     }
 
@@ -505,35 +430,22 @@ impl reql::TableAccess for Cluster {
                 "Database `rethinkdb` is special; you can't delete tables from it.",
             ));
         }
-        let _g = self.ddl.lock();
+        let mut g = self.catalog.lock();
         let e = {
-            let st = self.state.read();
+            let st = g.state();
             if !st.dbs.contains_key(db) {
                 return Err(Self::no_db(db));
             }
             st.tables
                 .get(&(db.to_string(), name.to_string()))
-                .map(|(e, _)| e.clone())
+                .cloned()
                 .ok_or_else(|| op_failed(format!("Table `{db}.{name}` does not exist.")))?
         };
-        let mut b = WriteBatch::new();
-        b.delete(CATALOG, table_key(db, name));
-        self.commit_catalog(b)?;
-        let cfg = self.config_of(&e);
-        let removed = self
-            .state
-            .write()
-            .tables
-            .remove(&(db.to_string(), name.to_string()));
-        // Open feeds end with RethinkDB's "Changefeed aborted (table unavailable).".
-        if let Some((_, h)) = removed {
-            h.shards.feeds().close();
-            h.indexes.drop_all(&h.shards.current().shards);
-        }
-        let _ = self.engine.drop_space(&space_of(&e.id));
+        let out = g.apply(CatalogCommand::DropTable { id: e.id.clone() })?;
+        self.sync_handles(&out);
         Ok(Datum::from_pairs([
             ("tables_dropped", Datum::Number(1.0)),
-            ("config_changes", change(cfg, Datum::Null)),
+            ("config_changes", change(self.config_of(&e), Datum::Null)),
         ]))
     }
 
@@ -543,8 +455,8 @@ impl reql::TableAccess for Cluster {
         }
         self.check_db(db)?;
         Ok(self
-            .state
-            .read()
+            .catalog
+            .read_state()
             .tables
             .keys()
             .filter(|(d, _)| d == db)
@@ -556,12 +468,17 @@ impl reql::TableAccess for Cluster {
         if db == SYSTEM_DB {
             return self.system_table(name, false, crate::auth::ADMIN);
         }
-        let st = self.state.read();
-        if !st.dbs.contains_key(db) {
-            return Err(Self::no_db(db));
-        }
-        match st.tables.get(&(db.to_string(), name.to_string())) {
-            Some((_, h)) => Ok(h.clone() as Arc<dyn reql::Table>),
+        let id = {
+            let st = self.catalog.read_state();
+            if !st.dbs.contains_key(db) {
+                return Err(Self::no_db(db));
+            }
+            st.tables
+                .get(&(db.to_string(), name.to_string()))
+                .map(|e| e.id.clone())
+        };
+        match id.and_then(|id| self.handle_by_id(&id)) {
+            Some(h) => Ok(h as Arc<dyn reql::Table>),
             None => Err(op_failed(format!("Table `{db}.{name}` does not exist."))),
         }
     }
@@ -570,16 +487,16 @@ impl reql::TableAccess for Cluster {
         if db == SYSTEM_DB {
             return self.system_table_config(name);
         }
-        let st = self.state.read();
-        let (e, h) = st
+        let st = self.catalog.read_state();
+        let e = st
             .tables
             .get(&(db.to_string(), name.to_string()))
             .ok_or_else(|| op_failed(format!("Table `{db}.{name}` does not exist.")))?;
         let mut cfg = self.config_of(e);
         if let Datum::Object(m) = &mut cfg {
-            let names = h.indexes.names().iter().map(|n| Datum::str(n)).collect();
+            let names = e.indexes.keys().map(|n| Datum::str(n)).collect();
             std::sync::Arc::make_mut(m).insert(Str::from("indexes"), Datum::array(names));
-            std::sync::Arc::make_mut(m).insert(Str::from("write_hook"), hook_field(h));
+            std::sync::Arc::make_mut(m).insert(Str::from("write_hook"), hook_field(e));
         }
         Ok(cfg)
     }
@@ -641,7 +558,7 @@ impl reql::TableAccess for Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reql::TableAccess;
+    use reql::{Durability, TableAccess};
 
     #[test]
     fn catalog_survives_reopen() {
@@ -674,5 +591,96 @@ mod tests {
         assert_eq!(t.primary_key(), "k");
         c.table_drop("d", "t").unwrap();
         assert!(c.table("d", "t").is_err());
+    }
+
+    fn spec(field: &str) -> reql::IndexSpec {
+        reql::IndexSpec {
+            function: serde_json::json!([69, [[2, [1]], [31, [[10, [1]], field]]]]),
+            multi: false,
+            geo: false,
+        }
+    }
+
+    /// The issue's test: a table renamed while its index builds in the background is,
+    /// after a restart, one table under the new name with its index.
+    #[test]
+    fn rename_during_index_build_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let e: Arc<dyn Engine> = Arc::new(storage::Fjall::open(dir.path(), 1 << 26).unwrap());
+            Cluster::open(e, "s1").unwrap()
+        };
+        let docs = crate::index::SYNC_BUILD_DOCS + 5_000;
+        let wait_ready = |t: &Arc<dyn reql::Table>| {
+            for _ in 0..6000 {
+                if t.index_status().unwrap().iter().all(|s| s.ready) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            panic!("the index was never ready");
+        };
+        {
+            let c = open();
+            c.table_create(
+                "test",
+                "t",
+                TableOptions {
+                    primary_key: "id".into(),
+                    durability: Durability::Soft,
+                    shards: 1,
+                    replicas: 1,
+                },
+            )
+            .unwrap();
+            let t = c.table("test", "t").unwrap();
+            for i in 0..docs {
+                let d = Datum::from_pairs([
+                    ("id", Datum::from(i as f64)),
+                    ("v", Datum::from((i % 7) as f64)),
+                ]);
+                reql::write_op::overwrite(t.as_ref(), &Datum::from(i as f64), reql::Change::Put(d))
+                    .unwrap();
+            }
+            t.index_create("v", spec("v")).unwrap();
+            // The build runs in the background: rename the table under it, again and
+            // again (each time to a new name) until the build has finished, then once
+            // more to its final name.
+            assert!(!t.index_status().unwrap()[0].ready);
+            let id = c.table_entry("test", "t").unwrap().id;
+            let rename = |to: &str| {
+                c.alter_table(
+                    &id,
+                    crate::system::TableAlter {
+                        name: Some(to.into()),
+                        ..Default::default()
+                    },
+                )
+                .unwrap()
+            };
+            let mut name = "t".to_string();
+            let mut n = 0;
+            while !c.table("test", &name).unwrap().index_status().unwrap()[0].ready {
+                n += 1;
+                name = format!("t{n}");
+                rename(&name);
+            }
+            rename("u");
+            let u = c.table("test", "u").unwrap();
+            wait_ready(&u);
+            c.shutdown();
+        }
+        let c = open();
+        assert_eq!(c.table_list("test").unwrap(), vec!["u".to_string()]);
+        assert!(c.table("test", "t").is_err());
+        let u = c.table("test", "u").unwrap();
+        let st = u.index_status().unwrap();
+        assert_eq!(st.len(), 1);
+        assert_eq!(st[0].name, "v");
+        wait_ready(&u);
+        let three = std::ops::Bound::Included(Datum::from(3.0));
+        let n = u.index_count("v", three.clone(), three).unwrap();
+        assert_eq!(n, (0..docs).filter(|i| i % 7 == 3).count() as u64);
+        c.shutdown();
     }
 }
