@@ -53,7 +53,19 @@ def both(conn, make):
     lambda t: t.avg("v"),
     lambda t: t.map(lambda d: d["id"]).avg(),
     lambda t: t.filter(lambda d: d["id"] < 100).avg(lambda d: d["v"]),
-], ids=range(17))
+    # grouped: each range folds its groups, merged per group
+    lambda t: t.group("v").count(),
+    lambda t: t.group(lambda d: d["id"] % 10).sum("id"),
+    lambda t: t.group("odd").avg("v"),
+    lambda t: t.group("odd").min("v"),
+    lambda t: t.group("odd").max("s"),
+    lambda t: t.group("odd").map(lambda d: d["id"]).reduce(lambda a, b: a.add(b)),
+    lambda t: t.group("odd").filter(lambda d: d["v"].default(0) > 500).count(),
+    lambda t: t.group("tags", multi=True).count(),
+    lambda t: t.pluck("v", "odd").group("odd").count(),
+    lambda t: t.group("odd").pluck("v").count(),
+    lambda t: t.group("odd", "v").count(),
+], ids=range(28))
 def test_parallel_results_equal_sequential(big, make):
     par, seq = both(big, make)
     assert par == seq

@@ -47,13 +47,25 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
         term.tt,
         T::COUNT | T::SUM | T::AVG | T::MIN | T::MAX | T::REDUCE
     ) || !term.optargs.is_empty()
-        || !term.args.iter().skip(1).all(|a| is_deterministic(a))
     {
         return Ok(None);
     }
-    let Some(source) = term.args.first().and_then(|a| table_source(a)) else {
+    // The cheap test first: this runs for every aggregation, per document too.
+    let Some(Source {
+        table: source,
+        grouped,
+    }) = term.args.first().and_then(|a| table_source(a, false))
+    else {
         return Ok(None);
     };
+    // A plain `table.count()` is answered by the store without a scan.
+    let plain_count = term.tt == T::COUNT && term.args.len() == 1 && !grouped;
+    if plain_count && term.args.first().is_some_and(|a| a.tt == T::TABLE) {
+        return Ok(None);
+    }
+    if !term.args.iter().skip(1).all(|a| is_deterministic(a)) {
+        return Ok(None);
+    }
     let table = match eval(ev.ctx, ev.env, source)? {
         Val::Table(t) if t.slice().is_none() => t,
         _ => return Ok(None),
@@ -85,6 +97,9 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
         }
         .into_table()
     });
+    if grouped {
+        return by_group(ev, &per_range, slices.collect()).map(Some);
+    }
     if term.tt == T::AVG {
         return average(ev, &per_range, slices.collect()).map(Some);
     }
@@ -140,30 +155,80 @@ fn average(ev: &Ev, per_range: &Term, slices: Vec<Arc<dyn crate::access::Table>>
     finish(T::AVG, total)
 }
 
-/// The TABLE term at the bottom of a chain of per-document terms, if `t` is one.
-fn table_source(t: &Term) -> Option<&Term> {
+/// An aggregation over grouped ranges: each range folds its groups (`group::fold_groups`)
+/// and the accumulators are merged in key order (`group::merge_groups`).
+fn by_group(ev: &Ev, per_range: &Term, slices: Vec<Arc<dyn crate::access::Table>>) -> Result<Val> {
+    use crate::terms::group::{finish_groups, fold_groups, merge_groups, Accs};
+    use crate::value::Grouped;
+    let results: Vec<Result<Accs>> = std::thread::scope(|s| {
+        let handles: Vec<_> = slices
+            .into_iter()
+            .map(|slice| {
+                let env = ev.env.bind(RANGE_VAR, Val::Table(slice));
+                let ctx = ev.ctx;
+                s.spawn(move || {
+                    let own = private_copy(per_range);
+                    let e = Ev::new(ctx, &env, &own);
+                    match e.arg(0)? {
+                        Val::Grouped(Grouped::Stream(gs)) => fold_groups(&e, gs),
+                        _ => Err(crate::error::internal("A grouped range did not group.")),
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(crate::error::internal("A parallel scan panicked.")))
+            })
+            .collect()
+    });
+    let mut total = Accs::new();
+    for r in results {
+        merge_groups(ev, &mut total, r?)?;
+    }
+    finish_groups(total)
+}
+
+/// The bottom of a chain of per-document terms: its TABLE term, and whether a `group`
+/// (at most one, without `index`) sits in the chain.
+struct Source<'a> {
+    table: &'a Term,
+    grouped: bool,
+}
+
+/// The source of `t` if it is such a chain. `strict_above` says that a term above `t`
+/// would not stay lazy on a grouped stream (only `map` of one sequence, `filter` and
+/// `concat_map` do): a `group` below it is then left to the sequential path.
+fn table_source(t: &Term, strict_above: bool) -> Option<Source<'_>> {
     match t.tt {
-        T::TABLE => Some(t),
-        T::MAP | T::CONCAT_MAP if t.args.len() == 2 => chain_link(t),
-        T::FILTER
-        | T::PLUCK
-        | T::WITHOUT
-        | T::HAS_FIELDS
-        | T::WITH_FIELDS
-        | T::BRACKET
-        | T::GET_FIELD => chain_link(t),
+        T::TABLE => Some(Source {
+            table: t,
+            grouped: false,
+        }),
+        T::MAP | T::CONCAT_MAP if t.args.len() == 2 => chain_link(t, strict_above),
+        T::FILTER => chain_link(t, strict_above),
+        T::PLUCK | T::WITHOUT | T::HAS_FIELDS | T::WITH_FIELDS | T::BRACKET | T::GET_FIELD => {
+            chain_link(t, true)
+        }
+        T::GROUP if !strict_above && t.optarg("index").is_none() => {
+            // Below a group, any chain will do, but not a second group.
+            let below = chain_link(t, true)?;
+            (!below.grouped).then_some(Source {
+                grouped: true,
+                ..below
+            })
+        }
         _ => None,
     }
 }
 
-fn chain_link(t: &Term) -> Option<&Term> {
+fn chain_link(t: &Term, strict_above: bool) -> Option<Source<'_>> {
+    let below = t.args.first().and_then(|a| table_source(a, strict_above))?;
     let rest_ok = t.args.iter().skip(1).all(|a| is_deterministic(a))
         && t.optargs.iter().all(|(_, a)| is_deterministic(a));
-    if rest_ok {
-        t.args.first().and_then(|a| table_source(a))
-    } else {
-        None
-    }
+    rest_ok.then_some(below)
 }
 
 /// `t` with the TABLE term at the bottom of its argument-0 chain replaced by `var`.

@@ -119,6 +119,11 @@ pub fn eval_groupable(ev: &Ev) -> Result<Val> {
     if !groupable(ev.term.tt) || ev.term.args.is_empty() {
         return super::dispatch(ev);
     }
+    // Before argument 0 is evaluated: an aggregation over a large table may run in
+    // parallel key ranges (grouped or not).
+    if let Some(v) = crate::parallel::aggregate(ev)? {
+        return Ok(v);
+    }
     match ev.arg(0)? {
         Val::Grouped(Grouped::Stream(gs)) if grouped_seq_op(ev) => stream_op(ev, gs),
         Val::Grouped(g) => {
@@ -290,7 +295,7 @@ fn batched_transform(ev: &Ev, gs: GroupedStream) -> Val {
 }
 
 /// One group's accumulator.
-enum Acc {
+pub(crate) enum Acc {
     Count(u64),
     Sum(f64),
     Avg(f64, u64),
@@ -300,6 +305,15 @@ enum Acc {
 
 /// `count`, `sum`, `avg`, `min`, `max`, `reduce` on a grouped stream.
 fn reduce_stream(ev: &Ev, gs: GroupedStream) -> Result<Val> {
+    let accs = fold_groups(ev, gs)?;
+    finish_groups(accs)
+}
+
+/// The accumulators of each group, in ReQL order of the group keys.
+pub(crate) type Accs = BTreeMap<Datum, Acc>;
+
+/// Folds a grouped stream for `ev.term` (an aggregation) into one accumulator per group.
+pub(crate) fn fold_groups(ev: &Ev, gs: GroupedStream) -> Result<Accs> {
     let tt = ev.term.tt;
     if gs.infinite {
         return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));
@@ -409,6 +423,49 @@ fn reduce_stream(ev: &Ev, gs: GroupedStream) -> Result<Val> {
             }
         }
     }
+    Ok(accs)
+}
+
+/// Adds `later` (the accumulators of a later key range) into `into`, as if its items had
+/// come after `into`'s: ties of `min`/`max` stay with the earlier one, `reduce` calls its
+/// function on the two (RethinkDB's reductions combine shards' results the same way).
+pub(crate) fn merge_groups(ev: &Ev, into: &mut Accs, later: Accs) -> Result<()> {
+    let limit = ev.ctx.array_limit;
+    for (k, b) in later {
+        let merged = match (into.remove(&k), b) {
+            (None, b) => b,
+            (Some(Acc::Count(x)), Acc::Count(y)) => Acc::Count(x + y),
+            (Some(Acc::Sum(x)), Acc::Sum(y)) => Acc::Sum(x + y),
+            (Some(Acc::Avg(s, n)), Acc::Avg(t, m)) => Acc::Avg(s + t, n + m),
+            (Some(Acc::Best(ak, ad)), Acc::Best(bk, bd)) => {
+                let better = if ev.term.tt == T::MIN {
+                    bk < ak
+                } else {
+                    bk > ak
+                };
+                if better {
+                    Acc::Best(bk, bd)
+                } else {
+                    Acc::Best(ak, ad)
+                }
+            }
+            (Some(Acc::Reduce(a)), Acc::Reduce(b)) => {
+                let f = expect_func(ev.arg(1)?).at(1)?;
+                let r = call(ev.ctx, &f, vec![a, b]).at(1)?;
+                Acc::Reduce(to_datum(ev.ctx, r)?)
+            }
+            _ => return Err(crate::error::internal("Mismatched group accumulators.")),
+        };
+        if into.len() >= limit {
+            return Err(resource(format!("Too many groups (> {limit}).")));
+        }
+        into.insert(k, merged);
+    }
+    Ok(())
+}
+
+/// The GROUPED_DATA of folded groups.
+pub(crate) fn finish_groups(accs: Accs) -> Result<Val> {
     let mut out = GroupedData::new();
     for (k, acc) in accs {
         let v = match acc {

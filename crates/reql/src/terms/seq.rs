@@ -212,9 +212,6 @@ pub fn concat_map(ev: &Ev) -> Result<Val> {
 
 /// COUNT (all, equal to a value, or matching a predicate).
 pub fn count(ev: &Ev) -> Result<Val> {
-    if let Some(v) = crate::parallel::aggregate(ev)? {
-        return Ok(v);
-    }
     let v = ev.arg(0)?;
     if ev.nargs() == 1 {
         match v {
@@ -630,9 +627,6 @@ pub fn distinct(ev: &Ev) -> Result<Val> {
 
 /// REDUCE.
 pub fn reduce(ev: &Ev) -> Result<Val> {
-    if let Some(v) = crate::parallel::aggregate(ev)? {
-        return Ok(v);
-    }
     let seq = ev.seq(0)?;
     if seq.infinite {
         return Err(crate::terms::changes::infinite_error(ev.ctx));
@@ -659,9 +653,6 @@ pub fn aggregate(ev: &Ev) -> Result<Val> {
         if let Some(v) = crate::terms::stream::min_max_table(ev)? {
             return Ok(v);
         }
-    }
-    if let Some(v) = crate::parallel::aggregate(ev)? {
-        return Ok(v);
     }
     let acc = fold(ev)?;
     finish(ev.term.tt, acc)
