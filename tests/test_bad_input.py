@@ -338,3 +338,20 @@ def test_disconnect_interrupts_running_query(server, work):
         last = now
     used = last - start
     assert used < 0.4, "server used %.2f s of CPU after the client left" % used
+
+
+def test_argument_sized_terms_fail_cleanly_and_fast(server):
+    """Terms whose cost is set by an argument: an error (or an instant answer) rather
+    than an abort or a spin; the server keeps serving."""
+    from rethinkdb.errors import ReqlResourceLimitError
+    c = server.connect()
+    started = time.time()
+    with pytest.raises(ReqlResourceLimitError, match="Array over size limit"):
+        r.circle([0, 0], 1, num_vertices=4294967295).run(c)
+    assert r.expr([]).mul(2 ** 53).run(c) == []
+    with pytest.raises(ReqlResourceLimitError, match="Array over size limit"):
+        r.expr([1]).mul(2 ** 53).run(c)
+    assert len(r.circle([0, 0], 1, num_vertices=1000).run(c)["coordinates"][0]) == 1001
+    assert time.time() - started < 10
+    assert_serving(server)
+    c.close()

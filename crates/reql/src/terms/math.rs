@@ -127,9 +127,13 @@ pub fn mul(ev: &Ev) -> Result<Val> {
                 }
                 let total = a.len().saturating_mul(times as usize);
                 crate::terms::control::check_array_size(ev, total)?;
+                // The loop's length is bounded by the result, not by `times`: an empty
+                // array times 2^53 is empty at once.
                 let mut v = Vec::with_capacity(total);
-                for _ in 0..times {
-                    v.extend(a.iter().cloned());
+                if !a.is_empty() {
+                    for _ in 0..times {
+                        v.extend(a.iter().cloned());
+                    }
                 }
                 Datum::array(v)
             }

@@ -269,6 +269,10 @@ pub fn circle(ev: &Ev) -> Result<Val> {
             if n == 0 {
                 return Err(logic("num_vertices must be positive.")).at_opt("num_vertices");
             }
+            // The polygon's points are an array: held to the array limit before any
+            // allocation (a count set by the argument, not by data).
+            let points = usize::try_from(n).unwrap_or(usize::MAX).saturating_add(1);
+            crate::terms::control::check_array_size(ev, points).at_opt("num_vertices")?;
             n as u32
         }
     };
