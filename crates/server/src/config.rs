@@ -70,6 +70,10 @@ pub struct ServeArgs {
     /// Most client connections served at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// Seconds a connection may take to finish its handshake (TLS included) before it
+    /// is closed.
+    #[arg(long, default_value_t = 10)]
+    pub handshake_timeout_secs: u64,
     /// Longest time a soft-durability write stays unflushed, in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub soft_flush_ms: u64,
@@ -122,6 +126,7 @@ impl ServeArgs {
             min_free_disk_mb: self.min_free_disk_mb,
             soft_flush_interval: Duration::from_millis(self.soft_flush_ms),
             max_connections: self.max_connections,
+            handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             eval_threads: self.eval_threads(),
             tls: match (&self.driver_tls_cert, &self.driver_tls_key) {
                 (Some(cert), Some(key)) => Some(TlsFiles {
@@ -172,6 +177,8 @@ pub struct Config {
     pub soft_flush_interval: Duration,
     /// Most client connections served at once.
     pub max_connections: usize,
+    /// Longest time a connection may take to finish its handshake (TLS included).
+    pub handshake_timeout: Duration,
     /// Query evaluation threads.
     pub eval_threads: usize,
     /// TLS on the driver port, if set.
@@ -199,6 +206,7 @@ impl Config {
             min_free_disk_mb: 64,
             soft_flush_interval: Duration::from_millis(100),
             max_connections: 10_000,
+            handshake_timeout: Duration::from_secs(10),
             eval_threads: default_eval_threads(),
             tls: None,
             log_file: None,

@@ -109,8 +109,13 @@ where
 {
     let (mut rd, mut wr) = tokio::io::split(stream);
     let mut buf = BytesMut::with_capacity(16 * 1024);
+    // A client that is slow or silent during the handshake must not hold a slot.
+    let timed = tokio::time::timeout(
+        state.handshake_timeout,
+        handshake(&mut rd, &mut wr, &mut buf, state),
+    );
     let user = tokio::select! {
-        user = handshake(&mut rd, &mut wr, &mut buf, state) => user,
+        user = timed => user.ok().flatten(),
         () = stop.wait() => None,
     };
     let Some(user) = user else { return };

@@ -11,7 +11,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpListener;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
@@ -80,6 +81,7 @@ impl Server {
             server_id: cluster.server_id().to_string(),
             server_name: config.server_name.clone(),
             pool: Arc::new(pool),
+            handshake_timeout: config.handshake_timeout,
         });
         let listening = format!(
             "Ponder {} listening for client driver connections on {}:{}{} (data in {})",
@@ -100,7 +102,11 @@ impl Server {
             cache_size_mb: config.cache_size_mb as f64,
         });
         let (stop, stop_rx) = Stop::new();
-        let limit = Arc::new(Semaphore::new(config.max_connections));
+        let limit = Limit {
+            slots: Arc::new(Semaphore::new(config.max_connections)),
+            max: config.max_connections,
+            log_file: config.log_file.clone(),
+        };
         let accept = tokio::spawn(accept_loop(listener, state.clone(), tls, limit, stop_rx));
         Ok(Server {
             local_addr,
@@ -166,23 +172,76 @@ fn tls_and_pool(config: &Config) -> Result<(Option<TlsAcceptor>, Pool), Error> {
     Ok((tls, pool))
 }
 
+/// The connection cap: its slots, its size for the refusal message, where to log.
+struct Limit {
+    slots: Arc<Semaphore>,
+    max: usize,
+    log_file: Option<std::path::PathBuf>,
+}
+
+/// What a connection over the cap is told before it is closed: the V1_0 handshake's
+/// failure answer (a null-terminated JSON object with `success: false`), which drivers
+/// raise as a driver error carrying `error`.
+fn over_cap_message(max: usize) -> Vec<u8> {
+    let error = format!(
+        "Too many open connections: this server serves at most {max} (`--max-connections`)."
+    );
+    let mut out =
+        serde_json::json!({"success": false, "error": error, "error_code": 0}).to_string();
+    out.push('\0');
+    out.into_bytes()
+}
+
+/// Refuses a connection over the cap: the error, then close, within a second whatever
+/// the client does; logged at most once a second.
+fn refuse(mut stream: TcpStream, limit: &Limit, last_log: &mut Option<Instant>) {
+    let now = Instant::now();
+    if last_log.is_none_or(|t: Instant| now.duration_since(t) >= Duration::from_secs(1)) {
+        *last_log = Some(now);
+        log(
+            limit.log_file.as_deref(),
+            &format!(
+                "Refused a connection: {} connections are open (--max-connections).",
+                limit.max
+            ),
+        );
+    }
+    let msg = over_cap_message(limit.max);
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            let _ = stream.write_all(&msg).await;
+            let _ = stream.shutdown().await;
+        })
+        .await;
+    });
+}
+
 /// Accepts connections until the server stops, then waits for them to close.
 async fn accept_loop(
     listener: TcpListener,
     state: Arc<ServerState>,
     tls: Option<TlsAcceptor>,
-    limit: Arc<Semaphore>,
+    limit: Limit,
     mut stop: Stop,
 ) {
     let mut conns = JoinSet::new();
+    let mut last_refusal_log = None;
     loop {
         tokio::select! {
             () = stop.wait() => break,
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let Ok(permit) = limit.clone().try_acquire_owned() else {
-                    drop(stream);
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off rather than spin.
+                        log(limit.log_file.as_deref(), &format!("Accepting a connection failed: {e}"));
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(permit) = limit.slots.clone().try_acquire_owned() else {
+                    refuse(stream, &limit, &mut last_refusal_log);
                     continue;
                 };
                 let st = state.clone();
@@ -194,8 +253,12 @@ async fn accept_loop(
                         Some(acceptor) => {
                             let _ = stream.set_nodelay(true);
                             let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                            // The TLS handshake counts towards the handshake timeout.
+                            let deadline = st.handshake_timeout;
                             let accepted = tokio::select! {
-                                s = acceptor.accept(stream) => s.ok(),
+                                s = tokio::time::timeout(deadline, acceptor.accept(stream)) => {
+                                    s.ok().and_then(Result::ok)
+                                }
                                 () = stop.wait() => None,
                             };
                             if let Some(s) = accepted {

@@ -16,4 +16,6 @@ pub struct ServerState {
     pub server_name: String,
     /// Threads that evaluate queries.
     pub pool: Arc<Pool>,
+    /// Longest time a connection may take to finish its handshake (TLS included).
+    pub handshake_timeout: std::time::Duration,
 }
