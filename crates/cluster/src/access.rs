@@ -368,13 +368,26 @@ impl TableAccess for UserAccess {
     fn table_config(&self, db: &str, name: &str) -> reql::Result<Datum> {
         self.cluster.table_config(db, name)
     }
+    /// `table.config()`: RethinkDB requires `config` on the table.
     fn table_config_row(&self, db: &str, name: &str) -> reql::Result<(Arc<dyn Table>, Datum)> {
+        if db != SYSTEM_DB {
+            self.cluster.check_db(db)?;
+            self.require(Perm::Config, Some(db), Some(name))?;
+        }
         self.cluster.config_row_for(db, name, &self.user)
     }
+    /// `db.config()`: RethinkDB requires `config` on the database.
     fn db_config_row(&self, db: &str) -> reql::Result<(Arc<dyn Table>, Datum)> {
+        if db != SYSTEM_DB {
+            self.cluster.check_db(db)?;
+            self.require(Perm::Config, Some(db), None)?;
+        }
         self.cluster.db_config_row_for(db, &self.user)
     }
+    /// `table.status()`: RethinkDB reads it from `rethinkdb.table_status`, so the user
+    /// needs `read` there.
     fn table_status(&self, db: &str, name: &str) -> reql::Result<Datum> {
+        self.require(Perm::Read, Some(SYSTEM_DB), Some("table_status"))?;
         self.cluster.status_of(db, name)
     }
     fn grant(
@@ -434,8 +447,9 @@ impl Permissions {
             | Call::IndexPairs { .. }
             | Call::CountRange { .. }
             | Call::Subscribe { .. } => Some(Perm::Read),
-            // `write` is granted only with `read` (`auth::Users::allowed`).
-            Call::Apply { .. } => Some(Perm::Write),
+            // `write` is granted only with `read` (`auth::Users::allowed`); `sync`
+            // needs it too, as in RethinkDB.
+            Call::Apply { .. } | Call::SyncTicket => Some(Perm::Write),
             Call::IndexCreate { .. }
             | Call::IndexDrop { .. }
             | Call::IndexRename { .. }

@@ -157,8 +157,8 @@ impl reql::Table for TableHandle {
             store::Applied::Conflict(now) => Ok(Applied::Conflict(now)),
         }
     }
-    fn sync_ticket(&self) -> Ticket {
-        self.commit.last_ticket()
+    fn sync_ticket(&self) -> reql::Result<Ticket> {
+        Ok(self.commit.last_ticket())
     }
     fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
         crate::feeds::subscribe(self, req)

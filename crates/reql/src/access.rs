@@ -93,7 +93,7 @@ pub trait Table: Send + Sync {
     /// with `write_op::write_doc`, which calls this.
     fn apply(&self, op: WriteOp) -> Result<Applied>;
     /// A ticket covering every write made so far (for `sync`).
-    fn sync_ticket(&self) -> Ticket;
+    fn sync_ticket(&self) -> Result<Ticket>;
 
     /// `index_create`: registers a secondary index and starts building it in the
     /// background. Errors with RethinkDB's message when the name is taken; a table

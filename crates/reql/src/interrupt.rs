@@ -74,7 +74,8 @@ impl Layer for Interruptible {
             | Call::WriteHook
             | Call::SetWriteHook { .. }
             | Call::RequireConfig
-            | Call::Subscribe { .. } => Ok(()),
+            | Call::Subscribe { .. }
+            | Call::SyncTicket => Ok(()),
         }
     }
 

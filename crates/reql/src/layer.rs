@@ -13,7 +13,7 @@
 //!   checks the interruption flag (`crate::interrupt`).
 //!
 //! The methods that cannot fail (`db`, `name`, `primary_key`, `durability`,
-//! `sync_ticket`, `slice`) are facts about the table, not operations on its data: no
+//! `slice`) are facts about the table, not operations on its data: no
 //! layer can refuse them, and `Layered` forwards them unchecked.
 
 use std::fmt;
@@ -145,6 +145,8 @@ pub enum Call<'a> {
         /// The feed request.
         req: &'a changefeed::Request,
     },
+    /// `Table::sync_ticket` (`sync`).
+    SyncTicket,
 }
 
 impl Call<'_> {
@@ -169,6 +171,7 @@ impl Call<'_> {
             Call::SetWriteHook { .. } => "set_write_hook",
             Call::RequireConfig => "require_config",
             Call::Subscribe { .. } => "subscribe",
+            Call::SyncTicket => "sync_ticket",
         }
     }
 }
@@ -234,8 +237,8 @@ impl<L: Layer> Table for Layered<L> {
     fn durability(&self) -> Durability {
         self.inner.durability()
     }
-    fn sync_ticket(&self) -> Ticket {
-        self.inner.sync_ticket()
+    fn sync_ticket(&self) -> Result<Ticket> {
+        self.through(Call::SyncTicket)?.sync_ticket()
     }
     fn slice(&self) -> Option<&TableSlice> {
         self.inner.slice()
@@ -376,7 +379,7 @@ mod tests {
     use crate::write_op::WriteOp;
 
     /// The `Table` methods that can fail, in the order `call_every` makes them.
-    const METHODS: [&str; 18] = [
+    const METHODS: [&str; 19] = [
         "get",
         "scan",
         "count",
@@ -395,6 +398,7 @@ mod tests {
         "set_write_hook",
         "require_config",
         "subscribe",
+        "sync_ticket",
     ];
 
     /// A call's place in `METHODS`. Exhaustive: a new `Call` stops this test compiling
@@ -419,6 +423,7 @@ mod tests {
             Call::SetWriteHook { .. } => 15,
             Call::RequireConfig => 16,
             Call::Subscribe { .. } => 17,
+            Call::SyncTicket => 18,
         }
     }
 
@@ -471,6 +476,7 @@ mod tests {
             t.set_write_hook(Some(hook)).err(),
             t.require_config().err(),
             t.subscribe(req).err(),
+            t.sync_ticket().err(),
         ]
     }
 
@@ -548,7 +554,6 @@ mod tests {
         assert_eq!(mem.count().unwrap(), 4);
         // The facts about the table are not calls: they pass.
         assert_eq!((t.db(), t.name(), t.primary_key()), ("test", "mem", "id"));
-        assert_eq!(t.sync_ticket(), 0);
         assert!(t.slice().is_none());
     }
 }

@@ -130,7 +130,7 @@ impl Table for TableSlice {
     fn apply(&self, op: WriteOp) -> Result<Applied> {
         self.base.apply(op)
     }
-    fn sync_ticket(&self) -> Ticket {
+    fn sync_ticket(&self) -> Result<Ticket> {
         self.base.sync_ticket()
     }
     fn index_create(&self, name: &str, spec: IndexSpec) -> Result<()> {

@@ -105,8 +105,8 @@ impl Table for MemTable {
         };
         Ok(Applied::Done(old, new, None))
     }
-    fn sync_ticket(&self) -> Ticket {
-        0
+    fn sync_ticket(&self) -> Result<Ticket> {
+        Ok(0)
     }
     /// Index `a` only: documents by `a`, then by key.
     fn index_scan(

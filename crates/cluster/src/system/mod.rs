@@ -256,8 +256,8 @@ impl reql::Table for SystemTable {
         };
         Ok(Applied::Done(old, new, ticket))
     }
-    fn sync_ticket(&self) -> Ticket {
-        0
+    fn sync_ticket(&self) -> reql::Result<Ticket> {
+        Ok(0)
     }
     fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
         SystemFeeds::subscribe(self, req)

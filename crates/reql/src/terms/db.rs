@@ -203,7 +203,7 @@ pub fn table_list(ev: &Ev) -> Result<Val> {
 pub fn sync(ev: &Ev) -> Result<Val> {
     match ev.arg(0)? {
         Val::Table(t) => {
-            ev.ctx.note_write(Some(t.sync_ticket()), Durability::Hard);
+            ev.ctx.note_write(Some(t.sync_ticket()?), Durability::Hard);
             Ok(Val::Datum(Datum::from_pairs([(
                 "synced",
                 Datum::Number(1.0),
