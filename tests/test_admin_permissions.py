@@ -58,3 +58,22 @@ def test_each_grant_opens_its_terms(dave):
     refused(t.status(), c, "read")
     r.db("rethinkdb").table("table_status").grant("dave", {"read": True}).run(admin)
     assert t.status()["name"].run(c) == "t"
+
+
+def test_jobs_show_and_end_only_ones_own_queries(dave):
+    admin, c = dave
+    jobs = r.db("rethinkdb").table("jobs")
+    jobs.grant("dave", {"read": True, "write": True}).run(admin)
+    # A long-lived query of admin's: a changefeed.
+    feed = r.db("apdb").table("t").changes().run(admin)
+    mine = jobs.coerce_to("array").run(c)
+    assert mine and all(j["info"]["user"] == "dave" for j in mine), mine
+    theirs = [j for j in jobs.coerce_to("array").run(admin) if j["info"]["user"] == "admin"]
+    assert theirs, "admin sees admin's jobs"
+    for j in theirs:
+        res = jobs.get(j["id"]).delete().run(c)
+        assert res["deleted"] == 0, res
+    # admin's feed is alive: it sees a write.
+    r.db("apdb").table("t").insert({"id": 2}).run(admin)
+    assert next(feed)["new_val"] == {"id": 2}
+    feed.close()

@@ -47,7 +47,7 @@ pub(super) fn rows(t: &SystemTable) -> reql::Result<Vec<Datum>> {
             ),
         ])],
         Kind::CurrentIssues => Vec::new(),
-        Kind::Jobs => jobs_rows(c, t.uuids),
+        Kind::Jobs => jobs_rows(c, t.uuids, &t.user),
         Kind::Stats => stats_rows(c, t.uuids),
         Kind::Logs => logs_rows(c, t.uuids),
         Kind::Users => c.users.rows(),
@@ -196,11 +196,14 @@ fn server_status_row(c: &Cluster) -> Datum {
     ])
 }
 
-fn jobs_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
+/// The running queries; a user other than `admin` sees only their own, as in RethinkDB
+/// (the query text may hold secrets, such as a new password).
+fn jobs_rows(c: &Cluster, uuids: bool, viewer: &str) -> Vec<Datum> {
     c.admin
         .jobs
         .list()
         .into_iter()
+        .filter(|(_, _, user, _, _)| viewer == crate::auth::ADMIN || user == viewer)
         .map(|(id, secs, user, client, query)| {
             let (addr, port) = match client.rsplit_once(':') {
                 Some((a, p)) => (a.to_string(), p.parse::<f64>().unwrap_or(0.0)),

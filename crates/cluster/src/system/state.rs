@@ -169,7 +169,14 @@ impl Jobs {
 
     /// Interrupts the job with `id`; false when there is none.
     pub fn cancel(&self, id: &str) -> bool {
+        self.cancel_if(id, |_| true)
+    }
+
+    /// Cancels job `id` if `may(its user)` allows it (a user may end only their own
+    /// queries; `admin` any). Returns whether a job was cancelled.
+    pub fn cancel_if(&self, id: &str, may: impl Fn(&str) -> bool) -> bool {
         let on_cancel = match self.jobs.lock().get(id) {
+            Some(j) if !may(&j.user) => return false,
             Some(j) => {
                 j.cancel.store(true, Ordering::SeqCst);
                 j.on_cancel.clone()

@@ -83,7 +83,11 @@ pub(super) fn delete(t: &SystemTable, key: &Datum, old: Option<&Datum>) -> R {
                 .and_then(|a| a.get(1))
                 .and_then(Datum::as_str)
                 .unwrap_or_default();
-            c.admin.jobs.cancel(id);
+            // Only one's own queries (admin: any), as RethinkDB.
+            let viewer = t.user.as_str();
+            c.admin
+                .jobs
+                .cancel_if(id, |owner| viewer == crate::auth::ADMIN || owner == viewer);
             Ok(())
         }
         Kind::DebugScratch => {
