@@ -1,6 +1,7 @@
 """Connection slots: a client that never finishes its handshake is dropped after
 `--handshake-timeout-secs`, and a connection over `--max-connections` is told why before
 it is closed (it used to be closed without a word, and silent sockets held every slot)."""
+import json
 import socket
 import struct
 import tempfile
@@ -65,3 +66,41 @@ def test_a_slow_but_finished_handshake_is_served(capped):
     time.sleep(1.5)  # longer than the handshake timeout, after the handshake
     assert r.expr(1).run(c) == 1
     c.close()
+
+
+def test_pipelined_queries_left_unread_do_not_grow_the_server(server):
+    """3,000 queries of ~110 KB answers each, sent without reading: without a bound the
+    server would hold ~330 MB for this one connection."""
+    from reqlwire import RawConn, rss_kib, term
+    raw = RawConn(server.port, timeout=60)
+    q = term(r.range(20000).coerce_to("array"))
+    before = rss_kib(server.proc.pid)
+    n = 3000
+    sent = 0
+    raw.sock.setblocking(False)
+    deadline = time.time() + 20
+    peak = before
+    while sent < n and time.time() < deadline:
+        payload = json.dumps([1, q]).encode()
+        frame = struct.pack("<QL", sent + 1, len(payload)) + payload
+        try:
+            raw.sock.sendall(frame)
+            sent += 1
+        except BlockingIOError:
+            # The server stopped reading us: it applies back-pressure. Good.
+            time.sleep(0.05)
+        peak = max(peak, rss_kib(server.proc.pid))
+    time.sleep(1.0)
+    peak = max(peak, rss_kib(server.proc.pid))
+    assert peak - before < 200 * 1024, "server grew by %d MiB" % ((peak - before) // 1024)
+    # Everything sent is answered once the client reads.
+    raw.sock.setblocking(True)
+    got = 0
+    while got < sent:
+        token, resp = raw.recv()
+        assert len(resp["r"][0]) == 20000
+        got += 1
+        if got == sent // 2 and sent < n:
+            break
+    raw.close()
+    assert_serving(server)

@@ -1,7 +1,7 @@
 //! One client connection: the handshake, then frames in and responses out.
 //!
-//! Reading and writing are separate tasks joined by a bounded channel, so a client that
-//! stops reading applies back-pressure instead of growing server memory. A frame error
+//! Reading and writing are separate tasks joined by an `Outbox` bounded in bytes, so a
+//! client that stops reading applies back-pressure instead of growing server memory. A frame error
 //! (oversized query) is answered with RethinkDB's client error and the connection closed,
 //! since the stream cannot be resynchronised.
 //!
@@ -17,15 +17,13 @@ use proto::ql2::ResponseType;
 use proto::response::ResponseWriter;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
+use crate::outbox::Outbox;
 use crate::principal::Principal;
 use crate::session::Session;
 use crate::state::ServerState;
 use crate::wire::finish;
-
-/// Responses queued per connection before the writer applies back-pressure.
-const OUT_QUEUE: usize = 1024;
 
 /// The server's shutdown signal, as each connection watches it.
 #[derive(Clone)]
@@ -120,10 +118,11 @@ where
     };
     let Some(user) = user else { return };
 
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(OUT_QUEUE);
+    let (tx, mut rx) = Outbox::new();
     let writer = tokio::spawn(async move {
-        while let Some(frame) = rx.recv().await {
-            if wr.write_all(&frame).await.is_err() {
+        while let Some(out) = rx.recv().await {
+            // The frame's budget is given back when `out` drops, once written.
+            if wr.write_all(&out.frame).await.is_err() {
                 break;
             }
         }
@@ -147,12 +146,8 @@ where
 
 /// Reads query frames and hands them to the session until the client goes away or
 /// sends a frame that cannot be read.
-async fn queries<R>(
-    rd: &mut R,
-    buf: &mut BytesMut,
-    session: &Arc<Session>,
-    tx: &mpsc::Sender<Vec<u8>>,
-) where
+async fn queries<R>(rd: &mut R, buf: &mut BytesMut, session: &Arc<Session>, tx: &Outbox)
+where
     R: AsyncRead + Unpin,
 {
     loop {
@@ -169,7 +164,7 @@ async fn queries<R>(
                 };
                 let w =
                     ResponseWriter::error(ResponseType::CLIENT_ERROR, None, &e.client_message());
-                let _ = tx.send(finish(w, token)).await;
+                tx.send(finish(w, token)).await;
                 break;
             }
         }

@@ -22,6 +22,7 @@ pub mod config;
 mod conn;
 mod error;
 mod exec;
+mod outbox;
 mod principal;
 mod serve;
 mod session;

@@ -24,8 +24,9 @@ use proto::ql2::{QueryType, ResponseType};
 use proto::query::{parse_query, Query};
 use proto::response::ResponseWriter;
 use reql::{QueryCtx, ReqlError, Sequence, Val};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
+use crate::outbox::Outbox;
 use crate::principal::Principal;
 use crate::state::ServerState;
 
@@ -84,10 +85,16 @@ enum Slot {
     Killed,
 }
 
+/// Queries a connection may have started and not yet had answered (or written).
+const MAX_STARTED: usize = 32;
+
 /// One connection's queries.
 pub struct Session {
     state: Arc<ServerState>,
-    out: mpsc::Sender<Vec<u8>>,
+    out: Outbox,
+    /// Queries started and not answered yet: a client pipelining STARTs without reading
+    /// waits here (and so stops being read) once `MAX_STARTED` are in flight.
+    started: Arc<tokio::sync::Semaphore>,
     tokens: Mutex<HashMap<u64, Slot>>,
     noreply_running: AtomicUsize,
     noreply_done: Notify,
@@ -106,15 +113,12 @@ enum Outcome {
 
 impl Session {
     /// A session writing its responses to `out`.
-    pub fn new(
-        state: Arc<ServerState>,
-        out: mpsc::Sender<Vec<u8>>,
-        who: Principal,
-    ) -> Arc<Session> {
+    pub fn new(state: Arc<ServerState>, out: Outbox, who: Principal) -> Arc<Session> {
         Arc::new(Session {
             who: Arc::new(who),
             state,
             out,
+            started: Arc::new(tokio::sync::Semaphore::new(MAX_STARTED)),
             tokens: Mutex::new(HashMap::new()),
             noreply_running: AtomicUsize::new(0),
             noreply_done: Notify::new(),
@@ -123,7 +127,7 @@ impl Session {
     }
 
     async fn send(&self, frame: Vec<u8>) {
-        let _ = self.out.send(frame).await;
+        self.out.send(frame).await;
     }
 
     /// Handles one query frame (spawning a task for anything that may take time).
@@ -183,10 +187,16 @@ impl Session {
                     return;
                 }
                 let me = self.clone();
+                // Bounded per connection: this waits (and stops reading the client)
+                // while `MAX_STARTED` queries are running or waiting to be written.
+                let Ok(slot) = self.started.clone().acquire_owned().await else {
+                    return;
+                };
                 if noreply {
                     self.noreply_running.fetch_add(1, Ordering::SeqCst);
                 }
                 tokio::spawn(async move {
+                    let _slot = slot;
                     let frame = me.start(token, q, term, noreply, cancel).await;
                     if noreply {
                         if me.noreply_running.fetch_sub(1, Ordering::SeqCst) == 1 {
