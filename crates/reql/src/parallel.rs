@@ -97,21 +97,37 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
         }
         .into_table()
     });
+    let slices: Vec<_> = slices.collect();
     if grouped {
-        return by_group(ev, &per_range, slices.collect()).map(Some);
+        return by_group(ev, &per_range, slices).map(Some);
     }
     if term.tt == T::AVG {
-        return average(ev, &per_range, slices.collect()).map(Some);
+        return average(ev, &per_range, slices).map(Some);
     }
-    let results: Vec<Result<Datum>> = std::thread::scope(|s| {
+    let results = on_each_range(ev, &per_range, slices, |e| {
+        eval(e.ctx, e.env, e.term).and_then(|v| to_datum(e.ctx, v))
+    });
+    merge(ev, results).map(Some)
+}
+
+/// Runs `f` on `per_range` once per range, each on its own thread with the range bound to
+/// `RANGE_VAR` and a private copy of the term; the results in range order.
+fn on_each_range<R: Send>(
+    ev: &Ev,
+    per_range: &Term,
+    slices: Vec<Arc<dyn crate::access::Table>>,
+    f: impl Fn(&Ev) -> Result<R> + Sync,
+) -> Vec<Result<R>> {
+    let f = &f;
+    std::thread::scope(|s| {
         let handles: Vec<_> = slices
+            .into_iter()
             .map(|slice| {
                 let env = ev.env.bind(RANGE_VAR, Val::Table(slice));
-                let per_range = &per_range;
                 let ctx = ev.ctx;
                 s.spawn(move || {
                     let own = private_copy(per_range);
-                    eval(ctx, &env, &own).and_then(|v| to_datum(ctx, v))
+                    f(&Ev::new(ctx, &env, &own))
                 })
             })
             .collect();
@@ -122,30 +138,13 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
                     .unwrap_or_else(|_| Err(crate::error::internal("A parallel scan panicked.")))
             })
             .collect()
-    });
-    merge(ev, results).map(Some)
+    })
 }
 
 /// AVG: each range's sum and count of the items it averaged, added up.
 fn average(ev: &Ev, per_range: &Term, slices: Vec<Arc<dyn crate::access::Table>>) -> Result<Val> {
     use crate::terms::seq::{finish, fold, Fold};
-    let results: Vec<Result<Fold>> = std::thread::scope(|s| {
-        let handles: Vec<_> = slices
-            .into_iter()
-            .map(|slice| {
-                let env = ev.env.bind(RANGE_VAR, Val::Table(slice));
-                let ctx = ev.ctx;
-                s.spawn(move || fold(&Ev::new(ctx, &env, &private_copy(per_range))))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(crate::error::internal("A parallel scan panicked.")))
-            })
-            .collect()
-    });
+    let results = on_each_range(ev, per_range, slices, fold);
     let mut total = Fold::default();
     for r in results {
         let part = r?;
@@ -160,29 +159,9 @@ fn average(ev: &Ev, per_range: &Term, slices: Vec<Arc<dyn crate::access::Table>>
 fn by_group(ev: &Ev, per_range: &Term, slices: Vec<Arc<dyn crate::access::Table>>) -> Result<Val> {
     use crate::terms::group::{finish_groups, fold_groups, merge_groups, Accs};
     use crate::value::Grouped;
-    let results: Vec<Result<Accs>> = std::thread::scope(|s| {
-        let handles: Vec<_> = slices
-            .into_iter()
-            .map(|slice| {
-                let env = ev.env.bind(RANGE_VAR, Val::Table(slice));
-                let ctx = ev.ctx;
-                s.spawn(move || {
-                    let own = private_copy(per_range);
-                    let e = Ev::new(ctx, &env, &own);
-                    match e.arg(0)? {
-                        Val::Grouped(Grouped::Stream(gs)) => fold_groups(&e, gs),
-                        _ => Err(crate::error::internal("A grouped range did not group.")),
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(crate::error::internal("A parallel scan panicked.")))
-            })
-            .collect()
+    let results = on_each_range(ev, per_range, slices, |e| match e.arg(0)? {
+        Val::Grouped(Grouped::Stream(gs)) => fold_groups(e, gs),
+        _ => Err(crate::error::internal("A grouped range did not group.")),
     });
     let mut total = Accs::new();
     for r in results {
