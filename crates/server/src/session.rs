@@ -298,7 +298,12 @@ impl Session {
             token,
         };
         let run = if reql::plan::runs_inline(&term) {
-            Some(run_start(&state, &who, q, term, job))
+            // Contained like the pool's jobs: a panic fails this query, not the
+            // connection's task.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_start(&state, &who, q, term, job)
+            }))
+            .ok()
         } else {
             pool.run(move || run_start(&state, &who, q, term, job))
                 .await
