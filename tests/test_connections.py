@@ -104,3 +104,31 @@ def test_pipelined_queries_left_unread_do_not_grow_the_server(server):
             break
     raw.close()
     assert_serving(server)
+
+
+def test_runaway_queries_do_not_starve_a_new_client(make_server):
+    """Twice the evaluation pool's size of CPU-bound queries running: a new connection's
+    handshake and a point read still answer promptly (the median of ten under 100 ms)."""
+    from reqlwire import RawConn, term
+    s = make_server(extra=["--eval-threads", "4"])
+    c = s.connect()
+    r.table_create("fair").run(c)
+    r.table("fair").insert({"id": 1}).run(c)
+    busy = []
+    for _ in range(8):
+        rc = RawConn(s.port)
+        rc.start(1, term(r.range(10 ** 9).map(lambda x: x.mul(2)).count()))
+        busy.append(rc)
+    time.sleep(0.5)
+    took = []
+    for _ in range(10):
+        t0 = time.time()
+        c2 = s.connect()
+        assert r.table("fair").get(1).run(c2) == {"id": 1}
+        took.append(time.time() - t0)
+        c2.close()
+    took.sort()
+    assert took[len(took) // 2] < 0.1, took
+    for rc in busy:
+        rc.close()
+    c.close()
