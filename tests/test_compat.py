@@ -1,0 +1,53 @@
+"""RethinkDB behaviours that drivers and ORMs rely on, checked through the official
+Python driver: selections that pass through `default`/`branch`/`and`/`or`, `r.args`
+expanded before the argument count is checked, `filter`'s `default` with object
+predicates, replica placement on one server, and the arity of terms that take no
+arguments."""
+import pytest
+from rethinkdb import r
+from rethinkdb.errors import (ReqlNonExistenceError, ReqlOpFailedError, ReqlQueryLogicError,
+                              ReqlServerCompileError, ReqlUserError)
+
+from reqlwire import COMPILE_ERROR, RUNTIME_ERROR, RawConn
+
+
+@pytest.fixture
+def table(conn):
+    name = "compat"
+    if name in r.table_list().run(conn):
+        r.table_drop(name).run(conn)
+    r.table_create(name).run(conn)
+    r.table(name).insert([{"id": 1, "a": 1}, {"id": 2, "a": 2}, {"id": 3}]).run(conn)
+    yield r.table(name)
+    r.table_drop(name).run(conn)
+
+
+# --- 1. a selection stays a selection ---------------------------------------------------
+
+def test_default_keeps_a_single_selection_for_writes(conn, table):
+    # thinky: get(k).default(r.error(...)).update(...)
+    res = table.get(1).default(r.error("missing")).update({"b": 1}).run(conn)
+    assert res["replaced"] == 1
+    assert table.get(1).run(conn) == {"id": 1, "a": 1, "b": 1}
+    assert r.type_of(table.get(1).default(r.error("missing"))).run(conn) == "SELECTION<OBJECT>"
+    res = table.get(3).default(r.error("missing")).delete().run(conn)
+    assert res["deleted"] == 1
+    with pytest.raises(ReqlUserError, match="missing"):
+        table.get(99).default(r.error("missing")).update({"b": 1}).run(conn)
+    # r.error() as the fallback of a missing document: the selection itself (null).
+    assert table.get(99).default(r.error()).run(conn) is None
+
+
+def test_default_keeps_a_single_selection_for_changes(conn, table):
+    feed = table.get(2).default(r.error("missing")).changes(include_initial=True).limit(1)
+    assert list(feed.run(conn)) == [{"new_val": {"id": 2, "a": 2}}]
+
+
+def test_branch_and_or_pass_a_selection_through(conn, table):
+    assert table.get(1).do(lambda _: r.branch(True, table.get(1), None)).update(
+        {"c": 1}).run(conn)["replaced"] == 1
+    assert r.and_(True, table.get(1)).update({"d": 1}).run(conn)["replaced"] == 1
+    assert r.or_(False, table.get(2)).update({"d": 2}).run(conn)["replaced"] == 1
+    assert r.type_of(r.or_(table.get(1), False)).run(conn) == "SELECTION<OBJECT>"
+    assert r.and_(False, table.get(1)).run(conn) is False
+    assert table.get(1).run(conn)["d"] == 1 and table.get(2).run(conn)["d"] == 2
