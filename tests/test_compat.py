@@ -51,3 +51,31 @@ def test_branch_and_or_pass_a_selection_through(conn, table):
     assert r.type_of(r.or_(table.get(1), False)).run(conn) == "SELECTION<OBJECT>"
     assert r.and_(False, table.get(1)).run(conn) is False
     assert table.get(1).run(conn)["d"] == 1 and table.get(2).run(conn)["d"] == 2
+
+
+# --- 2. r.args is expanded before the argument count is checked --------------------------
+
+def test_args_expanded_before_arity(conn, table):
+    t = r.time(r.args([1986, 11, 3, 12, 0, 0, "Z"])).run(conn)
+    assert (t.year, t.month, t.day, t.hour) == (1986, 11, 3, 12)
+    assert r.time(1986, r.args([11, 3]), "Z").to_iso8601().run(conn) == \
+        "1986-11-03T00:00:00+00:00"
+    assert r.expr([3, 1, 2]).slice(r.args([1, 2])).run(conn) == [1]
+    assert r.db_list().count().eq(r.db_list(r.args([])).count()).run(conn) is True
+    assert table.get_all(r.args([1, 2])).count().run(conn) == 2
+    feed = table.get_all(r.args([2])).changes(include_initial=True).limit(1)
+    assert list(feed.run(conn)) == [{"new_val": {"id": 2, "a": 2}}]
+
+
+@pytest.mark.parametrize("query,message", [
+    (lambda: r.time(r.args([1986, 11])), "Expected between 4 and 7 arguments but found 2."),
+    (lambda: r.ast.Now(r.args([1])), "Expected 0 arguments but found 1."),
+    (lambda: r.expr([1]).append(r.args([1, 2])), "Expected 2 arguments but found 3."),
+    (lambda: r.add(r.args([])), "Expected 1 or more arguments but found 0."),
+])
+def test_args_wrong_count_after_expansion(conn, query, message):
+    # RethinkDB checks the expanded count when the term runs: a runtime error, worded as
+    # the compile-time one.
+    with pytest.raises(ReqlQueryLogicError) as e:
+        query().run(conn)
+    assert e.value.message == message

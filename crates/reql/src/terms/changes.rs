@@ -309,6 +309,25 @@ fn primary_key(d: Datum) -> Result<Datum> {
 }
 
 fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
+    let planned = matches!(
+        t.tt,
+        T::GET
+            | T::GET_ALL
+            | T::BETWEEN
+            | T::FILTER
+            | T::PLUCK
+            | T::WITH_FIELDS
+            | T::WITHOUT
+            | T::MERGE
+            | T::HAS_FIELDS
+            | T::MAP
+    );
+    if planned && t.args.iter().any(|a| a.tt == T::ARGS) {
+        // The plan reads the arguments one by one: splice `r.args` in first (and check
+        // the count, as evaluating the term would).
+        let expanded = crate::eval::expand_args(ev.ctx, ev.env, t)?;
+        return plan(ev, &Arc::new(expanded));
+    }
     match t.tt {
         T::GET => {
             let table = table_of(ev, arg(t, 0)?)?;
