@@ -79,3 +79,30 @@ def test_args_wrong_count_after_expansion(conn, query, message):
     with pytest.raises(ReqlQueryLogicError) as e:
         query().run(conn)
     assert e.value.message == message
+
+
+# --- 3. filter with an object predicate and default --------------------------------------
+
+def test_filter_object_predicate_default(conn, table):
+    ids = lambda q: sorted(d["id"] for d in q.run(conn))
+    # Rows lacking the field: kept with default=True, dropped otherwise.
+    assert ids(table.filter({"missing_field": 10}, default=True)) == [1, 2, 3]
+    assert ids(table.filter({"a": 1}, default=True)) == [1, 3]
+    assert ids(table.filter({"a": 1})) == [1]
+    assert ids(table.filter({"a": 1}, default=False)) == [1]
+    with pytest.raises(ReqlNonExistenceError, match="No attribute `a` in object"):
+        list(table.filter({"a": 1}, default=r.error()).run(conn))
+    with pytest.raises(ReqlUserError, match="no a"):
+        list(table.filter({"a": 1}, default=r.error("no a")).run(conn))
+    # A function whose body is an object literal is a pattern too.
+    assert ids(table.filter(lambda row: {"a": 2}, default=True)) == [2, 3]
+    assert ids(table.filter(lambda row: row["a"].eq(2), default=True)) == [2, 3]
+
+
+def test_filter_nested_pattern_and_count(conn):
+    docs = r.expr([{"a": {"b": 1}}, {"a": {}}, {"a": 5}, {}])
+    assert docs.filter({"a": {"b": 1}}).run(conn) == [{"a": {"b": 1}}]
+    assert docs.filter({"a": {"b": 1}}, default=True).run(conn) == \
+        [{"a": {"b": 1}}, {"a": {}}, {}]
+    # count(f) is filter(f).count(): a row without the field is not counted.
+    assert r.expr([{"a": 1}, {}]).count(lambda x: x["a"].eq(1)).run(conn) == 1
