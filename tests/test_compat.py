@@ -106,3 +106,35 @@ def test_filter_nested_pattern_and_count(conn):
         [{"a": {"b": 1}}, {"a": {}}, {}]
     # count(f) is filter(f).count(): a row without the field is not counted.
     assert r.expr([{"a": 1}, {}]).count(lambda x: x["a"].eq(1)).run(conn) == 1
+
+
+# --- 4. replica placement on one server --------------------------------------------------
+
+PLACEMENT = ("Can't put 2 replicas on servers with the tag `default` because there are only 1 "
+             "servers with the tag `default`. It's impossible to have more replicas of the "
+             "data than there are servers.")
+
+
+def test_table_create_too_many_replicas(conn):
+    with pytest.raises(ReqlOpFailedError) as e:
+        r.table_create("placed", replicas=2).run(conn)
+    assert e.value.message == PLACEMENT
+    with pytest.raises(ReqlOpFailedError) as e:
+        r.table_create("placed", replicas={"default": 2},
+                       primary_replica_tag="default").run(conn)
+    assert e.value.message == PLACEMENT
+    with pytest.raises(ReqlOpFailedError, match="only 0 servers with the tag `other`"):
+        r.table_create("placed", replicas={"default": 1, "other": 1},
+                       primary_replica_tag="default").run(conn)
+    with pytest.raises(ReqlQueryLogicError,
+                       match="`replicas` must be an OBJECT if `primary_replica_tag`"):
+        r.table_create("placed", replicas=1, primary_replica_tag="default").run(conn)
+    assert "placed" not in r.table_list().run(conn)
+    assert r.table_create("placed", replicas=1).run(conn)["tables_created"] == 1
+    r.table_drop("placed").run(conn)
+    assert r.table_create("placed", replicas={"default": 1},
+                          primary_replica_tag="default").run(conn)["tables_created"] == 1
+    with pytest.raises(ReqlOpFailedError) as e:
+        r.table("placed").reconfigure(shards=1, replicas=2).run(conn)
+    assert e.value.message == PLACEMENT
+    r.table_drop("placed").run(conn)

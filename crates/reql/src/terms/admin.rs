@@ -84,11 +84,21 @@ fn concat(results: &[Datum], field: &str) -> Datum {
 }
 
 /// Validates `replicas` (a number, or an object of server tag → count with a
-/// `primary_replica_tag`) and returns the total.
-fn replicas_opt(ev: &Ev) -> Result<u32> {
-    let replicas = ev
-        .opt_datum("replicas")?
-        .ok_or_else(|| logic("Missing required argument `replicas`."))?;
+/// `primary_replica_tag`) and returns the total (RethinkDB's `get_replicas_and_primary`
+/// and the checks of `table_generate_config` that need no server; placing the replicas
+/// on servers is the catalog's check). `reconfigure` requires the option; `table_create`
+/// (`required` false) defaults it to one replica in the tag `default`.
+pub fn replicas_opt(ev: &Ev, required: bool) -> Result<u32> {
+    let replicas = match ev.opt_datum("replicas")? {
+        Some(r) => r,
+        None if required => return Err(logic("Missing required argument `replicas`.")),
+        // Without `replicas`, a `primary_replica_tag` still has to name a tag that has
+        // replicas (RethinkDB's default is one replica in `default`).
+        None if ev.term.optarg("primary_replica_tag").is_some() => {
+            Datum::from_pairs([("default", Datum::Number(1.0))])
+        }
+        None => return Ok(1),
+    };
     let primary = ev.opt_datum("primary_replica_tag")?;
     let nonvoting = ev.opt_datum("nonvoting_replica_tags")?;
     match &replicas {
@@ -198,7 +208,7 @@ pub fn reconfigure(ev: &Ev) -> Result<Val> {
         Some(Datum::Number(n)) if n.fract() == 0.0 => n as u32,
         Some(d) => return Err(crate::eval::type_error("NUMBER", &d)).at_opt("shards"),
     };
-    let replicas = replicas_opt(ev)?;
+    let replicas = replicas_opt(ev, true)?;
     let mut results = Vec::new();
     for (db, name) in &tables {
         results.push(

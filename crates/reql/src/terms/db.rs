@@ -149,7 +149,6 @@ pub fn table_create(ev: &Ev) -> Result<Val> {
                 "Every table must have at least one shard and at most 64 (got {}).",
                 Datum::Number(n).to_json_string()
             ))),
-            Some(Datum::Object(_)) if name == "replicas" => Ok(1),
             Some(d) => Err(crate::eval::type_error("NUMBER", &d)).at_opt(name),
         }
     };
@@ -157,7 +156,9 @@ pub fn table_create(ev: &Ev) -> Result<Val> {
         primary_key,
         durability,
         shards: count("shards")?,
-        replicas: count("replicas")?,
+        // Validated as `reconfigure` validates it; the catalog then refuses more
+        // replicas than there are servers, as RethinkDB does.
+        replicas: crate::terms::admin::replicas_opt(ev, false)?,
     };
     ev.ctx.access.table_create(&db, &name, opts).map(Val::Datum)
 }
