@@ -138,3 +138,38 @@ def test_table_create_too_many_replicas(conn):
         r.table("placed").reconfigure(shards=1, replicas=2).run(conn)
     assert e.value.message == PLACEMENT
     r.table_drop("placed").run(conn)
+
+
+# --- 5. arity of terms that take no arguments --------------------------------------------
+
+@pytest.mark.parametrize("query,message", [
+    (lambda: r.ast.DbList(1), "Expected 0 arguments but found 1."),
+    (lambda: r.ast.Now(1), "Expected 0 arguments but found 1."),
+    (lambda: r.ast.TableList(r.db("test"), 1), "Expected between 0 and 1 arguments but found 2."),
+    (lambda: r.ast.UUID("a", "b"), "Expected between 0 and 1 arguments but found 2."),
+    (lambda: r.ast.Random(1, 2, 3), "Expected between 0 and 2 arguments but found 3."),
+    (lambda: r.ast.IndexCreate(r.table("x")), "Expected between 2 and 3 arguments but found 1."),
+    (lambda: r.ast.Slice(r.expr([1])), "Expected between 2 and 3 arguments but found 1."),
+    (lambda: r.ast.Distinct(r.expr([1]), 1), "Expected 1 argument but found 2."),
+    (lambda: r.ast.Wait(r.db("test"), 1), "Expected between 0 and 1 arguments but found 2."),
+    (lambda: r.ast.Add(), "Expected 1 or more arguments but found 0."),
+])
+def test_arity_compile_errors(conn, query, message):
+    with pytest.raises(ReqlServerCompileError) as e:
+        query().run(conn)
+    assert e.value.message == message
+
+
+@pytest.mark.parametrize("term,name", [(177, "wait"), (179, "rebalance"), (176, "reconfigure")])
+def test_table_or_db_terms_without_target(server, term, name):
+    # The Python driver has no r.wait()/r.rebalance(): send the term as JavaScript's would.
+    c = RawConn(server.port)
+    try:
+        resp = c.query(1, [term, []])
+        assert resp["t"] == RUNTIME_ERROR, resp
+        assert resp["r"] == ["`%s` can only be called on a table or database." % name]
+        resp = c.query(2, [59, [1]])
+        assert resp["t"] == COMPILE_ERROR, resp
+        assert resp["r"] == ["Expected 0 arguments but found 1."]
+    finally:
+        c.close()

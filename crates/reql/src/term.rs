@@ -363,4 +363,26 @@ mod tests {
         let e = c(r#"[136,[1986]]"#).unwrap_err();
         assert_eq!(e.message, "Expected between 4 and 7 arguments but found 1.");
     }
+
+    #[test]
+    fn terms_without_arguments() {
+        for (q, msg) in [
+            (r#"[59,[1]]"#, "Expected 0 arguments but found 1."),
+            (r#"[103,[1]]"#, "Expected 0 arguments but found 1."),
+            (r#"[180,[1]]"#, "Expected 0 arguments but found 1."),
+            (
+                r#"[62,[[14,["test"]],1]]"#,
+                "Expected between 0 and 1 arguments but found 2.",
+            ),
+            (r#"[24,[]]"#, "Expected 1 or more arguments but found 0."),
+        ] {
+            let e = c(q).unwrap_err();
+            assert_eq!(e.kind, crate::error::ErrorKind::Compile, "{q}");
+            assert_eq!(e.message, msg, "{q}");
+        }
+        // wait, reconfigure and rebalance take their target optionally.
+        for q in [r#"[177,[]]"#, r#"[176,[]]"#, r#"[179,[]]"#] {
+            assert!(c(q).is_ok(), "{q}");
+        }
+    }
 }

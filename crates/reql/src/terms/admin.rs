@@ -61,16 +61,25 @@ pub fn grant(ev: &Ev) -> Result<Val> {
 /// The tables a `reconfigure`/`rebalance` applies to: one table, or every table of a
 /// database.
 fn targets(ev: &Ev, term: &str) -> Result<(Vec<(String, String)>, bool)> {
+    if ev.nargs() == 0 {
+        return Err(not_on_table_or_db(term));
+    }
     match ev.arg(0)? {
         Val::Table(t) => Ok((vec![(t.db().to_string(), t.name().to_string())], false)),
         Val::Db(d) => {
             let names = ev.ctx.access.table_list(&d)?;
             Ok((names.into_iter().map(|n| (d.clone(), n)).collect(), true))
         }
-        _ => Err(logic(format!(
-            "`{term}` can only be called on a table or database."
-        ))),
+        _ => Err(not_on_table_or_db(term)),
     }
+}
+
+/// RethinkDB's error for `wait`, `reconfigure` and `rebalance` without a table or
+/// database to work on.
+pub fn not_on_table_or_db(term: &str) -> crate::error::ReqlError {
+    logic(format!(
+        "`{term}` can only be called on a table or database."
+    ))
 }
 
 fn concat(results: &[Datum], field: &str) -> Datum {

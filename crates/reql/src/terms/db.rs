@@ -233,6 +233,10 @@ pub fn get(ev: &Ev) -> Result<Val> {
 /// WAIT on a table or database: a single server's tables are always ready, so this
 /// answers at once with RethinkDB's result shape.
 pub fn wait(ev: &Ev) -> Result<Val> {
+    if ev.nargs() == 0 {
+        // `r.wait()`: RethinkDB 2.4 wants a table or database.
+        return Err(crate::terms::admin::not_on_table_or_db("wait"));
+    }
     if let Some(w) = ev.opt_datum("wait_for")? {
         match w.as_str() {
             Some(
@@ -249,15 +253,6 @@ pub fn wait(ev: &Ev) -> Result<Val> {
                 )))
             }
         }
-    }
-    if ev.nargs() == 0 {
-        let mut n = 0;
-        for d in ev.ctx.access.db_list()? {
-            if d != "rethinkdb" {
-                n += ev.ctx.access.table_list(&d)?.len();
-            }
-        }
-        return Ok(Val::Datum(Datum::from_pairs([("ready", Datum::from(n))])));
     }
     let ready = match ev.arg(0)? {
         Val::Table(_) => 1,
