@@ -203,11 +203,7 @@ impl Cluster {
         let e = self
             .table_entry(db, name)
             .ok_or_else(|| Self::no_table(db, name))?;
-        if replicas > 1 {
-            return Err(op_failed(format!(
-                "Can't put {replicas} replicas on servers with the tag `default` because there are only 1 servers with the tag `default`. It's impossible to have more replicas of the data than there are servers."
-            )));
-        }
+        crate::catalog::check_placement(replicas)?;
         let old_cfg = crate::system::table_config_row(self, &e, false);
         let old_status = crate::system::table_status_row(self, &e, false);
         let mut ne = e.clone();

@@ -82,7 +82,7 @@ pub(crate) fn eval_flagged(
 }
 
 /// Splices `r.args(array)` arguments into the argument list, then checks arity.
-fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Term> {
+pub(crate) fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Term> {
     let mut args = Vec::with_capacity(term.args.len());
     for (i, a) in term.args.iter().enumerate() {
         if a.tt != T::ARGS {
@@ -113,9 +113,11 @@ fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Term> {
             }
         }
     }
+    // RethinkDB checks the expanded count when the term runs (`arg_terms_t::start_eval`),
+    // so a wrong count is a ReqlQueryLogicError here, not a compile error.
     let (min, max) = crate::spec::arity(term.tt);
     if args.len() < min || max.is_some_and(|m| args.len() > m) {
-        return Err(crate::term::arity_error(min, max, args.len()));
+        return Err(logic(crate::term::arity_message(min, max, args.len())));
     }
     Ok(Term {
         tt: term.tt,
@@ -469,4 +471,42 @@ pub fn expect_func(v: Val) -> Result<Val> {
 /// True when the term is FUNC.
 pub fn is_func_term(t: &Term) -> bool {
     t.tt == T::FUNC
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(q: &str) -> Result<Datum> {
+        let ctx = Arc::new(QueryCtx::new(
+            Arc::new(crate::access::NoTables {
+                message: "no tables",
+                connect: false,
+            }),
+            "test".into(),
+            0.0,
+        ));
+        let term = crate::term::compile_term(&serde_json::from_str(q).expect("json"))?;
+        let v = eval(&ctx, &Env::default(), &term)?;
+        to_datum(&ctx, v)
+    }
+
+    #[test]
+    fn args_expand_before_the_count_is_checked() {
+        // r.add(r.args([1, 2, 3]))
+        assert_eq!(
+            run("[24,[[154,[[2,[1,2,3]]]]]]").ok(),
+            Some(Datum::Number(6.0))
+        );
+        // r.time(r.args([1986, 11, 3, "Z"]))
+        let t = run(r#"[136,[[154,[[2,[1986,11,3,"Z"]]]]]]"#).unwrap_or(Datum::Null);
+        assert_eq!(t.reql_type(), Some("TIME"));
+        // A wrong count after expansion is a runtime error in RethinkDB's words.
+        let e = run("[136,[[154,[[2,[1986,11]]]]]]").unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::QueryLogic);
+        assert_eq!(e.message, "Expected between 4 and 7 arguments but found 2.");
+        let e = run("[103,[[154,[[2,[1]]]]]]").unwrap_err();
+        assert_eq!(e.kind, crate::error::ErrorKind::QueryLogic);
+        assert_eq!(e.message, "Expected 0 arguments but found 1.");
+    }
 }

@@ -11,7 +11,9 @@ pub fn arity(tt: T) -> (usize, Option<usize>) {
     let two = (2, Some(2));
     let three = (3, Some(3));
     match tt {
-        T::DATUM | T::MAKE_OBJ | T::IMPLICIT_VAR | T::NOW | T::MINVAL | T::MAXVAL => (0, Some(0)),
+        T::DATUM | T::MAKE_OBJ | T::IMPLICIT_VAR | T::NOW | T::MINVAL | T::MAXVAL | T::DB_LIST => {
+            (0, Some(0))
+        }
         T::MONDAY
         | T::TUESDAY
         | T::WEDNESDAY
@@ -81,7 +83,16 @@ pub fn arity(tt: T) -> (usize, Option<usize>) {
         | T::DB_CREATE
         | T::DB_DROP
         | T::CHANGES => one,
-        T::UUID | T::ERROR | T::DB_LIST | T::LITERAL | T::TABLE_LIST => (0, Some(1)),
+        // `wait`, `reconfigure` and `rebalance` take the table or database as an
+        // optional argument (RethinkDB's `table_or_db_meta_term_t`); without it they fail
+        // when run ("`wait` can only be called on a table or database.").
+        T::UUID
+        | T::ERROR
+        | T::LITERAL
+        | T::TABLE_LIST
+        | T::WAIT
+        | T::REBALANCE
+        | T::RECONFIGURE => (0, Some(1)),
         T::TABLE => (1, Some(2)),
         T::TABLE_CREATE | T::TABLE_DROP => (1, Some(2)),
         T::GET
@@ -116,24 +127,9 @@ pub fn arity(tt: T) -> (usize, Option<usize>) {
         | T::OFFSETS_OF
         | T::CONCAT_MAP
         | T::FILTER => two,
-        T::DELETE
-        | T::ZIP
-        | T::DISTINCT
-        | T::COUNT
-        | T::SUM
-        | T::AVG
-        | T::MIN
-        | T::MAX
-        | T::INDEX_STATUS
-        | T::INDEX_WAIT
-        | T::WAIT
-        | T::REBALANCE
-        | T::RECONFIGURE => match tt {
-            T::DELETE | T::ZIP | T::REBALANCE | T::RECONFIGURE => one,
-            T::COUNT | T::SUM | T::AVG | T::MIN | T::MAX | T::DISTINCT => (1, Some(2)),
-            T::WAIT => (0, Some(1)),
-            _ => (1, INF),
-        },
+        T::DELETE | T::ZIP | T::DISTINCT => one,
+        T::COUNT | T::SUM | T::AVG | T::MIN | T::MAX => (1, Some(2)),
+        T::INDEX_STATUS | T::INDEX_WAIT => (1, INF),
         T::INSERT_AT
         | T::CHANGE_AT
         | T::SPLICE_AT
@@ -146,7 +142,7 @@ pub fn arity(tt: T) -> (usize, Option<usize>) {
         T::BETWEEN => three,
         T::EQ_JOIN => three,
         T::DELETE_AT => (2, Some(3)),
-        T::SLICE => (1, Some(3)),
+        T::SLICE => (2, Some(3)),
         T::RANGE => (0, Some(2)),
         T::RANDOM => (0, Some(2)),
         T::SPLIT => (1, Some(3)),
@@ -170,7 +166,7 @@ pub fn arity(tt: T) -> (usize, Option<usize>) {
         T::CONTAINS => (1, INF),
         T::OBJECT => (0, INF),
         T::TIME => (4, Some(7)),
-        T::INDEX_CREATE => (1, Some(3)),
+        T::INDEX_CREATE => (2, Some(3)),
         T::POINT => two,
         T::LINE => (2, INF),
         T::POLYGON => (3, INF),

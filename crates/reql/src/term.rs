@@ -213,7 +213,11 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
             args.iter().map(|a| a.datum.clone()).collect(),
         )));
     }
-    check_arity(tt, args.len())?;
+    // With `r.args` among the arguments the count is known only once it is expanded:
+    // `eval::expand_args` checks it then (RethinkDB's `arg_terms_t`).
+    if !args.iter().any(|a| a.tt == TermType::ARGS) {
+        check_arity(tt, args.len())?;
+    }
     if tt == TermType::FUNC && one_param(&args) && args.get(1).is_some_and(|b| nested_implicit(b)) {
         return Err(compile(
             "Cannot use r.row in nested queries.  Use functions instead.",
@@ -281,9 +285,14 @@ fn check_arity(tt: TermType, n: usize) -> Result<()> {
     Err(arity_error(min, max, n))
 }
 
-/// RethinkDB's arity message (`argspec_t::print`).
+/// RethinkDB's arity message (`argspec_t::print`), a compile error.
 pub fn arity_error(min: usize, max: Option<usize>, n: usize) -> ReqlError {
-    let msg = match max {
+    compile(arity_message(min, max, n))
+}
+
+/// "Expected X arguments but found N." in RethinkDB's wording.
+pub fn arity_message(min: usize, max: Option<usize>, n: usize) -> String {
+    match max {
         Some(m) if m == min => format!(
             "Expected {} argument{} but found {}.",
             min,
@@ -292,8 +301,7 @@ pub fn arity_error(min: usize, max: Option<usize>, n: usize) -> ReqlError {
         ),
         None => format!("Expected {min} or more arguments but found {n}."),
         Some(m) => format!("Expected between {min} and {m} arguments but found {n}."),
-    };
-    compile(msg)
+    }
 }
 
 /// Decodes base64 that passed `check_base64` (whitespace and missing padding allowed).
@@ -343,5 +351,38 @@ mod tests {
         assert_eq!(e.message, "Unrecognized optional argument `bogus`.");
         let e = c(r#"[99999,[]]"#).unwrap_err();
         assert_eq!(e.kind, crate::error::ErrorKind::Compile);
+    }
+
+    #[test]
+    fn arity_waits_for_args_expansion() {
+        // r.time(r.args([...])): one argument before expansion, seven after.
+        assert!(c(r#"[136,[[154,[[2,[1986,11,3,12,0,0,"Z"]]]]]]"#).is_ok());
+        // r.now(r.args([])) and r.db_list(r.args([])) compile; the count is checked later.
+        assert!(c(r#"[103,[[154,[[2,[]]]]]]"#).is_ok());
+        assert!(c(r#"[59,[[154,[[2,[]]]]]]"#).is_ok());
+        let e = c(r#"[136,[1986]]"#).unwrap_err();
+        assert_eq!(e.message, "Expected between 4 and 7 arguments but found 1.");
+    }
+
+    #[test]
+    fn terms_without_arguments() {
+        for (q, msg) in [
+            (r#"[59,[1]]"#, "Expected 0 arguments but found 1."),
+            (r#"[103,[1]]"#, "Expected 0 arguments but found 1."),
+            (r#"[180,[1]]"#, "Expected 0 arguments but found 1."),
+            (
+                r#"[62,[[14,["test"]],1]]"#,
+                "Expected between 0 and 1 arguments but found 2.",
+            ),
+            (r#"[24,[]]"#, "Expected 1 or more arguments but found 0."),
+        ] {
+            let e = c(q).unwrap_err();
+            assert_eq!(e.kind, crate::error::ErrorKind::Compile, "{q}");
+            assert_eq!(e.message, msg, "{q}");
+        }
+        // wait, reconfigure and rebalance take their target optionally.
+        for q in [r#"[177,[]]"#, r#"[176,[]]"#, r#"[179,[]]"#] {
+            assert!(c(q).is_ok(), "{q}");
+        }
     }
 }

@@ -319,6 +319,17 @@ pub(crate) fn hook_field(e: &TableEntry) -> Datum {
     })
 }
 
+/// RethinkDB's placement check (`table_generate_config`): this cluster is one server
+/// with the tag `default`, so more than one replica cannot be placed.
+pub(crate) fn check_placement(replicas: u32) -> reql::Result<()> {
+    if replicas > 1 {
+        return Err(op_failed(format!(
+            "Can't put {replicas} replicas on servers with the tag `default` because there are only 1 servers with the tag `default`. It's impossible to have more replicas of the data than there are servers."
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn change(old: Datum, new: Datum) -> Datum {
     Datum::array(vec![Datum::from_pairs([
         ("old_val", old),
@@ -405,6 +416,7 @@ impl reql::TableAccess for Cluster {
                 return Err(op_failed(format!("Table `{db}.{name}` already exists.")));
             }
         }
+        check_placement(opts.replicas)?;
         let e = TableEntry {
             id: uuid::Uuid::new_v4().to_string(),
             db: db.to_string(),

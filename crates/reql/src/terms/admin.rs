@@ -61,16 +61,25 @@ pub fn grant(ev: &Ev) -> Result<Val> {
 /// The tables a `reconfigure`/`rebalance` applies to: one table, or every table of a
 /// database.
 fn targets(ev: &Ev, term: &str) -> Result<(Vec<(String, String)>, bool)> {
+    if ev.nargs() == 0 {
+        return Err(not_on_table_or_db(term));
+    }
     match ev.arg(0)? {
         Val::Table(t) => Ok((vec![(t.db().to_string(), t.name().to_string())], false)),
         Val::Db(d) => {
             let names = ev.ctx.access.table_list(&d)?;
             Ok((names.into_iter().map(|n| (d.clone(), n)).collect(), true))
         }
-        _ => Err(logic(format!(
-            "`{term}` can only be called on a table or database."
-        ))),
+        _ => Err(not_on_table_or_db(term)),
     }
+}
+
+/// RethinkDB's error for `wait`, `reconfigure` and `rebalance` without a table or
+/// database to work on.
+pub fn not_on_table_or_db(term: &str) -> crate::error::ReqlError {
+    logic(format!(
+        "`{term}` can only be called on a table or database."
+    ))
 }
 
 fn concat(results: &[Datum], field: &str) -> Datum {
@@ -84,11 +93,21 @@ fn concat(results: &[Datum], field: &str) -> Datum {
 }
 
 /// Validates `replicas` (a number, or an object of server tag → count with a
-/// `primary_replica_tag`) and returns the total.
-fn replicas_opt(ev: &Ev) -> Result<u32> {
-    let replicas = ev
-        .opt_datum("replicas")?
-        .ok_or_else(|| logic("Missing required argument `replicas`."))?;
+/// `primary_replica_tag`) and returns the total (RethinkDB's `get_replicas_and_primary`
+/// and the checks of `table_generate_config` that need no server; placing the replicas
+/// on servers is the catalog's check). `reconfigure` requires the option; `table_create`
+/// (`required` false) defaults it to one replica in the tag `default`.
+pub fn replicas_opt(ev: &Ev, required: bool) -> Result<u32> {
+    let replicas = match ev.opt_datum("replicas")? {
+        Some(r) => r,
+        None if required => return Err(logic("Missing required argument `replicas`.")),
+        // Without `replicas`, a `primary_replica_tag` still has to name a tag that has
+        // replicas (RethinkDB's default is one replica in `default`).
+        None if ev.term.optarg("primary_replica_tag").is_some() => {
+            Datum::from_pairs([("default", Datum::Number(1.0))])
+        }
+        None => return Ok(1),
+    };
     let primary = ev.opt_datum("primary_replica_tag")?;
     let nonvoting = ev.opt_datum("nonvoting_replica_tags")?;
     match &replicas {
@@ -198,7 +217,7 @@ pub fn reconfigure(ev: &Ev) -> Result<Val> {
         Some(Datum::Number(n)) if n.fract() == 0.0 => n as u32,
         Some(d) => return Err(crate::eval::type_error("NUMBER", &d)).at_opt("shards"),
     };
-    let replicas = replicas_opt(ev)?;
+    let replicas = replicas_opt(ev, true)?;
     let mut results = Vec::new();
     for (db, name) in &tables {
         results.push(

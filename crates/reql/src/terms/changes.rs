@@ -309,6 +309,25 @@ fn primary_key(d: Datum) -> Result<Datum> {
 }
 
 fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
+    let planned = matches!(
+        t.tt,
+        T::GET
+            | T::GET_ALL
+            | T::BETWEEN
+            | T::FILTER
+            | T::PLUCK
+            | T::WITH_FIELDS
+            | T::WITHOUT
+            | T::MERGE
+            | T::HAS_FIELDS
+            | T::MAP
+    );
+    if planned && t.args.iter().any(|a| a.tt == T::ARGS) {
+        // The plan reads the arguments one by one: splice `r.args` in first (and check
+        // the count, as evaluating the term would).
+        let expanded = crate::eval::expand_args(ev.ctx, ev.env, t)?;
+        return plan(ev, &Arc::new(expanded));
+    }
     match t.tt {
         T::GET => {
             let table = table_of(ev, arg(t, 0)?)?;
@@ -452,7 +471,7 @@ fn plan(ev: &Ev, t: &Arc<Term>) -> Result<Plan> {
 /// One transformation before `.changes()`.
 enum Step {
     /// `filter` with a function predicate.
-    Filter(Func),
+    Filter(crate::terms::seq::Predicate),
     /// `map` with a function.
     Map(Func),
     /// Any other per-document term, re-evaluated on `[doc]`.
@@ -483,7 +502,7 @@ fn transform_of(ev: &Ev, terms: Vec<Arc<Term>>, prefilter: Option<Prefilter>) ->
             match (fast, t.args.get(1).map(|a| eval(&ctx, &env, a))) {
                 (Some(is_filter), Some(Ok(Val::Func(f)))) => {
                     if is_filter {
-                        Step::Filter(f)
+                        Step::Filter(crate::terms::seq::Predicate::of_func(f))
                     } else {
                         Step::Map(f)
                     }
@@ -501,10 +520,11 @@ fn transform_of(ev: &Ev, terms: Vec<Arc<Term>>, prefilter: Option<Prefilter>) ->
         let mut cur = d.clone();
         for step in &steps {
             let t = match step {
-                Step::Filter(f) => {
-                    let f = Val::Func(f.clone());
-                    let keep = crate::terms::seq::apply(&ctx, &f, cur.clone()).ok()?;
-                    if !keep.truthy() {
+                Step::Filter(p) => {
+                    // As `filter` without `default`: an error (a missing field) drops
+                    // the change.
+                    let keep = p.test(&ctx, &cur).ok()?;
+                    if !keep {
                         return None;
                     }
                     continue;

@@ -110,28 +110,42 @@ pub fn branch(ev: &Ev) -> Result<Val> {
     ev.arg(n - 1)
 }
 
-/// AND: the first falsy value, else the last value (`true` with no arguments).
+/// AND: the first falsy value, else the last value (`true` with no arguments). The value
+/// is returned as it was evaluated (RethinkDB's `and_term_t` returns the `val_t`), so a
+/// single selection stays a selection: `r.and(c, table.get(k)).update(...)`.
 pub fn and(ev: &Ev) -> Result<Val> {
-    let mut last = Datum::Bool(true);
-    for i in 0..ev.nargs() {
-        last = ev.datum(i)?;
-        if !last.truthy() {
-            return Ok(Val::Datum(last));
-        }
-    }
-    Ok(Val::Datum(last))
+    short_circuit(ev, true)
 }
 
-/// OR: the first truthy value, else the last value (`false` with no arguments).
+/// OR: the first truthy value, else the last value (`false` with no arguments); like
+/// `and`, a selection stays a selection.
 pub fn or(ev: &Ev) -> Result<Val> {
-    let mut last = Datum::Bool(false);
+    short_circuit(ev, false)
+}
+
+/// AND (`is_and`) and OR: evaluates the arguments in order and returns the first one
+/// whose truth ends the evaluation (falsy for AND, truthy for OR), else the last one,
+/// unchanged.
+fn short_circuit(ev: &Ev, is_and: bool) -> Result<Val> {
+    let mut last = Val::Datum(Datum::Bool(is_and));
     for i in 0..ev.nargs() {
-        last = ev.datum(i)?;
-        if last.truthy() {
-            return Ok(Val::Datum(last));
+        let (v, truthy) = match ev.arg(i)? {
+            Val::Single(s) => {
+                let t = s.doc.truthy();
+                (Val::Single(s), t)
+            }
+            other => {
+                let d = ev.to_datum(other).at(i)?;
+                let t = d.truthy();
+                (Val::Datum(d), t)
+            }
+        };
+        last = v;
+        if truthy != is_and {
+            break;
         }
     }
-    Ok(Val::Datum(last))
+    Ok(last)
 }
 
 /// NOT.
@@ -152,15 +166,19 @@ pub fn error(ev: &Ev) -> Result<Val> {
 }
 
 /// DEFAULT: the fallback when the value is null or a non-existence error occurred.
+/// Any other value is returned as it was evaluated (RethinkDB's `default_term_t`), so
+/// `table.get(k).default(r.error(...))` is still a single selection when the document
+/// exists and `update`, `delete` and `changes` work on it.
 pub fn default(ev: &Ev) -> Result<Val> {
-    let first = ev.arg(0).map(|v| match v {
-        Val::Single(s) => Val::Datum(s.doc),
-        other => other,
-    });
-    let (err_msg, original) = match first {
-        Ok(Val::Datum(Datum::Null)) => (Datum::Null, None),
+    let (err_msg, original, value) = match ev.arg(0) {
+        Ok(Val::Datum(Datum::Null)) => (Datum::Null, None, Val::Datum(Datum::Null)),
+        Ok(Val::Single(s)) if matches!(s.doc, Datum::Null) => (Datum::Null, None, Val::Single(s)),
         Ok(v) => return Ok(v),
-        Err(e) if e.kind == ErrorKind::NonExistence => (Datum::from(e.message.clone()), Some(e)),
+        Err(e) if e.kind == ErrorKind::NonExistence => (
+            Datum::from(e.message.clone()),
+            Some(e),
+            Val::Datum(Datum::Null),
+        ),
         Err(e) => return Err(e),
     };
     let result = ev.arg(1).and_then(|fallback| match fallback {
@@ -168,9 +186,10 @@ pub fn default(ev: &Ev) -> Result<Val> {
         other => Ok(other),
     });
     match result {
+        // `r.error()` as the fallback: the original error, or the null value itself.
         Err(e) if e.kind == ErrorKind::EmptyUser => match original {
             Some(orig) => Err(orig),
-            None => Ok(Val::Datum(Datum::Null)),
+            None => Ok(value),
         },
         other => other,
     }
@@ -602,4 +621,94 @@ pub fn check_base64(s: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::term::{compile_term, Term};
+    use crate::testing::MemTable;
+    use crate::value::{Env, SingleSel};
+
+    fn ctx() -> Arc<crate::ctx::QueryCtx> {
+        Arc::new(crate::ctx::QueryCtx::new(
+            Arc::new(crate::access::NoTables {
+                message: "no tables",
+                connect: false,
+            }),
+            "test".into(),
+            0.0,
+        ))
+    }
+
+    /// Variable 1 bound to `table.get(1)` of a table holding `docs`.
+    fn env_with_single(docs: Vec<Datum>) -> Env {
+        let table: Arc<dyn crate::access::Table> = Arc::new(MemTable::new(docs.clone()));
+        let doc = docs.into_iter().next().unwrap_or(Datum::Null);
+        Env::default().bind(
+            1,
+            Val::Single(SingleSel {
+                table,
+                key: Datum::Number(1.0),
+                doc,
+            }),
+        )
+    }
+
+    fn eval_json(env: &Env, q: &str) -> Result<Val> {
+        let term: Arc<Term> = compile_term(&serde_json::from_str(q).expect("json"))?;
+        crate::eval::eval(&ctx(), env, &term)
+    }
+
+    fn doc() -> Datum {
+        Datum::from_pairs([("id", Datum::Number(1.0))])
+    }
+
+    #[test]
+    fn default_keeps_a_single_selection() {
+        let env = env_with_single(vec![doc()]);
+        // r.default(var 1, r.error("missing"))
+        let v = eval_json(&env, r#"[92,[[10,[1]],[12,["missing"]]]]"#);
+        assert!(matches!(v, Ok(Val::Single(_))));
+        // r.default(var 1, r.error()) on a missing document: the selection itself.
+        let env = env_with_single(Vec::new());
+        let v = eval_json(&env, r#"[92,[[10,[1]],[12,[]]]]"#);
+        assert!(matches!(v, Ok(Val::Single(ref s)) if s.doc == Datum::Null));
+        // A missing document takes the fallback.
+        let v = eval_json(&env, r#"[92,[[10,[1]],5]]"#);
+        assert!(matches!(v, Ok(Val::Datum(Datum::Number(n))) if n == 5.0));
+        let v = eval_json(&env, r#"[92,[[10,[1]],[12,["missing"]]]]"#);
+        assert!(matches!(v, Err(ref e) if e.message == "missing"));
+    }
+
+    #[test]
+    fn and_or_return_the_deciding_value_unchanged() {
+        let env = env_with_single(vec![doc()]);
+        // r.and(true, var 1) and r.or(false, var 1): the selection.
+        assert!(matches!(
+            eval_json(&env, r#"[67,[true,[10,[1]]]]"#),
+            Ok(Val::Single(_))
+        ));
+        assert!(matches!(
+            eval_json(&env, r#"[66,[false,[10,[1]]]]"#),
+            Ok(Val::Single(_))
+        ));
+        // r.or(var 1, false) stops at the (truthy) selection; r.and(false, var 1) at false.
+        assert!(matches!(
+            eval_json(&env, r#"[66,[[10,[1]],false]]"#),
+            Ok(Val::Single(_))
+        ));
+        assert!(matches!(
+            eval_json(&env, r#"[67,[false,[10,[1]]]]"#),
+            Ok(Val::Datum(Datum::Bool(false)))
+        ));
+        assert!(matches!(
+            eval_json(&env, "[67,[]]"),
+            Ok(Val::Datum(Datum::Bool(true)))
+        ));
+        assert!(matches!(
+            eval_json(&env, "[66,[]]"),
+            Ok(Val::Datum(Datum::Bool(false)))
+        ));
+    }
 }

@@ -149,7 +149,6 @@ pub fn table_create(ev: &Ev) -> Result<Val> {
                 "Every table must have at least one shard and at most 64 (got {}).",
                 Datum::Number(n).to_json_string()
             ))),
-            Some(Datum::Object(_)) if name == "replicas" => Ok(1),
             Some(d) => Err(crate::eval::type_error("NUMBER", &d)).at_opt(name),
         }
     };
@@ -157,7 +156,9 @@ pub fn table_create(ev: &Ev) -> Result<Val> {
         primary_key,
         durability,
         shards: count("shards")?,
-        replicas: count("replicas")?,
+        // Validated as `reconfigure` validates it; the catalog then refuses more
+        // replicas than there are servers, as RethinkDB does.
+        replicas: crate::terms::admin::replicas_opt(ev, false)?,
     };
     ev.ctx.access.table_create(&db, &name, opts).map(Val::Datum)
 }
@@ -232,6 +233,10 @@ pub fn get(ev: &Ev) -> Result<Val> {
 /// WAIT on a table or database: a single server's tables are always ready, so this
 /// answers at once with RethinkDB's result shape.
 pub fn wait(ev: &Ev) -> Result<Val> {
+    if ev.nargs() == 0 {
+        // `r.wait()`: RethinkDB 2.4 wants a table or database.
+        return Err(crate::terms::admin::not_on_table_or_db("wait"));
+    }
     if let Some(w) = ev.opt_datum("wait_for")? {
         match w.as_str() {
             Some(
@@ -248,15 +253,6 @@ pub fn wait(ev: &Ev) -> Result<Val> {
                 )))
             }
         }
-    }
-    if ev.nargs() == 0 {
-        let mut n = 0;
-        for d in ev.ctx.access.db_list()? {
-            if d != "rethinkdb" {
-                n += ev.ctx.access.table_list(&d)?.len();
-            }
-        }
-        return Ok(Val::Datum(Datum::from_pairs([("ready", Datum::from(n))])));
     }
     let ready = match ev.arg(0)? {
         Val::Table(_) => 1,

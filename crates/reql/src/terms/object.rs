@@ -595,8 +595,14 @@ mod tests {
 
     #[test]
     fn a_filter_predicate_may_hold_a_literal() {
+        // `filter(r.literal(v))` keeps the rows equal to `v` (RethinkDB's `filter_match`),
+        // not those that merely have `v`'s fields.
         assert_eq!(
             run(r#"[39, [[2, [{"id": 0}, {"id": 1}]], [137, [{"id": 0}]]]]"#),
+            Ok(r#"[{"id":0}]"#.into())
+        );
+        assert_eq!(
+            run(r#"[39, [[2, [{"id": 0, "a": 1}, {"id": 1}]], [137, [{"id": 0}]]]]"#),
             Ok("[]".into())
         );
         assert_eq!(

@@ -14,7 +14,7 @@ use crate::ctx::QueryCtx;
 use crate::error::{logic, nonexist, ErrorKind, Result, WithFrame};
 use crate::eval::{call, expect_int, expect_num, to_datum, Ev};
 use crate::terms::object::{field_of, pluck_datum};
-use crate::value::{Sequence, Val};
+use crate::value::{Func, Sequence, Val};
 
 /// Maps items lazily; `f` returning `None` drops the item.
 pub fn map_items(
@@ -70,25 +70,116 @@ pub fn apply(ctx: &Arc<QueryCtx>, f: &Val, d: Datum) -> Result<Datum> {
     to_datum(ctx, r)
 }
 
-/// Does `doc` match the object pattern of `filter({...})`?
-fn matches_pattern(doc: &Datum, pat: &Datum) -> bool {
-    match (doc, pat) {
-        (Datum::Object(d), Datum::Object(p)) if !pat.is_ptype() => p.iter().all(|(k, v)| {
-            d.get(&**k).is_some_and(|x| match v {
-                Datum::Object(_) if !v.is_ptype() => matches_pattern(x, v),
-                _ if v.reql_type() == Some("LITERAL") => Some(x) == v.get("value"),
-                _ => x == v,
-            })
-        }),
-        _ => doc == pat,
+/// RethinkDB's `filter_match`: does `value` match the object `pred` (a `filter`
+/// predicate given as an object, or returned by a function whose body is an object
+/// literal)? Each field of the pattern must be in `value` and equal, nested objects
+/// matching as patterns in turn; `r.literal(v)` matches `v` exactly. A field `value`
+/// lacks is a non-existence error, so `filter`'s `default` decides about the row.
+pub fn filter_match(pred: &Datum, value: &Datum) -> Result<bool> {
+    if pred.reql_type() == Some("LITERAL") {
+        return Ok(pred.get("value") == Some(value));
+    }
+    let Some(pattern) = pred.as_object() else {
+        return Ok(pred == value);
+    };
+    for (k, want) in pattern.iter() {
+        let fields = crate::eval::expect_object(value)?;
+        match fields.get(&**k) {
+            None => return Err(nonexist(format!("No attribute `{k}` in object."))),
+            Some(elt) if matches!(want, Datum::Object(_)) && matches!(elt, Datum::Object(_)) => {
+                if !filter_match(want, elt)? {
+                    return Ok(false);
+                }
+            }
+            Some(elt) => {
+                if elt != want {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// A `filter` predicate: a function, a constant, or (for `count(x)`) a value to be equal
+/// to. RethinkDB matches an object result as a pattern only when it is the predicate
+/// itself or the function's body is an object literal; any other object result is
+/// simply truthy.
+pub enum Predicate {
+    /// A function; `pattern` when its body is an object literal.
+    Func {
+        /// The function.
+        f: Func,
+        /// Match an object result as a pattern.
+        pattern: bool,
+    },
+    /// A constant: an object is a pattern, anything else is its own truth.
+    Const(Datum),
+    /// Equal to this value (`count(x)`, RethinkDB's `new_eq_comparison_func`).
+    Equal(Datum),
+}
+
+impl Predicate {
+    /// The predicate `pred` as `filter` takes it: a function, or a value that stands
+    /// for a constant function (RethinkDB's `CONSTANT_SHORTCUT`).
+    pub fn new(ctx: &QueryCtx, pred: Val) -> Result<Predicate> {
+        match pred {
+            Val::Func(f) => Ok(Predicate::of_func(f)),
+            v @ (Val::Datum(_) | Val::Single(_)) => Ok(Predicate::Const(to_datum(ctx, v)?)),
+            Val::Seq(s) if s.is_array => Ok(Predicate::Const(to_datum(ctx, Val::Seq(s))?)),
+            other => Err(logic(format!(
+                "Expected type FUNCTION but found {}:\n{}",
+                other.kind_name(),
+                crate::eval::describe(&other)
+            ))),
+        }
+    }
+
+    /// The predicate of a function value.
+    pub fn of_func(f: Func) -> Predicate {
+        let pattern = matches!(f.body.tt, T::MAKE_OBJ | T::DATUM);
+        Predicate::Func { f, pattern }
+    }
+
+    /// RethinkDB's `filter_helper`: the predicate's verdict on `doc`; errors (a missing
+    /// field among them) are the caller's to judge.
+    pub fn test(&self, ctx: &Arc<QueryCtx>, doc: &Datum) -> Result<bool> {
+        match self {
+            Predicate::Equal(x) => Ok(doc == x),
+            Predicate::Const(p @ Datum::Object(_)) => filter_match(p, doc),
+            Predicate::Const(p) => Ok(p.truthy()),
+            Predicate::Func { f, pattern } => match apply(ctx, &Val::Func(f.clone()), doc.clone())?
+            {
+                r @ Datum::Object(_) if *pattern => filter_match(&r, doc),
+                r => Ok(r.truthy()),
+            },
+        }
     }
 }
 
-/// RethinkDB's `filter_call`: a predicate returning an object is a pattern to match.
-fn filter_truth(doc: &Datum, result: &Datum) -> bool {
-    match result {
-        Datum::Object(_) if !result.is_ptype() => matches_pattern(doc, result),
-        other => other.truthy(),
+/// RethinkDB's `filter_call`: the predicate's verdict, where a non-existence error
+/// (a missing field) gives the value of `default` (evaluated afresh for each such row,
+/// as RethinkDB calls it as a function of no arguments), or false without one. A
+/// `default` that raises `r.error()` re-raises the row's own error; any other error of
+/// the `default` is raised.
+pub fn filter_call(
+    ctx: &Arc<QueryCtx>,
+    env: &crate::value::Env,
+    pred: &Predicate,
+    default: Option<&Arc<crate::term::Term>>,
+    doc: &Datum,
+) -> Result<bool> {
+    match pred.test(ctx, doc) {
+        Ok(b) => Ok(b),
+        Err(e) if e.kind == ErrorKind::NonExistence => match default {
+            None => Ok(false),
+            Some(t) => match crate::eval::eval(ctx, env, t) {
+                Ok(v) => Ok(to_datum(ctx, v).at_opt("default")?.truthy()),
+                Err(x) if x.kind == ErrorKind::EmptyUser => Err(e),
+                Err(x) => Err(x).at_opt("default"),
+            },
+        },
+        Err(e) => Err(e).at(1),
     }
 }
 
@@ -97,35 +188,12 @@ pub fn filter(ev: &Ev) -> Result<Val> {
     let seq = ev.seq(0)?;
     // The predicate may be an object holding `r.literal` (RethinkDB evaluates it with
     // `LITERAL_OK`); such a value is matched as itself.
-    let pred = ev.arg_literal_ok(1)?;
+    let pred = Predicate::new(ev.ctx, ev.arg_literal_ok(1)?).at(1)?;
     let default = ev.term.optarg("default").cloned();
     let ctx = ev.ctx.clone();
     let env = ev.env.clone();
-    // RethinkDB matches an object result as a pattern only when the function's body is
-    // an object literal; any other object result is simply truthy.
-    let pattern_body = match &pred {
-        Val::Func(f) => matches!(f.body.tt, T::MAKE_OBJ | T::DATUM),
-        _ => true,
-    };
     Ok(Val::Seq(filter_items(seq, move |d| {
-        let r = match &pred {
-            Val::Datum(p @ Datum::Object(_)) => Ok(Datum::Bool(matches_pattern(d, p))),
-            other => apply(&ctx, other, d.clone()),
-        };
-        match r {
-            Ok(v) if pattern_body => Ok(filter_truth(d, &v)),
-            Ok(v) => Ok(v.truthy()),
-            Err(e) if e.kind == ErrorKind::NonExistence => match &default {
-                None => Ok(false),
-                Some(t) => match crate::eval::eval(&ctx, &env, t) {
-                    Ok(Val::Func(f)) => Ok(apply(&ctx, &Val::Func(f), d.clone())?.truthy()),
-                    Ok(v) => Ok(to_datum(&ctx, v)?.truthy()),
-                    Err(x) if x.kind == ErrorKind::EmptyUser => Err(e),
-                    Err(x) => Err(x).at_opt("default"),
-                },
-            },
-            Err(e) => Err(e).at(1),
-        }
+        filter_call(&ctx, &env, &pred, default.as_ref(), d)
     })))
 }
 
@@ -237,27 +305,23 @@ pub fn count(ev: &Ev) -> Result<Val> {
     if seq.infinite {
         return Err(crate::terms::changes::infinite_error(ev.ctx));
     }
+    // `count(f)` is `filter(f).count()` (a row lacking a field the function reads is
+    // not counted); `count(x)` counts the items equal to `x`.
     let pred = if ev.nargs() > 1 {
-        Some(ev.arg(1)?)
+        match ev.arg(1)? {
+            Val::Func(f) => Some(Predicate::of_func(f)),
+            other => Some(Predicate::Equal(ev.to_datum(other).at(1)?)),
+        }
     } else {
         None
     };
+    let env = crate::value::Env::default();
     let mut n = 0u64;
     for d in seq.stream {
         let d = d?;
         let hit = match &pred {
             None => true,
-            Some(Val::Func(_)) => {
-                let r = apply(
-                    ev.ctx,
-                    pred.as_ref().map_or(&Val::Datum(Datum::Null), |p| p),
-                    d.clone(),
-                )
-                .at(1)?;
-                filter_truth(&d, &r)
-            }
-            Some(Val::Datum(x)) => &d == x,
-            Some(_) => false,
+            Some(p) => filter_call(ev.ctx, &env, p, None, &d)?,
         };
         if hit {
             n += 1;
@@ -817,4 +881,51 @@ pub fn with_fields(ev: &Ev) -> Result<Val> {
     });
     out.table = None;
     Ok(Val::Seq(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn j(s: &str) -> Datum {
+        datum::from_json_value(&serde_json::from_str(s).expect("json")).expect("datum")
+    }
+
+    #[test]
+    fn filter_match_follows_rethinkdb() {
+        assert_eq!(
+            filter_match(&j(r#"{"a":1}"#), &j(r#"{"a":1,"b":2}"#)).ok(),
+            Some(true)
+        );
+        assert_eq!(
+            filter_match(&j(r#"{"a":1}"#), &j(r#"{"a":2}"#)).ok(),
+            Some(false)
+        );
+        assert_eq!(filter_match(&j("{}"), &j("5")).ok(), Some(true));
+        // Nested objects match as patterns; a nested non-object must be equal.
+        assert_eq!(
+            filter_match(&j(r#"{"a":{"b":1}}"#), &j(r#"{"a":{"b":1,"c":2}}"#)).ok(),
+            Some(true)
+        );
+        assert_eq!(
+            filter_match(&j(r#"{"a":{"b":1}}"#), &j(r#"{"a":5}"#)).ok(),
+            Some(false)
+        );
+        // r.literal matches exactly.
+        let lit = j(r#"{"a":{"$reql_type$":"LITERAL","value":{"b":1}}}"#);
+        assert_eq!(filter_match(&lit, &j(r#"{"a":{"b":1}}"#)).ok(), Some(true));
+        assert_eq!(
+            filter_match(&lit, &j(r#"{"a":{"b":1,"c":2}}"#)).ok(),
+            Some(false)
+        );
+        // A missing field is a non-existence error (filter's `default` decides).
+        let e = filter_match(&j(r#"{"a":1}"#), &j(r#"{"b":1}"#)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NonExistence);
+        assert_eq!(e.message, "No attribute `a` in object.");
+        let e = filter_match(&j(r#"{"a":{"b":1}}"#), &j(r#"{"a":{}}"#)).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::NonExistence);
+        // A value that is not an object is a type error.
+        let e = filter_match(&j(r#"{"a":1}"#), &j("5")).unwrap_err();
+        assert_eq!(e.message, "Expected type OBJECT but found NUMBER.");
+    }
 }
