@@ -1,8 +1,9 @@
 //! The evaluator: one exhaustive dispatch from term type to the function that implements
 //! it (in `terms/`), and the argument helpers every term uses.
 //!
-//! Errors gain a backtrace frame at each argument boundary (`Ev::arg` and friends), so the
-//! frame list names the path from the failing term up to the root.
+//! Backtraces (see `error`): an error leaving a term's evaluation, or a lazy stream the
+//! term made, is charged to that term unless it already is to another; the argument
+//! helpers (`Ev::datum`, `Ev::num`, ...) charge conversion errors to the argument.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use datum::Datum;
 use proto::ql2::TermType as T;
 
 use crate::ctx::QueryCtx;
-use crate::error::{logic, Result, WithFrame};
+use crate::error::{logic, Frame, Path, ReqlError, Result, WithFrame};
 use crate::term::Term;
 use crate::terms;
 use crate::value::{Env, Func, Sequence, Val, IMPLICIT_VAR_ID};
@@ -61,6 +62,49 @@ pub(crate) fn eval_flagged(
     term: &Term,
     literal_ok: bool,
 ) -> Result<Val> {
+    match eval_unblamed(ctx, env, term, literal_ok) {
+        Ok(Val::Seq(s)) => Ok(Val::Seq(blame_stream(s, term))),
+        Ok(Val::Grouped(crate::value::Grouped::Stream(g))) => {
+            let blame = blamer(term);
+            Ok(Val::Grouped(crate::value::Grouped::Stream(
+                crate::value::GroupedStream {
+                    stream: Box::new(g.stream.map(move |r| r.map_err(&blame))),
+                    infinite: g.infinite,
+                },
+            )))
+        }
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.blame_in(term)),
+    }
+}
+
+/// A stream whose errors not yet charged to a term are charged to `term` (which made
+/// it), as if raised while `term` was evaluated.
+fn blame_stream(s: Sequence, term: &Term) -> Sequence {
+    let blame = blamer(term);
+    let stream = s.stream;
+    Sequence {
+        stream: Box::new(stream.map(move |r| r.map_err(&blame))),
+        ..s
+    }
+}
+
+/// `ReqlError::blame_in(term)` for later, without holding on to `term`.
+fn blamer(term: &Term) -> impl Fn(ReqlError) -> ReqlError + Send + 'static {
+    let path = term.path.clone();
+    let args: Vec<Path> = term.args.iter().map(|a| a.path.clone()).collect();
+    let opts: Vec<(String, Path)> = (term.optargs.iter())
+        .map(|(k, a)| (k.clone(), a.path.clone()))
+        .collect();
+    move |e: ReqlError| {
+        e.blame_with(&path, |f| match f {
+            Frame::Pos(i) => args.get(*i).cloned(),
+            Frame::Opt(n) => opts.iter().find(|(k, _)| k == n).map(|(_, p)| p.clone()),
+        })
+    }
+}
+
+fn eval_unblamed(ctx: &Arc<QueryCtx>, env: &Env, term: &Term, literal_ok: bool) -> Result<Val> {
     if term.args.iter().any(|a| a.tt == T::ARGS) {
         if matches!(term.tt, T::ORDER_BY | T::UNION) {
             return Err(logic(
@@ -95,21 +139,26 @@ fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Term> {
             .ok_or_else(|| logic("r.args needs an array."))?;
         let v = eval(ctx, env, inner).at(i)?;
         match v {
+            // Spliced values are charged to the term holding the `r.args`.
             Val::Func(f) => args.push(Arc::new(Term {
                 tt: T::FUNC,
                 args: vec![
-                    Term::datum(Datum::array(
-                        f.params.iter().map(|p| Datum::from(*p)).collect(),
-                    )),
+                    Term::datum_at(
+                        Datum::array(f.params.iter().map(|p| Datum::from(*p)).collect()),
+                        term.path.clone(),
+                    ),
                     f.body.clone(),
                 ],
                 optargs: Vec::new(),
                 datum: Datum::Null,
+                path: term.path.clone(),
             })),
             other => {
                 let d = to_datum(ctx, other).at(i)?;
                 let items = expect_array(&d).at(i)?;
-                args.extend(items.iter().cloned().map(Term::datum));
+                args.extend(
+                    (items.iter().cloned()).map(|d| Term::datum_at(d, term.path.clone())),
+                );
             }
         }
     }
@@ -126,6 +175,7 @@ fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Term> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         datum: term.datum.clone(),
+        path: term.path.clone(),
     })
 }
 
@@ -285,14 +335,13 @@ pub fn to_seq(v: Val) -> Result<Sequence> {
                 infinite: false,
             })
         }
-        Val::Datum(d) => Err(logic(format!(
-            "Cannot convert {} to SEQUENCE",
-            d.type_name()
-        ))),
+        // RethinkDB charges these to the operator, not the argument.
+        Val::Datum(d) => Err(logic(format!("Cannot convert {} to SEQUENCE", d.type_name())).here()),
         Val::Single(s) => Err(logic(format!(
             "Cannot convert {} to SEQUENCE",
             s.doc.type_name()
-        ))),
+        ))
+        .here()),
         other => Err(logic(format!(
             "Expected type SEQUENCE but found {}:\n{}",
             other.kind_name(),

@@ -147,7 +147,9 @@ pub fn map(ev: &Ev) -> Result<Val> {
     let ctx = ev.ctx.clone();
     if n == 2 {
         let seq = ev.seq(0)?;
-        let mut out = map_items(seq, move |d| apply(&ctx, &f, d).map(Some));
+        // A result that is not a datum is charged to the function (its errors inside
+        // already are to their own terms).
+        let mut out = map_items(seq, move |d| apply(&ctx, &f, d).at(1).map(Some));
         out.table = None;
         return Ok(Val::Seq(out));
     }
@@ -166,7 +168,7 @@ pub fn map(ev: &Ev) -> Result<Val> {
                 Err(e) => return Some(Err(e)),
             }
         }
-        Some(call(&ctx, &f, args).and_then(|v| to_datum(&ctx, v)))
+        Some(call(&ctx, &f, args).and_then(|v| to_datum(&ctx, v)).at(n - 1))
     });
     let mut seq = Sequence::stream(Box::new(stream));
     seq.is_array = all_arrays;
@@ -202,7 +204,8 @@ pub fn concat_map(ev: &Ev) -> Result<Val> {
         });
         match r {
             Ok(v) => pending = v.into_iter(),
-            Err(e) => return Some(Err(e)),
+            // The function's result is charged to the function.
+            Err(e) => return Some(Err(e.with_frame(crate::error::Frame::Pos(1)))),
         }
     });
     let mut out = Sequence::stream(Box::new(stream));
@@ -530,7 +533,8 @@ pub fn is_empty(ev: &Ev) -> Result<Val> {
 
 /// A sort key: ascending or descending on a field or function.
 enum SortKey {
-    Field(String, bool),
+    /// A field name: the function RethinkDB makes of it is charged to the name's term.
+    Field(String, bool, crate::error::Path),
     Func(Val, bool),
 }
 
@@ -548,7 +552,7 @@ fn sort_key_of(ev: &Ev, i: usize) -> Result<SortKey> {
     let term = term.ok_or_else(|| logic("missing sort key"))?;
     let v = crate::eval::eval(ev.ctx, ev.env, &term).at(i)?;
     Ok(match v {
-        Val::Datum(Datum::String(s)) => SortKey::Field(s.to_string(), inner_desc),
+        Val::Datum(Datum::String(s)) => SortKey::Field(s.to_string(), inner_desc, term.path.clone()),
         Val::Func(f) => SortKey::Func(Val::Func(f), inner_desc),
         Val::Datum(d) => {
             return Err(logic(format!(
@@ -586,10 +590,10 @@ pub fn order_by(ev: &Ev) -> Result<Val> {
         let mut ks = Vec::with_capacity(keys.len());
         for k in &keys {
             ks.push(match k {
-                SortKey::Field(f, _) => match field_of(&d, f, "get_field") {
+                SortKey::Field(f, _, path) => match field_of(&d, f, "get_field") {
                     Ok(x) => x,
                     Err(e) if e.kind == ErrorKind::NonExistence => Datum::MinVal,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.blame_path(path)),
                 },
                 SortKey::Func(f, _) => apply(ev.ctx, f, d.clone())?,
             });
@@ -599,7 +603,7 @@ pub fn order_by(ev: &Ev) -> Result<Val> {
     keyed.sort_by(|(a, _), (b, _)| {
         for (i, k) in keys.iter().enumerate() {
             let desc = match k {
-                SortKey::Field(_, d) | SortKey::Func(_, d) => *d,
+                SortKey::Field(_, d, _) | SortKey::Func(_, d) => *d,
             };
             let (x, y) = (a.get(i), b.get(i));
             let o = x.cmp(&y);
