@@ -31,6 +31,22 @@ pub struct Ev<'a> {
     /// bodies of functions that `merge` and `update` call, and passed down by
     /// `MAKE_OBJ` to its values. `r.literal` anywhere else is a "stray literal".
     pub literal_ok: bool,
+    /// For arguments evaluated by `branch` or `do` (which pass on a value another term
+    /// produced): that term's path, which a conversion of the argument blames.
+    pub producers: std::cell::RefCell<Vec<(usize, Path)>>,
+}
+
+thread_local! {
+    /// How many `branch`/`do` arguments are being evaluated on this thread: while it
+    /// is not zero, every term evaluated records its path in `PRODUCER`.
+    static WANT_PRODUCER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The path of the term that produced the last value (see `WANT_PRODUCER`).
+    static PRODUCER: std::cell::RefCell<Option<Path>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Terms whose value is the value of another term they evaluate last.
+fn passes_value_on(t: &Term) -> bool {
+    matches!(t.tt, T::BRANCH | T::FUNCALL)
 }
 
 impl<'a> Ev<'a> {
@@ -42,6 +58,7 @@ impl<'a> Ev<'a> {
             term,
             arg0: std::cell::RefCell::new(None),
             literal_ok: false,
+            producers: std::cell::RefCell::new(Vec::new()),
         }
     }
 }
@@ -62,7 +79,11 @@ pub(crate) fn eval_flagged(
     term: &Term,
     literal_ok: bool,
 ) -> Result<Val> {
-    match eval_unblamed(ctx, env, term, literal_ok) {
+    let r = eval_unblamed(ctx, env, term, literal_ok);
+    if r.is_ok() && !passes_value_on(term) && WANT_PRODUCER.with(|w| w.get() > 0) {
+        PRODUCER.with(|p| *p.borrow_mut() = Some(term.path.clone()));
+    }
+    match r {
         Ok(Val::Seq(s)) => Ok(Val::Seq(blame_stream(s, term))),
         Ok(Val::Grouped(crate::value::Grouped::Stream(g))) => {
             let blame = blamer(term);
@@ -118,11 +139,11 @@ fn eval_unblamed(ctx: &Arc<QueryCtx>, env: &Env, term: &Term, literal_ok: bool) 
         let expanded = expand_args(ctx, env, term)?;
         let mut ev = Ev::new(ctx, env, &expanded);
         ev.literal_ok = literal_ok;
-        return terms::group::eval_groupable(&ev);
+        return terms::group::eval_groupable(&ev).map_err(|e| ev.blame(e));
     }
     let mut ev = Ev::new(ctx, env, term);
     ev.literal_ok = literal_ok;
-    terms::group::eval_groupable(&ev)
+    terms::group::eval_groupable(&ev).map_err(|e| ev.blame(e))
 }
 
 /// Splices `r.args(array)` arguments into the argument list, then checks arity.
@@ -193,9 +214,43 @@ impl<'a> Ev<'a> {
             }
         }
         match self.term.args.get(i) {
-            Some(t) => eval(self.ctx, self.env, t).at(i),
+            Some(t) if passes_value_on(t) => {
+                WANT_PRODUCER.with(|w| w.set(w.get() + 1));
+                let r = eval(self.ctx, self.env, t);
+                let outer = WANT_PRODUCER.with(|w| {
+                    w.set(w.get() - 1);
+                    w.get()
+                });
+                // Inside another `branch`/`do` argument, its caller reads it too.
+                let produced = PRODUCER.with(|p| {
+                    let mut p = p.borrow_mut();
+                    if outer == 0 {
+                        p.take()
+                    } else {
+                        p.clone()
+                    }
+                });
+                if let Some(p) = produced {
+                    self.producers.borrow_mut().push((i, p));
+                }
+                r
+            }
+            Some(t) => eval(self.ctx, self.env, t),
             None => Err(logic(format!("Missing argument {i}."))),
         }
+    }
+
+    /// Charges an error leaving this term's evaluation: to the term itself, or, after
+    /// `at(i)`, to the term that produced argument `i`'s value.
+    pub fn blame(&self, e: ReqlError) -> ReqlError {
+        let producers = self.producers.borrow();
+        e.blame_with(&self.term.path, |f| match f {
+            Frame::Pos(i) => (producers.iter().rev())
+                .find(|(j, _)| j == i)
+                .map(|(_, p)| p.clone())
+                .or_else(|| self.term.args.get(*i).map(|a| a.path.clone())),
+            Frame::Opt(n) => self.term.optarg(n).map(|a| a.path.clone()),
+        })
     }
 
     /// Evaluates positional argument `i` where `r.literal` is legal (`merge`).
