@@ -177,9 +177,7 @@ fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result<Term> {
             other => {
                 let d = to_datum(ctx, other).at(i)?;
                 let items = expect_array(&d).at(i)?;
-                args.extend(
-                    (items.iter().cloned()).map(|d| Term::datum_at(d, term.path.clone())),
-                );
+                args.extend((items.iter().cloned()).map(|d| Term::datum_at(d, term.path.clone())));
             }
         }
     }
@@ -392,11 +390,9 @@ pub fn to_seq(v: Val) -> Result<Sequence> {
         }
         // RethinkDB charges these to the operator, not the argument.
         Val::Datum(d) => Err(logic(format!("Cannot convert {} to SEQUENCE", d.type_name())).here()),
-        Val::Single(s) => Err(logic(format!(
-            "Cannot convert {} to SEQUENCE",
-            s.doc.type_name()
-        ))
-        .here()),
+        Val::Single(s) => {
+            Err(logic(format!("Cannot convert {} to SEQUENCE", s.doc.type_name())).here())
+        }
         other => Err(logic(format!(
             "Expected type SEQUENCE but found {}:\n{}",
             other.kind_name(),

@@ -466,7 +466,11 @@ pub fn group(ev: &Ev) -> Result<Val> {
             if name != table.primary_key() {
                 (group_by_secondary_index(&table, &name)?, false)
             } else {
-                let path = ev.term.optarg("index").map(|t| t.path.clone()).unwrap_or_default();
+                let path = ev
+                    .term
+                    .optarg("index")
+                    .map(|t| t.path.clone())
+                    .unwrap_or_default();
                 keys.push(KeyFn::Field(Datum::str(&name), path));
                 let seq = crate::eval::to_seq(Val::Table(table))?;
                 (Box::new(seq.stream.map(|d| d.map(|d| (d, None)))), false)

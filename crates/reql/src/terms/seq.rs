@@ -168,7 +168,11 @@ pub fn map(ev: &Ev) -> Result<Val> {
                 Err(e) => return Some(Err(e)),
             }
         }
-        Some(call(&ctx, &f, args).and_then(|v| to_datum(&ctx, v)).at(n - 1))
+        Some(
+            call(&ctx, &f, args)
+                .and_then(|v| to_datum(&ctx, v))
+                .at(n - 1),
+        )
     });
     let mut seq = Sequence::stream(Box::new(stream));
     seq.is_array = all_arrays;
@@ -288,8 +292,7 @@ fn non_negative(ev: &Ev, i: usize, what: &str) -> Result<usize> {
     if n < 0 {
         return Err(logic(format!(
             "{what} takes a non-negative argument (got {n})"
-        )))
-        .at(i);
+        )));
     }
     Ok(n as usize)
 }
@@ -326,7 +329,7 @@ pub fn skip(ev: &Ev) -> Result<Val> {
     if n < 0 {
         // RethinkDB's skip is `slice(n)`: from the end of an array, an error on a stream.
         if !seq.is_array {
-            return Err(logic("Cannot use a negative left index on a stream.")).at(1);
+            return Err(logic("Cannot use a negative left index on a stream."));
         }
         let items = seq.collect(ev.ctx.array_limit)?;
         let from = items
@@ -393,7 +396,7 @@ pub fn nth_of(ev: &Ev, v: Val, idx: &Datum) -> Result<Val> {
                 None => Err(nonexist(format!("Index out of bounds: {i}"))),
             };
         }
-        return Err(logic("Cannot use a negative index on a stream.")).at(1);
+        return Err(logic("Cannot use a negative index on a stream."));
     }
     for (k, d) in seq.stream.enumerate() {
         let d = d?;
@@ -482,12 +485,10 @@ pub fn slice(ev: &Ev) -> Result<Val> {
     let mut end_i = end_i;
     if !seq.is_array {
         if start < 0 {
-            return Err(logic("Cannot use a negative left index on a stream.")).at(1);
+            return Err(logic("Cannot use a negative left index on a stream."));
         }
         match end_i {
-            Some(e) if e < -1 => {
-                return Err(logic("Cannot use a right index < -1 on a stream.")).at(2)
-            }
+            Some(e) if e < -1 => return Err(logic("Cannot use a right index < -1 on a stream.")),
             Some(-1) if !right_closed => {
                 return Err(logic(
                     "Cannot slice to an open right index of -1 on a stream.",
@@ -552,7 +553,9 @@ fn sort_key_of(ev: &Ev, i: usize) -> Result<SortKey> {
     let term = term.ok_or_else(|| logic("missing sort key"))?;
     let v = crate::eval::eval(ev.ctx, ev.env, &term).at(i)?;
     Ok(match v {
-        Val::Datum(Datum::String(s)) => SortKey::Field(s.to_string(), inner_desc, term.path.clone()),
+        Val::Datum(Datum::String(s)) => {
+            SortKey::Field(s.to_string(), inner_desc, term.path.clone())
+        }
         Val::Func(f) => SortKey::Func(Val::Func(f), inner_desc),
         Val::Datum(d) => {
             return Err(logic(format!(
