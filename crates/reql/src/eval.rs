@@ -1,8 +1,9 @@
 //! The evaluator: one exhaustive dispatch from term type to the function that implements
 //! it (in `terms/`), and the argument helpers every term uses.
 //!
-//! Errors gain a backtrace frame at each argument boundary (`Ev::arg` and friends), so the
-//! frame list names the path from the failing term up to the root.
+//! Backtraces (see `error`): an error leaving a term's evaluation, or a lazy stream the
+//! term made, is charged to that term unless it already is to another; the argument
+//! helpers (`Ev::datum`, `Ev::num`, ...) charge conversion errors to the argument.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use datum::Datum;
 use proto::ql2::TermType as T;
 
 use crate::ctx::QueryCtx;
-use crate::error::{logic, Result, WithFrame};
+use crate::error::{logic, Frame, Path, ReqlError, Result, WithFrame};
 use crate::term::Term;
 use crate::terms;
 use crate::value::{Env, Func, Sequence, Val, IMPLICIT_VAR_ID};
@@ -30,6 +31,22 @@ pub struct Ev<'a> {
     /// bodies of functions that `merge` and `update` call, and passed down by
     /// `MAKE_OBJ` to its values. `r.literal` anywhere else is a "stray literal".
     pub literal_ok: bool,
+    /// For arguments evaluated by `branch` or `do` (which pass on a value another term
+    /// produced): that term's path, which a conversion of the argument blames.
+    pub producers: std::cell::RefCell<Vec<(usize, Path)>>,
+}
+
+thread_local! {
+    /// How many `branch`/`do` arguments are being evaluated on this thread: while it
+    /// is not zero, every term evaluated records its path in `PRODUCER`.
+    static WANT_PRODUCER: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The path of the term that produced the last value (see `WANT_PRODUCER`).
+    static PRODUCER: std::cell::RefCell<Option<Path>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Terms whose value is the value of another term they evaluate last.
+fn passes_value_on(t: &Term) -> bool {
+    matches!(t.tt, T::BRANCH | T::FUNCALL)
 }
 
 impl<'a> Ev<'a> {
@@ -41,6 +58,7 @@ impl<'a> Ev<'a> {
             term,
             arg0: std::cell::RefCell::new(None),
             literal_ok: false,
+            producers: std::cell::RefCell::new(Vec::new()),
         }
     }
 }
@@ -61,6 +79,53 @@ pub(crate) fn eval_flagged(
     term: &Term,
     literal_ok: bool,
 ) -> Result<Val> {
+    let r = eval_unblamed(ctx, env, term, literal_ok);
+    if r.is_ok() && !passes_value_on(term) && WANT_PRODUCER.with(|w| w.get() > 0) {
+        PRODUCER.with(|p| *p.borrow_mut() = Some(term.path.clone()));
+    }
+    match r {
+        Ok(Val::Seq(s)) => Ok(Val::Seq(blame_stream(s, term))),
+        Ok(Val::Grouped(crate::value::Grouped::Stream(g))) => {
+            let blame = blamer(term);
+            Ok(Val::Grouped(crate::value::Grouped::Stream(
+                crate::value::GroupedStream {
+                    stream: Box::new(g.stream.map(move |r| r.map_err(&blame))),
+                    infinite: g.infinite,
+                },
+            )))
+        }
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.blame_in(term)),
+    }
+}
+
+/// A stream whose errors not yet charged to a term are charged to `term` (which made
+/// it), as if raised while `term` was evaluated.
+fn blame_stream(s: Sequence, term: &Term) -> Sequence {
+    let blame = blamer(term);
+    let stream = s.stream;
+    Sequence {
+        stream: Box::new(stream.map(move |r| r.map_err(&blame))),
+        ..s
+    }
+}
+
+/// `ReqlError::blame_in(term)` for later, without holding on to `term`.
+fn blamer(term: &Term) -> impl Fn(ReqlError) -> ReqlError + Send + 'static {
+    let path = term.path.clone();
+    let args: Vec<Path> = term.args.iter().map(|a| a.path.clone()).collect();
+    let opts: Vec<(String, Path)> = (term.optargs.iter())
+        .map(|(k, a)| (k.clone(), a.path.clone()))
+        .collect();
+    move |e: ReqlError| {
+        e.blame_with(&path, |f| match f {
+            Frame::Pos(i) => args.get(*i).cloned(),
+            Frame::Opt(n) => opts.iter().find(|(k, _)| k == n).map(|(_, p)| p.clone()),
+        })
+    }
+}
+
+fn eval_unblamed(ctx: &Arc<QueryCtx>, env: &Env, term: &Term, literal_ok: bool) -> Result<Val> {
     if term.args.iter().any(|a| a.tt == T::ARGS) {
         if matches!(term.tt, T::ORDER_BY | T::UNION) {
             return Err(logic(
@@ -74,11 +139,11 @@ pub(crate) fn eval_flagged(
         let expanded = expand_args(ctx, env, term)?;
         let mut ev = Ev::new(ctx, env, &expanded);
         ev.literal_ok = literal_ok;
-        return terms::group::eval_groupable(&ev);
+        return terms::group::eval_groupable(&ev).map_err(|e| ev.blame(e));
     }
     let mut ev = Ev::new(ctx, env, term);
     ev.literal_ok = literal_ok;
-    terms::group::eval_groupable(&ev)
+    terms::group::eval_groupable(&ev).map_err(|e| ev.blame(e))
 }
 
 /// Splices `r.args(array)` arguments into the argument list, then checks arity.
@@ -95,21 +160,24 @@ pub(crate) fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result
             .ok_or_else(|| logic("r.args needs an array."))?;
         let v = eval(ctx, env, inner).at(i)?;
         match v {
+            // Spliced values are charged to the term holding the `r.args`.
             Val::Func(f) => args.push(Arc::new(Term {
                 tt: T::FUNC,
                 args: vec![
-                    Term::datum(Datum::array(
-                        f.params.iter().map(|p| Datum::from(*p)).collect(),
-                    )),
+                    Term::datum_at(
+                        Datum::array(f.params.iter().map(|p| Datum::from(*p)).collect()),
+                        term.path.clone(),
+                    ),
                     f.body.clone(),
                 ],
                 optargs: Vec::new(),
                 datum: Datum::Null,
+                path: term.path.clone(),
             })),
             other => {
                 let d = to_datum(ctx, other).at(i)?;
                 let items = expect_array(&d).at(i)?;
-                args.extend(items.iter().cloned().map(Term::datum));
+                args.extend((items.iter().cloned()).map(|d| Term::datum_at(d, term.path.clone())));
             }
         }
     }
@@ -128,6 +196,7 @@ pub(crate) fn expand_args(ctx: &Arc<QueryCtx>, env: &Env, term: &Term) -> Result
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         datum: term.datum.clone(),
+        path: term.path.clone(),
     })
 }
 
@@ -145,9 +214,43 @@ impl<'a> Ev<'a> {
             }
         }
         match self.term.args.get(i) {
-            Some(t) => eval(self.ctx, self.env, t).at(i),
+            Some(t) if passes_value_on(t) => {
+                WANT_PRODUCER.with(|w| w.set(w.get() + 1));
+                let r = eval(self.ctx, self.env, t);
+                let outer = WANT_PRODUCER.with(|w| {
+                    w.set(w.get() - 1);
+                    w.get()
+                });
+                // Inside another `branch`/`do` argument, its caller reads it too.
+                let produced = PRODUCER.with(|p| {
+                    let mut p = p.borrow_mut();
+                    if outer == 0 {
+                        p.take()
+                    } else {
+                        p.clone()
+                    }
+                });
+                if let Some(p) = produced {
+                    self.producers.borrow_mut().push((i, p));
+                }
+                r
+            }
+            Some(t) => eval(self.ctx, self.env, t),
             None => Err(logic(format!("Missing argument {i}."))),
         }
+    }
+
+    /// Charges an error leaving this term's evaluation: to the term itself, or, after
+    /// `at(i)`, to the term that produced argument `i`'s value.
+    pub fn blame(&self, e: ReqlError) -> ReqlError {
+        let producers = self.producers.borrow();
+        e.blame_with(&self.term.path, |f| match f {
+            Frame::Pos(i) => (producers.iter().rev())
+                .find(|(j, _)| j == i)
+                .map(|(_, p)| p.clone())
+                .or_else(|| self.term.args.get(*i).map(|a| a.path.clone())),
+            Frame::Opt(n) => self.term.optarg(n).map(|a| a.path.clone()),
+        })
     }
 
     /// Evaluates positional argument `i` where `r.literal` is legal (`merge`).
@@ -287,14 +390,11 @@ pub fn to_seq(v: Val) -> Result<Sequence> {
                 infinite: false,
             })
         }
-        Val::Datum(d) => Err(logic(format!(
-            "Cannot convert {} to SEQUENCE",
-            d.type_name()
-        ))),
-        Val::Single(s) => Err(logic(format!(
-            "Cannot convert {} to SEQUENCE",
-            s.doc.type_name()
-        ))),
+        // RethinkDB charges these to the operator, not the argument.
+        Val::Datum(d) => Err(logic(format!("Cannot convert {} to SEQUENCE", d.type_name())).here()),
+        Val::Single(s) => {
+            Err(logic(format!("Cannot convert {} to SEQUENCE", s.doc.type_name())).here())
+        }
         other => Err(logic(format!(
             "Expected type SEQUENCE but found {}:\n{}",
             other.kind_name(),

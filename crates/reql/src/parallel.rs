@@ -83,6 +83,7 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
         args: vec![Term::datum(Datum::Number(RANGE_VAR as f64))],
         optargs: Vec::new(),
         datum: Datum::Null,
+        path: Default::default(),
     };
     let per_range = replace_source(term, &Arc::new(var));
     let ranges = ranges(&cuts);
@@ -231,6 +232,7 @@ fn private_copy(t: &Term) -> Term {
             .map(|(k, a)| (k.clone(), Arc::new(private_copy(a))))
             .collect(),
         datum: private_datum(&t.datum),
+        path: t.path.clone(),
     }
 }
 
@@ -255,6 +257,7 @@ fn with_first(t: &Term, first: Arc<Term>) -> Term {
         args,
         optargs: t.optargs.clone(),
         datum: t.datum.clone(),
+        path: t.path.clone(),
     }
 }
 

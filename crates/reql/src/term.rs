@@ -11,7 +11,7 @@ use datum::{Datum, Object, Str};
 use proto::ql2::TermType;
 use serde_json::Value as Json;
 
-use crate::error::{compile, Frame, ReqlError, Result};
+use crate::error::{compile, Frame, Path, ReqlError, Result};
 use crate::spec;
 
 /// A compiled term.
@@ -25,16 +25,25 @@ pub struct Term {
     pub optargs: Vec<(String, Arc<Term>)>,
     /// The value of a `DATUM` term (null otherwise).
     pub datum: Datum,
+    /// Where the term sits in the query, root first: the backtrace of an error charged to
+    /// it. A term the server generates carries the path of the user term it came from.
+    pub path: Path,
 }
 
 impl Term {
     /// A literal term.
     pub fn datum(d: Datum) -> Arc<Term> {
+        Self::datum_at(d, Path::root())
+    }
+
+    /// A literal term charged to `path`.
+    pub fn datum_at(d: Datum, path: Path) -> Arc<Term> {
         Arc::new(Term {
             tt: TermType::DATUM,
             args: Vec::new(),
             optargs: Vec::new(),
             datum: d,
+            path,
         })
     }
 
@@ -56,15 +65,21 @@ impl Term {
     }
 }
 
-/// Compiles a term from its JSON form.
+/// Compiles a term from its JSON form (the root of a query).
 pub fn compile_term(j: &Json) -> Result<Arc<Term>> {
+    compile_at(j, &Path::root())
+}
+
+/// Compiles a term found at `path`.
+fn compile_at(j: &Json, path: &Path) -> Result<Arc<Term>> {
     match j {
-        Json::Array(items) => compile_array(items),
+        Json::Array(items) => compile_array(items, path),
         Json::Object(map) => {
             let mut fields = Vec::with_capacity(map.len());
             let mut all_datum = true;
             for (k, v) in map {
-                let t = compile_term(v).map_err(|e| e.with_frame(Frame::Opt(k.clone())))?;
+                let t = compile_at(v, &path.child(Frame::Opt(k.clone())))
+                    .map_err(|e| e.with_frame(Frame::Opt(k.clone())))?;
                 all_datum &= t.tt == TermType::DATUM;
                 fields.push((k.clone(), t));
             }
@@ -73,17 +88,22 @@ pub fn compile_term(j: &Json) -> Result<Arc<Term>> {
                     .into_iter()
                     .map(|(k, t)| (Str::from(k.as_str()), t.datum.clone()))
                     .collect();
-                return Ok(Term::datum(check_ptype(Datum::object(obj))?));
+                return Ok(Term::datum_at(
+                    check_ptype(Datum::object(obj))?,
+                    path.clone(),
+                ));
             }
             Ok(Arc::new(Term {
                 tt: TermType::MAKE_OBJ,
                 args: Vec::new(),
                 optargs: fields,
                 datum: Datum::Null,
+                path: path.clone(),
             }))
         }
-        other => Ok(Term::datum(
+        other => Ok(Term::datum_at(
             datum::from_json_value(other).map_err(|e| compile(e.0))?,
+            path.clone(),
         )),
     }
 }
@@ -162,7 +182,7 @@ fn nested_implicit(t: &Term) -> bool {
         })
 }
 
-fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
+fn compile_array(items: &[Json], path: &Path) -> Result<Arc<Term>> {
     let code = items.first().and_then(Json::as_i64).ok_or_else(|| {
         compile("Expected a term type number as the first element of a term array.")
     })?;
@@ -176,8 +196,9 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
     }
     if tt == TermType::DATUM {
         let v = items.get(1).unwrap_or(&Json::Null);
-        return Ok(Term::datum(
+        return Ok(Term::datum_at(
             datum::from_json_value(v).map_err(|e| compile(e.0))?,
+            path.clone(),
         ));
     }
     let mut args = Vec::new();
@@ -186,7 +207,10 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
         Some(Json::Array(a)) => {
             args.reserve(a.len());
             for (i, x) in a.iter().enumerate() {
-                args.push(compile_term(x).map_err(|e| e.with_frame(Frame::Pos(i)))?);
+                args.push(
+                    compile_at(x, &path.child(Frame::Pos(i)))
+                        .map_err(|e| e.with_frame(Frame::Pos(i)))?,
+                );
             }
         }
         Some(_) => return Err(compile("Expected the arguments of a term to be an array.")),
@@ -198,7 +222,8 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
             for (k, v) in o {
                 optargs.push((
                     k.clone(),
-                    compile_term(v).map_err(|e| e.with_frame(Frame::Opt(k.clone())))?,
+                    compile_at(v, &path.child(Frame::Opt(k.clone())))
+                        .map_err(|e| e.with_frame(Frame::Opt(k.clone())))?,
                 ));
             }
         }
@@ -209,9 +234,10 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
         }
     }
     if tt == TermType::MAKE_ARRAY && args.iter().all(|a| a.tt == TermType::DATUM) {
-        return Ok(Term::datum(Datum::array(
-            args.iter().map(|a| a.datum.clone()).collect(),
-        )));
+        return Ok(Term::datum_at(
+            Datum::array(args.iter().map(|a| a.datum.clone()).collect()),
+            path.clone(),
+        ));
     }
     // With `r.args` among the arguments the count is known only once it is expanded:
     // `eval::expand_args` checks it then (RethinkDB's `arg_terms_t`).
@@ -226,7 +252,9 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
     if let Some(allowed) = spec::optargs(tt) {
         for (k, _) in &optargs {
             if !allowed.contains(&k.as_str()) {
-                return Err(compile(format!("Unrecognized optional argument `{k}`.")));
+                // RethinkDB charges it to the optarg's value.
+                return Err(compile(format!("Unrecognized optional argument `{k}`."))
+                    .with_frame(Frame::Opt(k.clone())));
             }
         }
     }
@@ -239,25 +267,39 @@ fn compile_array(items: &[Json]) -> Result<Arc<Term>> {
             | TermType::ORDER_BY
             | TermType::GROUP
             | TermType::FOLD
-    ) && args.iter().skip(1).any(|a| has_write(a))
-    {
-        return Err(compile(
-            "Cannot nest writes or meta ops in stream operations.  Use FOR_EACH instead.",
-        )
-        .with_frame(Frame::Pos(0)));
+    ) {
+        // Charged to the nested write term.
+        if let Some(w) = args.iter().skip(1).find_map(|a| find_write(a)) {
+            return Err(compile(
+                "Cannot nest writes or meta ops in stream operations.  Use FOR_EACH instead.",
+            )
+            .blame_path(&w));
+        }
     }
     Ok(Arc::new(Term {
         tt,
         args,
         optargs,
         datum: Datum::Null,
+        path: path.clone(),
     }))
 }
 
-/// True when a subtree performs a write or a catalog change.
-fn has_write(t: &Term) -> bool {
+/// The path of the first write or catalog change in a subtree.
+fn find_write(t: &Term) -> Option<Path> {
+    if has_write_tt(t.tt) {
+        return Some(t.path.clone());
+    }
+    t.args
+        .iter()
+        .chain(t.optargs.iter().map(|(_, a)| a))
+        .find_map(|a| find_write(a))
+}
+
+/// True when a term type performs a write or a catalog change.
+fn has_write_tt(tt: TermType) -> bool {
     matches!(
-        t.tt,
+        tt,
         TermType::INSERT
             | TermType::UPDATE
             | TermType::REPLACE
@@ -272,8 +314,7 @@ fn has_write(t: &Term) -> bool {
             | TermType::SYNC
             | TermType::RECONFIGURE
             | TermType::REBALANCE
-    ) || t.args.iter().any(|a| has_write(a))
-        || t.optargs.iter().any(|(_, a)| has_write(a))
+    )
 }
 
 fn check_arity(tt: TermType, n: usize) -> Result<()> {

@@ -13,9 +13,11 @@ use crate::terms::math::int_of;
 use crate::terms::seq::apply;
 use crate::value::{Sequence, Val};
 
+/// Argument `i` as an array. The array terms take their arguments as plain datums and
+/// check them afterwards, so a wrong type is charged to the term itself.
 fn array_arg(ev: &Ev, i: usize) -> Result<Vec<Datum>> {
     let d = ev.datum(i)?;
-    Ok(expect_array(&d).at(i)?.to_vec())
+    Ok(expect_array(&d)?.to_vec())
 }
 
 fn done(ev: &Ev, v: Vec<Datum>) -> Result<Val> {
@@ -85,7 +87,7 @@ pub fn set_difference(ev: &Ev) -> Result<Val> {
 /// An index into `n` items; `insertion` allows `n` itself (and `-(n+1)`).
 fn index(ev: &Ev, i: usize, n: usize, insertion: bool) -> Result<usize> {
     let d = ev.datum(i)?;
-    let k = int_of(&d).at(i)?;
+    let k = int_of(&d)?;
     let n = n as i64;
     let max = if insertion { n } else { n - 1 };
     let resolved = if k < 0 { k + max + 1 } else { k };
@@ -130,7 +132,7 @@ pub fn delete_at(ev: &Ev) -> Result<Val> {
     let i = index(ev, 1, a.len(), true)?;
     let n = a.len() as i64;
     let jd = ev.datum(2)?;
-    let jk = int_of(&jd).at(2)?;
+    let jk = int_of(&jd)?;
     let jr = if jk < 0 { jk + n } else { jk };
     if jk > n {
         return Err(nonexist(format!(

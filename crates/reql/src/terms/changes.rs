@@ -543,6 +543,7 @@ fn transform_of(ev: &Ev, terms: Vec<Arc<Term>>, prefilter: Option<Prefilter>) ->
                 args,
                 optargs: t.optargs.clone(),
                 datum: Datum::Null,
+                path: t.path.clone(),
             };
             let v = eval(&ctx, &env, &term).ok()?;
             match to_datum(&ctx, v).ok()? {

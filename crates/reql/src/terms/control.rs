@@ -206,10 +206,14 @@ pub fn type_of(ev: &Ev) -> Result<Val> {
     Ok(Val::Datum(Datum::from(name)))
 }
 
-/// COERCE_TO.
+/// COERCE_TO. RethinkDB charges a failed conversion to the value converted.
 pub fn coerce_to(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
     let target = ev.string(1)?.to_ascii_uppercase();
+    coerce_val(ev, v, target).at(0)
+}
+
+fn coerce_val(ev: &Ev, v: Val, target: String) -> Result<Val> {
     let d = match v {
         Val::Seq(s) => match target.as_str() {
             "ARRAY" => return Ok(Val::Datum(Datum::array(s.collect(ev.ctx.array_limit)?))),

@@ -38,6 +38,8 @@ fn db_and_rest(ev: &Ev) -> Result<(String, usize)> {
         if let Some(t) = ev.term.args.first() {
             if t.tt == proto::ql2::TermType::DB {
                 if let Val::Db(d) = ev.arg(0)? {
+                    // RethinkDB's `db` term checks that the database exists.
+                    ev.ctx.access.check_db(&d).at(0)?;
                     return Ok((d, 1));
                 }
             }
@@ -46,9 +48,14 @@ fn db_and_rest(ev: &Ev) -> Result<(String, usize)> {
     Ok((ev.ctx.db.clone(), 0))
 }
 
+/// Argument `i` as a database that exists (RethinkDB's `db` term checks that, so a
+/// missing database is charged to it).
 fn expect_db(ev: &Ev, i: usize) -> Result<String> {
     match ev.arg(i)? {
-        Val::Db(d) => Ok(d),
+        Val::Db(d) => {
+            ev.ctx.access.check_db(&d).at(i)?;
+            Ok(d)
+        }
         other => Err(logic(format!(
             "Expected type DATABASE but found {}:\n{}",
             other.kind_name(),

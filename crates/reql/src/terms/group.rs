@@ -222,6 +222,7 @@ fn copy_term(t: &Term) -> Arc<Term> {
         args: t.args.clone(),
         optargs: t.optargs.clone(),
         datum: t.datum.clone(),
+        path: t.path.clone(),
     })
 }
 
@@ -487,18 +488,21 @@ fn call_datum(ev: &Ev, f: Option<&Val>, d: Datum) -> Result<Datum> {
 
 /// One way of computing a group key.
 enum KeyFn {
-    Field(Datum),
-    Func(Val),
+    /// A field name; the function RethinkDB makes of it is charged to the name's term.
+    Field(Datum, crate::error::Path),
+    /// A function; a result that is not a datum is charged to it.
+    Func(Val, crate::error::Path),
 }
 
 /// GROUP: fields and functions, `multi`, and `index` on the primary key.
 pub fn group(ev: &Ev) -> Result<Val> {
     let mut keys = Vec::new();
     for i in 1..ev.nargs() {
+        let path = ev.term.args[i].path.clone();
         keys.push(match ev.arg(i)? {
-            Val::Func(f) => KeyFn::Func(Val::Func(f)),
-            Val::Datum(d) => KeyFn::Field(d),
-            other => KeyFn::Func(crate::eval::expect_func(other).at(i)?),
+            Val::Func(f) => KeyFn::Func(Val::Func(f), path),
+            Val::Datum(d) => KeyFn::Field(d, path),
+            other => KeyFn::Func(crate::eval::expect_func(other).at(i)?, path),
         });
     }
     let multi = ev.opt_bool("multi", false)?;
@@ -519,7 +523,12 @@ pub fn group(ev: &Ev) -> Result<Val> {
             if name != table.primary_key() {
                 (group_by_secondary_index(&table, &name)?, false)
             } else {
-                keys.push(KeyFn::Field(Datum::str(&name)));
+                let path = ev
+                    .term
+                    .optarg("index")
+                    .map(|t| t.path.clone())
+                    .unwrap_or_default();
+                keys.push(KeyFn::Field(Datum::str(&name), path));
                 let seq = crate::eval::to_seq(Val::Table(table))?;
                 (Box::new(seq.stream.map(|d| d.map(|d| (d, None)))), false)
             }
@@ -585,15 +594,18 @@ fn group_keys(
 ) -> Result<Vec<Datum>> {
     let mut parts = Vec::with_capacity(keys.len() + 1);
     for k in keys {
-        let r = match k {
-            KeyFn::Field(Datum::String(f)) => field_of(d, f, "get_field"),
-            KeyFn::Field(other) => Err(type_error("STRING", other)),
-            KeyFn::Func(f) => call(ctx, f, vec![d.clone()]).and_then(|v| to_datum(ctx, v)),
+        let (r, path) = match k {
+            KeyFn::Field(Datum::String(f), p) => (field_of(d, f, "get_field"), p),
+            KeyFn::Field(other, p) => (Err(type_error("STRING", other)), p),
+            KeyFn::Func(f, p) => (
+                call(ctx, f, vec![d.clone()]).and_then(|v| to_datum(ctx, v)),
+                p,
+            ),
         };
         parts.push(match r {
             Ok(x) => x,
             Err(e) if e.kind == ErrorKind::NonExistence => Datum::Null,
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.blame_path(path)),
         });
     }
     parts.extend(index_value);

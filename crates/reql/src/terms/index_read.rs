@@ -352,6 +352,7 @@ pub fn slice_info(ev: &Ev, t: &Arc<dyn Table>) -> Result<Datum> {
         args: vec![Term::datum(Datum::Null)],
         optargs: Vec::new(),
         datum: Datum::Null,
+        path: ev.term.path.clone(),
     };
     let sub = Ev::new(ev.ctx, ev.env, &term);
     *sub.arg0.borrow_mut() = Some(Val::Table(s.base.clone()));

@@ -95,6 +95,7 @@ fn js_func(source: String, timeout: Option<Datum>, env: &Env) -> Func {
             args: vec![Term::datum(Datum::from(source))],
             optargs,
             datum: Datum::Null,
+            path: Default::default(),
         }),
         env: env.clone(),
     }

@@ -62,7 +62,7 @@ pub fn add(ev: &Ev) -> Result<Val> {
     for i in 1..ev.nargs() {
         let x = ev.datum(i)?;
         acc = match (&acc, &x) {
-            (Datum::Number(a), Datum::Number(b)) => finite(a + b).at(i)?,
+            (Datum::Number(a), Datum::Number(b)) => finite(a + b)?,
             (Datum::String(a), Datum::String(b)) => Datum::from(format!("{a}{b}")),
             (Datum::Array(a), Datum::Array(b)) => {
                 let mut v = Vec::with_capacity(a.len() + b.len());
@@ -79,10 +79,10 @@ pub fn add(ev: &Ev) -> Result<Val> {
                 let e = ptype::time_epoch(t).unwrap_or(0.0);
                 crate::terms::time::new_time(e + a, ptype::time_zone(t).unwrap_or("+00:00"))
             }
-            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)).at(i),
-            (Datum::String(_), other) => return Err(type_error("STRING", other)).at(i),
-            (Datum::Array(_), other) => return Err(type_error("ARRAY", other)).at(i),
-            (a, _) => return Err(type_error("NUMBER", a)).at(0),
+            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)),
+            (Datum::String(_), other) => return Err(type_error("STRING", other)),
+            (Datum::Array(_), other) => return Err(type_error("ARRAY", other)),
+            (a, _) => return Err(type_error("NUMBER", a)),
         };
     }
     Ok(Val::Datum(acc))
@@ -94,7 +94,7 @@ pub fn sub(ev: &Ev) -> Result<Val> {
     for i in 1..ev.nargs() {
         let x = ev.datum(i)?;
         acc = match (&acc, &x) {
-            (Datum::Number(a), Datum::Number(b)) => finite(a - b).at(i)?,
+            (Datum::Number(a), Datum::Number(b)) => finite(a - b)?,
             (t, Datum::Number(b)) if is_time(t) => {
                 let e = ptype::time_epoch(t).unwrap_or(0.0);
                 crate::terms::time::new_time(e - b, ptype::time_zone(t).unwrap_or("+00:00"))
@@ -102,9 +102,9 @@ pub fn sub(ev: &Ev) -> Result<Val> {
             (t, u) if is_time(t) && is_time(u) => Datum::Number(crate::terms::time::round_ms(
                 ptype::time_epoch(t).unwrap_or(0.0) - ptype::time_epoch(u).unwrap_or(0.0),
             )),
-            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)).at(i),
-            (t, other) if is_time(t) => return Err(type_error("NUMBER", other)).at(i),
-            (a, _) => return Err(type_error("NUMBER", a)).at(0),
+            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)),
+            (t, other) if is_time(t) => return Err(type_error("NUMBER", other)),
+            (a, _) => return Err(type_error("NUMBER", a)),
         };
     }
     Ok(Val::Datum(acc))
@@ -116,10 +116,11 @@ pub fn mul(ev: &Ev) -> Result<Val> {
     for i in 1..ev.nargs() {
         let x = ev.datum(i)?;
         acc = match (&acc, &x) {
-            (Datum::Number(a), Datum::Number(b)) => finite(a * b).at(i)?,
-            (Datum::Array(a), Datum::Number(_)) | (Datum::Number(_), Datum::Array(a)) => {
-                let n = if let Datum::Number(_) = x { &x } else { &acc };
-                let times = int_of(n).at(if let Datum::Number(_) = x { i } else { 0 })?;
+            (Datum::Number(a), Datum::Number(b)) => finite(a * b)?,
+            // RethinkDB takes the repeat count as a plain datum: any type error in it is
+            // charged to the `mul` term.
+            (Datum::Array(a), n) | (n, Datum::Array(a)) => {
+                let times = int_of(n)?;
                 if times < 0 {
                     return Err(logic(format!(
                         "Cannot multiply an ARRAY by a negative number: {times}"
@@ -137,23 +138,24 @@ pub fn mul(ev: &Ev) -> Result<Val> {
                 }
                 Datum::array(v)
             }
-            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)).at(i),
-            (a, _) => return Err(type_error("NUMBER", a)).at(0),
+            (Datum::Number(_), other) => return Err(type_error("NUMBER", other)),
+            (a, _) => return Err(type_error("NUMBER", a)),
         };
     }
     Ok(Val::Datum(acc))
 }
 
-/// DIV.
+/// DIV. Like every arithmetic term, its checks on the operands' values are charged to
+/// the term itself.
 pub fn div(ev: &Ev) -> Result<Val> {
-    let mut acc = ev.num(0)?;
+    let mut acc = expect_num(&ev.datum(0)?)?;
     for i in 1..ev.nargs() {
-        let x = ev.num(i)?;
+        let x = expect_num(&ev.datum(i)?)?;
         if x == 0.0 {
-            return Err(logic("Cannot divide by zero.")).at(i);
+            return Err(logic("Cannot divide by zero."));
         }
         acc /= x;
-        finite(acc).at(i)?;
+        finite(acc)?;
     }
     Ok(Val::Datum(Datum::Number(acc)))
 }
@@ -183,7 +185,7 @@ pub fn modulo(ev: &Ev) -> Result<Val> {
     let a = int_of(&a).at(0)?;
     let b = int_of(&b).at(1)?;
     if b == 0 {
-        return Err(logic("Cannot take a number modulo 0.")).at(1);
+        return Err(logic("Cannot take a number modulo 0."));
     }
     Ok(Val::Datum(Datum::Number((a % b) as f64)))
 }
@@ -219,7 +221,7 @@ pub fn bits(ev: &Ev) -> Result<Val> {
             T::BIT_OR => acc | x,
             T::BIT_XOR => acc ^ x,
             T::BIT_SAL | T::BIT_SAR if x < 0 => {
-                return Err(logic("Cannot bit-shift by a negative value")).at(i)
+                return Err(logic("Cannot bit-shift by a negative value"))
             }
             T::BIT_SAL => acc.checked_shl(x.min(63) as u32).unwrap_or(0),
             _ => acc >> x.min(63),

@@ -215,7 +215,9 @@ pub fn map(ev: &Ev) -> Result<Val> {
     let ctx = ev.ctx.clone();
     if n == 2 {
         let seq = ev.seq(0)?;
-        let mut out = map_items(seq, move |d| apply(&ctx, &f, d).map(Some));
+        // A result that is not a datum is charged to the function (its errors inside
+        // already are to their own terms).
+        let mut out = map_items(seq, move |d| apply(&ctx, &f, d).at(1).map(Some));
         out.table = None;
         return Ok(Val::Seq(out));
     }
@@ -234,7 +236,11 @@ pub fn map(ev: &Ev) -> Result<Val> {
                 Err(e) => return Some(Err(e)),
             }
         }
-        Some(call(&ctx, &f, args).and_then(|v| to_datum(&ctx, v)))
+        Some(
+            call(&ctx, &f, args)
+                .and_then(|v| to_datum(&ctx, v))
+                .at(n - 1),
+        )
     });
     let mut seq = Sequence::stream(Box::new(stream));
     seq.is_array = all_arrays;
@@ -270,7 +276,8 @@ pub fn concat_map(ev: &Ev) -> Result<Val> {
         });
         match r {
             Ok(v) => pending = v.into_iter(),
-            Err(e) => return Some(Err(e)),
+            // The function's result is charged to the function.
+            Err(e) => return Some(Err(e.with_frame(crate::error::Frame::Pos(1)))),
         }
     });
     let mut out = Sequence::stream(Box::new(stream));
@@ -346,8 +353,7 @@ fn non_negative(ev: &Ev, i: usize, what: &str) -> Result<usize> {
     if n < 0 {
         return Err(logic(format!(
             "{what} takes a non-negative argument (got {n})"
-        )))
-        .at(i);
+        )));
     }
     Ok(n as usize)
 }
@@ -384,7 +390,7 @@ pub fn skip(ev: &Ev) -> Result<Val> {
     if n < 0 {
         // RethinkDB's skip is `slice(n)`: from the end of an array, an error on a stream.
         if !seq.is_array {
-            return Err(logic("Cannot use a negative left index on a stream.")).at(1);
+            return Err(logic("Cannot use a negative left index on a stream."));
         }
         let items = seq.collect(ev.ctx.array_limit)?;
         let from = items
@@ -451,7 +457,7 @@ pub fn nth_of(ev: &Ev, v: Val, idx: &Datum) -> Result<Val> {
                 None => Err(nonexist(format!("Index out of bounds: {i}"))),
             };
         }
-        return Err(logic("Cannot use a negative index on a stream.")).at(1);
+        return Err(logic("Cannot use a negative index on a stream."));
     }
     for (k, d) in seq.stream.enumerate() {
         let d = d?;
@@ -540,12 +546,10 @@ pub fn slice(ev: &Ev) -> Result<Val> {
     let mut end_i = end_i;
     if !seq.is_array {
         if start < 0 {
-            return Err(logic("Cannot use a negative left index on a stream.")).at(1);
+            return Err(logic("Cannot use a negative left index on a stream."));
         }
         match end_i {
-            Some(e) if e < -1 => {
-                return Err(logic("Cannot use a right index < -1 on a stream.")).at(2)
-            }
+            Some(e) if e < -1 => return Err(logic("Cannot use a right index < -1 on a stream.")),
             Some(-1) if !right_closed => {
                 return Err(logic(
                     "Cannot slice to an open right index of -1 on a stream.",
@@ -591,7 +595,8 @@ pub fn is_empty(ev: &Ev) -> Result<Val> {
 
 /// A sort key: ascending or descending on a field or function.
 enum SortKey {
-    Field(String, bool),
+    /// A field name: the function RethinkDB makes of it is charged to the name's term.
+    Field(String, bool, crate::error::Path),
     Func(Val, bool),
 }
 
@@ -609,7 +614,9 @@ fn sort_key_of(ev: &Ev, i: usize) -> Result<SortKey> {
     let term = term.ok_or_else(|| logic("missing sort key"))?;
     let v = crate::eval::eval(ev.ctx, ev.env, &term).at(i)?;
     Ok(match v {
-        Val::Datum(Datum::String(s)) => SortKey::Field(s.to_string(), inner_desc),
+        Val::Datum(Datum::String(s)) => {
+            SortKey::Field(s.to_string(), inner_desc, term.path.clone())
+        }
         Val::Func(f) => SortKey::Func(Val::Func(f), inner_desc),
         Val::Datum(d) => {
             return Err(logic(format!(
@@ -647,10 +654,10 @@ pub fn order_by(ev: &Ev) -> Result<Val> {
         let mut ks = Vec::with_capacity(keys.len());
         for k in &keys {
             ks.push(match k {
-                SortKey::Field(f, _) => match field_of(&d, f, "get_field") {
+                SortKey::Field(f, _, path) => match field_of(&d, f, "get_field") {
                     Ok(x) => x,
                     Err(e) if e.kind == ErrorKind::NonExistence => Datum::MinVal,
-                    Err(e) => return Err(e),
+                    Err(e) => return Err(e.blame_path(path)),
                 },
                 SortKey::Func(f, _) => apply(ev.ctx, f, d.clone())?,
             });
@@ -660,7 +667,7 @@ pub fn order_by(ev: &Ev) -> Result<Val> {
     keyed.sort_by(|(a, _), (b, _)| {
         for (i, k) in keys.iter().enumerate() {
             let desc = match k {
-                SortKey::Field(_, d) | SortKey::Func(_, d) => *d,
+                SortKey::Field(_, d, _) | SortKey::Func(_, d) => *d,
             };
             let (x, y) = (a.get(i), b.get(i));
             let o = x.cmp(&y);

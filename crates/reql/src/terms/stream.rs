@@ -120,8 +120,7 @@ pub fn sample(ev: &Ev) -> Result<Val> {
     if n < 0 {
         return Err(logic(format!(
             "Number of items to sample must be non-negative, got `{n}`."
-        )))
-        .at(1);
+        )));
     }
     if seq.infinite {
         return Err(logic("Cannot use an infinite stream with an aggregation function (`reduce`, `count`, etc.) or coerce it to an array."));

@@ -738,6 +738,7 @@ mod tests {
             args: vec![Term::datum(Datum::Null), Term::datum(docs)],
             optargs: Vec::new(),
             datum: Datum::Null,
+            path: Default::default(),
         };
         let env = Env::default();
         let ev = Ev::new(&ctx, &env, &term);
