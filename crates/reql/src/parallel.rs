@@ -83,7 +83,9 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
         args: vec![Term::datum(Datum::Number(RANGE_VAR as f64))],
         optargs: Vec::new(),
         datum: Datum::Null,
-        path: Default::default(),
+        // Charged where the table term stood, so a range's errors blame what a
+        // sequential scan's would.
+        path: source.path.clone(),
     };
     let per_range = replace_source(term, &Arc::new(var));
     let ranges = ranges(&cuts);
