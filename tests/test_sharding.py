@@ -206,3 +206,24 @@ def test_resharding_around_an_index_build_keeps_the_index_exact(conn):
     t.filter(lambda d: d["id"] % 11 == 0).update({"g": 6}).run(conn)
     for g in range(7):
         assert t.get_all(g, index="g").count().run(conn) == t.filter({"g": g}).count().run(conn)
+
+
+def test_a_feed_reading_its_own_table_does_not_block_resharding(server, conn):
+    """The feed's filter reads the table while a write publishes to it (under the
+    layout's read lock) and reshards queue for the write lock: all must go on."""
+    t = fresh(conn, "sh_feedread")
+    t.insert({"id": "cfg", "on": True}).run(conn)
+    feed = t.filter(lambda d: t.get("cfg")["on"]).changes().run(conn)
+    stop, acked, errors = threading.Event(), [], []
+    w = threading.Thread(target=writer, args=(server.port, "sh_feedread", 0, stop, acked,
+                                              errors))
+    w.start()
+    other = server.connect()
+    for shards in (3, 2, 4, 1):
+        t.reconfigure(shards=shards, replicas=1).run(other, )
+    stop.set()
+    w.join(30)
+    assert not w.is_alive() and not errors, errors[:3]
+    assert next(feed)["new_val"] is not None
+    assert t.count().run(other) == 1 + len(acked)
+    other.close()

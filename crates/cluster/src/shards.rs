@@ -10,7 +10,9 @@
 //! persisted in the table's catalog record (`split_points`).
 //!
 //! Writes hold the layout's read lock while they apply (`Sharded::apply_on`), so a
-//! reshard never sees a write half applied to an old shard. Index entries live in one
+//! reshard never sees a write half applied to an old shard. Reads take it recursively
+//! (`read_recursive`): a changefeed's transform, run while a write publishes, may read the
+//! same table, and must not wait behind a reshard queued for the write lock. Index entries live in one
 //! space per index for the whole table, so index reads go through any shard.
 
 use std::ops::Bound;
@@ -108,13 +110,13 @@ impl Sharded {
 
     /// The current layout (a snapshot: a reshard swaps in a new one).
     pub(crate) fn current(&self) -> Arc<Layout> {
-        self.layout.read().clone()
+        self.layout.read_recursive().clone()
     }
 
     /// Runs `f` on the current layout, no reshard happening until it returns (a feed's
     /// registration). `f` must not take the layout again.
     pub(crate) fn held<R>(&self, f: impl FnOnce(&Layout) -> R) -> R {
-        let layout = self.layout.read();
+        let layout = self.layout.read_recursive();
         f(&layout)
     }
 
@@ -130,7 +132,7 @@ impl Sharded {
         key: &Datum,
         f: impl FnOnce(&Shard) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let layout: RwLockReadGuard<'_, Arc<Layout>> = self.layout.read();
+        let layout: RwLockReadGuard<'_, Arc<Layout>> = self.layout.read_recursive();
         if let [only] = layout.shards.as_slice() {
             return f(only);
         }
@@ -139,7 +141,7 @@ impl Sharded {
 
     /// The shard owning `key` now (reads).
     pub(crate) fn owner(&self, key: &Datum) -> Result<Arc<Shard>, StoreError> {
-        let layout = self.layout.read();
+        let layout = self.layout.read_recursive();
         if let [only] = layout.shards.as_slice() {
             return Ok(only.clone());
         }
