@@ -220,7 +220,7 @@ def test_a_feed_reading_its_own_table_does_not_block_resharding(server, conn):
     w.start()
     other = server.connect()
     for shards in (3, 2, 4, 1):
-        t.reconfigure(shards=shards, replicas=1).run(other, )
+        t.reconfigure(shards=shards, replicas=1).run(other)
     stop.set()
     w.join(30)
     assert not w.is_alive() and not errors, errors[:3]
