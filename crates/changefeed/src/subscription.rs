@@ -85,6 +85,22 @@ pub struct Request {
     pub waker: Arc<Notify>,
 }
 
+impl Request {
+    /// A feed on every document of the table, untransformed, with `options`.
+    pub fn whole_table(options: Options) -> Request {
+        Request {
+            target: Target::Range {
+                lower: std::ops::Bound::Unbounded,
+                upper: std::ops::Bound::Unbounded,
+            },
+            transform: None,
+            hint: None,
+            options,
+            waker: Arc::new(Notify::new()),
+        }
+    }
+}
+
 /// The initial values of a feed, read atomically with its registration.
 pub enum Initial {
     /// A point feed's document (null when missing).

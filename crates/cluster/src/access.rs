@@ -486,7 +486,7 @@ impl Layer for Permissions {
 mod tests {
     use std::ops::Bound;
 
-    use changefeed::{Notify, Request, Target};
+    use changefeed::Request;
     use reql::{Change, Durability, IndexSpec, WriteHook, WriteOp};
 
     use super::*;
@@ -522,7 +522,7 @@ mod tests {
 
     /// Every `Table` call that can fail, with the permission it needs (`None`: none),
     /// written out here independently of `Permissions::needed`.
-    const NEEDS: [(&str, Option<Perm>); 18] = [
+    const NEEDS: [(&str, Option<Perm>); 19] = [
         ("get", Some(Perm::Read)),
         ("scan", Some(Perm::Read)),
         ("count", Some(Perm::Read)),
@@ -541,6 +541,7 @@ mod tests {
         ("set_write_hook", Some(Perm::Config)),
         ("require_config", Some(Perm::Config)),
         ("subscribe", Some(Perm::Read)),
+        ("sync_ticket", Some(Perm::Write)),
     ];
 
     /// Makes every fallible call on `t` (index `v` is expected to exist), in `NEEDS`
@@ -551,16 +552,7 @@ mod tests {
         let drain = |s: reql::Result<reql::DatumStream>| {
             s.and_then(|s| s.collect::<reql::Result<Vec<_>>>())
         };
-        let req = Request {
-            target: Target::Range {
-                lower: Bound::Unbounded,
-                upper: Bound::Unbounded,
-            },
-            transform: None,
-            hint: None,
-            options: Default::default(),
-            waker: Arc::new(Notify::new()),
-        };
+        let req = Request::whole_table(Default::default());
         let hook = WriteHook {
             function: serde_json::json!([69, [[2, [1, 2, 3]], [10, [3]]]]),
         };
@@ -599,6 +591,7 @@ mod tests {
             ("set_write_hook", t.set_write_hook(Some(hook)).err()),
             ("require_config", t.require_config().err()),
             ("subscribe", t.subscribe(req).err()),
+            ("sync_ticket", t.sync_ticket().err()),
         ]
     }
 

@@ -370,7 +370,7 @@ impl<L: Layer> Table for Layered<L> {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use changefeed::{Notify, Request, Target};
+    use changefeed::Request;
     use parking_lot::Mutex;
 
     use super::*;
@@ -439,16 +439,7 @@ mod tests {
             multi: false,
             geo: false,
         };
-        let req = Request {
-            target: Target::Range {
-                lower: Bound::Unbounded,
-                upper: Bound::Unbounded,
-            },
-            transform: None,
-            hint: None,
-            options: Default::default(),
-            waker: Arc::new(Notify::new()),
-        };
+        let req = Request::whole_table(Default::default());
         let drain = |s: Result<DatumStream>| s.and_then(|s| s.collect::<Result<Vec<_>>>());
         vec![
             t.get(&one).err(),

@@ -54,7 +54,7 @@ pub fn quiesce_all<R>(shards: &[Arc<Shard>], f: impl FnOnce() -> R) -> R {
 mod tests {
     use std::ops::Bound;
 
-    use changefeed::{Initial, Notify, Options, Request, Target};
+    use changefeed::{Initial, Options, Request};
     use storage::{Engine, Memory};
 
     use super::*;
@@ -70,19 +70,10 @@ mod tests {
                 .unwrap();
         };
         put(1.0);
-        let req = Request {
-            target: Target::Range {
-                lower: Bound::Unbounded,
-                upper: Bound::Unbounded,
-            },
-            transform: None,
-            hint: None,
-            options: Options {
-                include_initial: true,
-                ..Options::default()
-            },
-            waker: Arc::new(Notify::new()),
-        };
+        let req = Request::whole_table(Options {
+            include_initial: true,
+            ..Options::default()
+        });
         let mut sub = s
             .quiesce(None, || {
                 let mut sub = s.feeds().subscribe(req).unwrap();
