@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::value::{Datum, Object, Str};
@@ -41,20 +43,34 @@ pub fn from_json_slice(bytes: &[u8]) -> Result<Datum, JsonError> {
 /// two small allocations. The bytes are not copied.
 pub fn from_json_owned(bytes: Vec<u8>) -> Result<Datum, JsonError> {
     if crate::fast::validate_canonical(&bytes) {
-        return Ok(Datum::Object(Arc::new(Object::lazy(Arc::new(bytes)))));
+        return Ok(Datum::Object(Arc::new(Object::lazy(Bytes::from(bytes)))));
     }
     // Not provably canonical (or not an object): decoded now, as `from_json_slice`
     // does; a canonical object the validator was too strict for still keeps its text.
     match crate::fast::parse(&bytes) {
         Some((Datum::Object(mut o), true)) => {
             if let Some(obj) = Arc::get_mut(&mut o) {
-                obj.set_raw(Arc::new(bytes));
+                obj.set_raw(Bytes::from(bytes));
             }
             Ok(Datum::Object(o))
         }
         Some((d, _)) => Ok(d),
         None => from_json_slice_serde(&bytes),
     }
+}
+
+/// A document as Ponder stored it. Stored text was printed by `to_json_bytes` (canonical
+/// compact JSON) and is checksummed by the storage engine, so it is trusted: an object
+/// is kept undecoded and unvalidated, and costs nothing until a member is read (a scan
+/// that reads one field of each document touches only the text up to that field). The
+/// bytes are shared, not copied. Anything that does not start as an object is decoded
+/// now. (Only the first byte is looked at: reading the last would touch the end of every
+/// document, a cache miss a scan otherwise never pays.)
+pub fn from_stored(bytes: Bytes) -> Result<Datum, JsonError> {
+    if bytes.first() == Some(&b'{') {
+        return Ok(Datum::Object(Arc::new(Object::lazy(bytes))));
+    }
+    from_json_owned(bytes.into())
 }
 
 /// Parses JSON text with serde only (the reference the fast decoder is tested against).
@@ -149,7 +165,7 @@ impl Datum {
         if let Datum::Object(o) = self {
             if let Some(obj) = Arc::get_mut(o) {
                 if obj.raw_json().is_none() {
-                    obj.set_raw(Arc::new(out.clone()));
+                    obj.set_raw(Bytes::copy_from_slice(&out));
                 }
             }
         }
@@ -501,6 +517,34 @@ mod tests {
             .as_array()
             .is_some());
         assert!(from_json_owned(b"{".to_vec()).is_err());
+    }
+
+    #[test]
+    fn stored_documents_are_lazy_and_unvalidated() {
+        // Canonical text: a member is read without building the map.
+        let text = br#"{"a":"x.y","b":[1,{"c":null}],"id":7}"#;
+        let d = from_stored(Bytes::from_static(text)).unwrap();
+        let o = d.as_object().unwrap();
+        assert_eq!(o.field("a"), Some(Datum::str("x.y")));
+        assert_eq!(o.raw_json(), Some(&text[..]));
+        assert_eq!(d, from_json_slice(text).unwrap());
+        // Text an older writer printed otherwise still decodes (the map from serde).
+        let d = from_stored(Bytes::from_static(br#"{"b":1.0, "a":2}"#)).unwrap();
+        assert_eq!(d.as_object().unwrap().get("b"), Some(&Datum::Number(1.0)));
+        assert_eq!(d.as_object().unwrap().len(), 2);
+        // Not an object: decoded at once, errors reported.
+        assert!(from_stored(Bytes::from_static(b"[1]"))
+            .unwrap()
+            .as_array()
+            .is_some());
+        assert!(from_stored(Bytes::from_static(b"")).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "the data is corrupt")]
+    fn corrupt_stored_text_fails_when_read() {
+        let d = from_stored(Bytes::from_static(b"{\"a\":1,")).unwrap();
+        let _ = d.as_object().unwrap().len();
     }
 
     proptest::proptest! {

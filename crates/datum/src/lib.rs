@@ -19,8 +19,8 @@ mod value;
 mod version;
 
 pub use json::{
-    from_json_owned, from_json_slice, from_json_slice_serde, from_json_value, to_json_value,
-    JsonError,
+    from_json_owned, from_json_slice, from_json_slice_serde, from_json_value, from_stored,
+    to_json_value, JsonError,
 };
 pub use order::cmp;
 pub use value::{Datum, Object, Str};

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
+
 /// A shared, immutable string.
 pub type Str = Arc<str>;
 
@@ -23,14 +25,15 @@ pub type Str = Arc<str>;
 /// and then drops it.
 ///
 /// The map itself may be lazy: `from_json_owned` keeps text that
-/// `fast::validate_canonical` accepted undecoded, and the first access to the map
-/// decodes it (scans and point reads that return documents unchanged never do).
-/// Unbuilt map ⇒ `raw` present and validated; `raw_json` and the JSON writer do not
-/// build it.
+/// `fast::validate_canonical` accepted undecoded, `from_stored` keeps stored documents
+/// undecoded and unvalidated (see there), and the first access to the map decodes it
+/// (scans and point reads that return documents unchanged never do). Unbuilt map ⇒
+/// `raw` present; `raw_json` and the JSON writer do not build it. The text is shared
+/// (`Bytes`), possibly with the storage engine's own buffers.
 #[derive(Clone)]
 pub struct Object {
     map: OnceLock<BTreeMap<Str, Datum>>,
-    raw: Option<Arc<Vec<u8>>>,
+    raw: Option<Bytes>,
 }
 
 impl Default for Object {
@@ -46,8 +49,8 @@ impl Object {
     }
 
     /// An object whose map is decoded from `raw` on first access. Only for text that
-    /// `fast::validate_canonical` accepted: the build then cannot fail.
-    pub(crate) fn lazy(raw: Arc<Vec<u8>>) -> Object {
+    /// `fast::validate_canonical` accepted, or that Ponder itself stored (`from_stored`).
+    pub(crate) fn lazy(raw: Bytes) -> Object {
         Object {
             map: OnceLock::new(),
             raw: Some(raw),
@@ -64,11 +67,11 @@ impl Object {
 
     /// The canonical compact JSON of this object, when it is known without encoding.
     pub fn raw_json(&self) -> Option<&[u8]> {
-        self.raw.as_deref().map(Vec::as_slice)
+        self.raw.as_deref()
     }
 
     /// Attaches the canonical JSON text (the caller guarantees the invariant).
-    pub(crate) fn set_raw(&mut self, raw: Arc<Vec<u8>>) {
+    pub(crate) fn set_raw(&mut self, raw: Bytes) {
         // Built first, so that an unbuilt map only ever comes from validated text.
         self.map_ref();
         self.raw = Some(raw);
@@ -105,15 +108,22 @@ impl Object {
     }
 }
 
-/// Decodes a lazy object's map from its text.
-fn build(raw: Option<&Vec<u8>>) -> BTreeMap<Str, Datum> {
+/// Decodes a lazy object's map from its text: validated text (`from_json_owned`) always
+/// decodes, and so does stored text, which Ponder printed itself and the storage engine
+/// checksums. Text that fails anyway can only come from a bug or from corruption that
+/// slipped past the checksums; the query reading it then fails (the evaluator contains
+/// the panic as an internal error) rather than reading a wrong document.
+fn build(raw: Option<&[u8]>) -> BTreeMap<Str, Datum> {
     let raw = raw.expect(
         "lazy Object without raw text: only Object::lazy leaves the map unbuilt, and it sets raw",
     );
-    crate::fast::parse_canonical_object(raw).expect(
-        "lazy Object: fast::parse failed on text that fast::validate_canonical accepted \
-         (validate_canonical must accept only what parse decodes as a canonical object)",
-    )
+    if let Some(map) = crate::fast::parse_canonical_object(raw) {
+        return map;
+    }
+    match crate::json::from_json_slice(raw) {
+        Ok(Datum::Object(o)) => Arc::unwrap_or_clone(o).into_map(),
+        _ => panic!("a stored document is not a JSON object: the data is corrupt"),
+    }
 }
 
 impl std::ops::Deref for Object {

@@ -58,6 +58,8 @@ mod tests;
 use std::ops::Bound;
 use std::sync::Arc;
 
+pub use bytes::Bytes;
+
 pub use batch::{BatchOp, WriteBatch};
 pub use error::StorageError;
 pub use faulty::Faulty;
@@ -71,9 +73,10 @@ pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
 /// Maximum space name length in bytes (fjall keyspace names are at most 255 bytes).
 pub const MAX_SPACE_NAME_LEN: usize = 255;
 
-/// An owned, ordered iterator over `(key, value)` pairs of one space.
-pub type KvIter =
-    Box<dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>), StorageError>> + Send + 'static>;
+/// An owned, ordered iterator over `(key, value)` pairs of one space. Values are shared
+/// bytes: an engine may hand out a view of its own buffers instead of a copy (see
+/// [`Fjall`] for when it does, and what that keeps alive).
+pub type KvIter = Box<dyn Iterator<Item = Result<(Vec<u8>, Bytes), StorageError>> + Send + 'static>;
 
 /// A transactional key-value store made of named spaces.
 pub trait Engine: Send + Sync + 'static {

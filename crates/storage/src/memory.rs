@@ -6,8 +6,8 @@
 //! the same key/value/space-name limits as [`crate::Fjall`].
 
 use crate::{
-    check_space_name, key_unstorable, range_is_empty, Engine, KvIter, Snapshot, StorageError,
-    WriteBatch,
+    check_space_name, key_unstorable, range_is_empty, Bytes, Engine, KvIter, Snapshot,
+    StorageError, WriteBatch,
 };
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
@@ -158,7 +158,7 @@ fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
 }
 
 impl Iterator for MemRange {
-    type Item = Result<(Vec<u8>, Vec<u8>), StorageError>;
+    type Item = Result<(Vec<u8>, Bytes), StorageError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if range_is_empty(&self.lower, &self.upper) {
@@ -172,7 +172,7 @@ impl Iterator for MemRange {
         } else {
             range.next()?
         };
-        let item = (k.clone(), v.clone());
+        let item = (k.clone(), Bytes::copy_from_slice(v));
         if self.reverse {
             self.upper = Bound::Excluded(item.0.clone());
         } else {

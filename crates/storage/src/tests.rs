@@ -1,12 +1,18 @@
 //! Conformance suite run against every engine, plus Fjall-specific
 //! reopen/crash tests and Faulty injection tests.
 
-use crate::{Engine, Faulty, Fjall, Memory, StorageError, WriteBatch, MAX_KEY_LEN};
+use crate::{Bytes, Engine, Faulty, Fjall, Memory, StorageError, WriteBatch, MAX_KEY_LEN};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
 type Kv = (Vec<u8>, Vec<u8>);
+
+/// A scanned pair with the value copied out (engines may share their buffers).
+fn owned(kv: Result<(Vec<u8>, Bytes), StorageError>) -> Kv {
+    let (k, v) = kv.unwrap();
+    (k, v.to_vec())
+}
 
 fn put(e: &dyn Engine, space: &str, k: &[u8], v: &[u8]) {
     let mut b = WriteBatch::new();
@@ -16,10 +22,7 @@ fn put(e: &dyn Engine, space: &str, k: &[u8], v: &[u8]) {
 
 fn scan(e: &dyn Engine, space: &str, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, rev: bool) -> Vec<Kv> {
     let snap = e.snapshot();
-    snap.range(space, lo, hi, rev)
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+    snap.range(space, lo, hi, rev).unwrap().map(owned).collect()
 }
 
 fn all(e: &dyn Engine, space: &str) -> Vec<Kv> {
@@ -167,13 +170,13 @@ fn ordered_scans(e: &dyn Engine) {
             let fwd: Vec<Kv> = snap
                 .range("s", lo.clone(), hi.clone(), false)
                 .unwrap()
-                .map(Result::unwrap)
+                .map(owned)
                 .collect();
             assert_eq!(fwd, want, "forward {lo:?}..{hi:?}");
             let mut rev: Vec<Kv> = snap
                 .range("s", lo.clone(), hi.clone(), true)
                 .unwrap()
-                .map(Result::unwrap)
+                .map(owned)
                 .collect();
             rev.reverse();
             assert_eq!(rev, want, "reverse {lo:?}..{hi:?}");
@@ -237,7 +240,7 @@ fn snapshot_isolation(e: &dyn Engine) {
     b.put("s", [200], [0]);
     e.apply(b).unwrap();
     e.create_space("later").unwrap();
-    let seen: Vec<Kv> = iter.map(Result::unwrap).collect();
+    let seen: Vec<Kv> = iter.map(owned).collect();
     assert_eq!(
         seen,
         (0..50u8).map(|i| (vec![i], vec![i])).collect::<Vec<_>>()
@@ -257,6 +260,37 @@ fn snapshot_isolation(e: &dyn Engine) {
         .unwrap();
     drop(snap);
     assert_eq!(it.count(), 50);
+}
+
+/// Scanned values, short (copied) and long (possibly views of the engine's buffers),
+/// stay intact after their snapshot is gone and their keys are overwritten and deleted.
+fn values_outlive_their_snapshot(e: &dyn Engine) {
+    e.create_space("s").unwrap();
+    let sizes = [0usize, 1, 1023, 1024, 1025, 5000, 70_000];
+    let value = |n: usize| (0..n).map(|i| (i * 7 + n) as u8).collect::<Vec<u8>>();
+    for (i, &n) in sizes.iter().enumerate() {
+        put(e, "s", &[i as u8 + 1], &value(n));
+    }
+    let snap = e.snapshot();
+    let got: Vec<Bytes> = snap
+        .range("s", Bound::Unbounded, Bound::Unbounded, false)
+        .unwrap()
+        .map(|kv| kv.unwrap().1)
+        .collect();
+    drop(snap);
+    let mut b = WriteBatch::new();
+    for i in 0..sizes.len() {
+        if i % 2 == 0 {
+            b.delete("s", [i as u8 + 1]);
+        } else {
+            b.put("s", [i as u8 + 1], [9u8; 2000]);
+        }
+    }
+    e.apply(b).unwrap();
+    assert_eq!(got.len(), sizes.len());
+    for (v, &n) in got.iter().zip(&sizes) {
+        assert_eq!(&v[..], &value(n)[..], "value of {n} bytes");
+    }
 }
 
 fn drop_recreate(e: &dyn Engine) {
@@ -381,6 +415,9 @@ macro_rules! conformance {
             #[test] fn atomic_batches() { super::atomic_batches(&*$engine().engine) }
             #[test] fn snapshot_isolation() { super::snapshot_isolation(&*$engine().engine) }
             #[test] fn drop_recreate() { super::drop_recreate(&*$engine().engine) }
+            #[test] fn values_outlive_their_snapshot() {
+                super::values_outlive_their_snapshot(&*$engine().engine)
+            }
             #[test] fn concurrent_group_commit() { super::concurrent_group_commit(&*$engine().engine) }
             #[test] fn faulty_injection() {
                 let f = $engine();

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use datum::keys::{self, SECONDARY_TRUNC_BYTES};
 use datum::Datum;
-use storage::{KvIter, Snapshot};
+use storage::{Bytes, KvIter, Snapshot};
 
 use crate::StoreError;
 
@@ -220,7 +220,7 @@ pub struct IndexEntry {
     tag: Option<u32>,
     whole: Option<Vec<u8>>,
     /// The document's stored JSON, when the entry carries it.
-    pub doc: Option<Vec<u8>>,
+    pub doc: Option<Bytes>,
 }
 
 impl IndexEntry {
@@ -298,7 +298,7 @@ fn encode(d: &Datum) -> Result<Vec<u8>, StoreError> {
 }
 
 /// A raw entry: key and value bytes.
-type RawEntry = (Vec<u8>, Vec<u8>);
+type RawEntry = (Vec<u8>, Bytes);
 
 /// Index entries in a range, in index order, from one snapshot.
 pub struct EntryIter {
@@ -337,21 +337,14 @@ impl EntryIter {
         self.raw.next().map(|r| r.map_err(StoreError::from))
     }
 
-    fn parse(key: Vec<u8>, mut value: Vec<u8>) -> Result<IndexEntry, StoreError> {
+    fn parse(key: Vec<u8>, value: Bytes) -> Result<IndexEntry, StoreError> {
         let (s, pk, tag) = keys::split_secondary_entry(&key)
             .ok_or_else(|| StoreError::Corrupt("malformed index entry".into()))?;
         let pk = (s.len(), s.len() + pk.len());
         let v = EntryValue::parse(&value)?;
         let whole = v.whole.map(<[u8]>::to_vec);
-        // The document is the value's tail: cut the head off in place, no copy.
-        let doc = match v.doc {
-            Some(d) => {
-                let head = value.len() - d.len();
-                value.drain(..head);
-                Some(value)
-            }
-            None => None,
-        };
+        // The document is the value's tail: a view of it, no copy.
+        let doc = v.doc.map(|d| value.slice(value.len() - d.len()..));
         Ok(IndexEntry {
             key,
             pk,
@@ -436,10 +429,10 @@ impl Iterator for EntryIter {
     }
 }
 
-/// Decodes a stored document, keeping its bytes so that an unchanged document is
-/// replied to by copying them (`datum::from_json_owned`).
-pub(crate) fn decode_doc(bytes: Vec<u8>) -> Result<Datum, StoreError> {
-    datum::from_json_owned(bytes).map_err(|e| StoreError::Corrupt(e.0))
+/// Decodes a stored document lazily, keeping its bytes so that an unchanged document
+/// is replied to by copying them (`datum::from_stored`: stored text is trusted).
+pub(crate) fn decode_doc(bytes: Bytes) -> Result<Datum, StoreError> {
+    datum::from_stored(bytes).map_err(|e| StoreError::Corrupt(e.0))
 }
 
 /// Index entries with their documents: the entry's copy, or (older entries) the document
@@ -458,7 +451,7 @@ pub(crate) fn docs_of(
             return Some(decode_doc(doc).map(|d| (e, d)));
         }
         match snap.get(&space, e.pk()) {
-            Ok(Some(v)) => Some(decode_doc(v).map(|d| (e, d))),
+            Ok(Some(v)) => Some(decode_doc(v.into()).map(|d| (e, d))),
             // An entry always has its document in the same snapshot; skip if not.
             Ok(None) => None,
             Err(err) => Some(Err(err.into())),
@@ -608,6 +601,7 @@ impl crate::Shard {
             let mut batch = storage::WriteBatch::new();
             for pk in &pks {
                 if let Some(v) = self.engine.get(&self.space, pk)? {
+                    let v = Bytes::from(v);
                     let doc = decode_doc(v.clone())?;
                     for (k, v) in idx.entries(pk, &doc, &v) {
                         batch.put(&idx.space, k, v);

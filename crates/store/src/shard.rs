@@ -129,7 +129,7 @@ impl Shard {
 
     /// Decodes a stored document, which keeps its bytes for replies (they are our own
     /// canonical JSON: see `datum::from_json_owned`).
-    fn decode(bytes: Vec<u8>) -> Result<Datum, StoreError> {
+    fn decode(bytes: storage::Bytes) -> Result<Datum, StoreError> {
         crate::index::decode_doc(bytes)
     }
 
@@ -143,7 +143,7 @@ impl Shard {
         };
         match self.engine.get(&self.space, &k)? {
             Some(v) => {
-                let d = Self::decode(v)?;
+                let d = Self::decode(v.into())?;
                 self.cache.fill(stripe, generation, &k, &d);
                 Ok(Some(d))
             }
@@ -237,7 +237,7 @@ impl Shard {
         let old = match self.cache.get(stripe, &k) {
             Lookup::Hit(d) => Some(d),
             Lookup::Miss(_) => match self.engine.get(&self.space, &k)? {
-                Some(v) => Some(Self::decode(v)?),
+                Some(v) => Some(Self::decode(v.into())?),
                 None => None,
             },
         };

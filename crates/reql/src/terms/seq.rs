@@ -292,6 +292,7 @@ pub fn count(ev: &Ev) -> Result<Val> {
         match v {
             Val::Table(t) => return Ok(Val::Datum(Datum::from(t.count()? as f64))),
             Val::Datum(Datum::String(s)) => return Ok(Val::Datum(Datum::from(s.chars().count()))),
+            Val::Datum(Datum::Array(a)) => return Ok(Val::Datum(Datum::from(a.len()))),
             Val::Datum(Datum::Object(ref o)) if v_is_binary(o) => {
                 let Val::Datum(d) = v else { unreachable_val() };
                 let n = datum::ptype::binary_bytes(&d).map_or(0, |b| b.len());

@@ -386,11 +386,18 @@ fn next_char(s: &str, at: usize) -> usize {
 }
 
 /// RethinkDB's `utf8_aware_split`; `max` is the most splits (None = unlimited).
-pub fn split_str(s: &str, delim: Option<&str>, max: Option<usize>) -> Vec<String> {
+/// The pieces borrow from `s`.
+pub fn split_str<'s>(s: &'s str, delim: Option<&str>, max: Option<usize>) -> Vec<&'s str> {
     let end = s.len();
-    let mut res: Vec<String> = Vec::new();
+    let mut res: Vec<&str> = Vec::new();
     let mut cur = 0;
-    let piece = |a: usize, b: usize| slice(s, a, b).to_string();
+    let piece = |a: usize, b: usize| slice(s, a, b);
+    // A one-byte delimiter is an ASCII character: found by a byte search, without
+    // building a substring searcher for every piece.
+    let find = |rest: &str, d: &str| match d.as_bytes() {
+        [b] => rest.bytes().position(|c| c == *b),
+        _ => rest.find(d),
+    };
     loop {
         if Some(res.len()) == max {
             match delim {
@@ -423,7 +430,7 @@ pub fn split_str(s: &str, delim: Option<&str>, max: Option<usize>) -> Vec<String
             Some(d) => {
                 let next = s
                     .get(cur..)
-                    .and_then(|r| r.find(d))
+                    .and_then(|r| find(r, d))
                     .map_or(end, |i| cur + i);
                 res.push(piece(cur, next));
                 if next == end {
@@ -479,7 +486,7 @@ pub fn split(ev: &Ev) -> Result<Val> {
     let parts = split_str(&s, delim.as_deref(), max);
     crate::terms::control::check_array_size(ev, parts.len())?;
     Ok(Val::Datum(Datum::array(
-        parts.iter().map(|p| Datum::str(p)).collect(),
+        parts.into_iter().map(Datum::str).collect(),
     )))
 }
 
@@ -500,7 +507,7 @@ mod tests {
     use super::*;
 
     fn sp(s: &str, d: Option<&str>, m: Option<usize>) -> Vec<String> {
-        split_str(s, d, m)
+        split_str(s, d, m).into_iter().map(str::to_owned).collect()
     }
 
     fn m(p: &str, s: &str) -> String {
