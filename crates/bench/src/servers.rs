@@ -176,6 +176,16 @@ fn temp_dir(kind: SystemKind) -> Result<tempfile::TempDir, StartError> {
 
 /// Starts `kind` on `port` with a fresh directory.
 pub fn start(kind: SystemKind, port: u16, opts: &StartOptions) -> Result<Server, StartError> {
+    // Readiness is "the port accepts connections": with another process already
+    // listening there, the benchmark would measure that process instead.
+    if std::net::TcpListener::bind(("127.0.0.1", port)).is_err() {
+        return Err(StartError::Failed(format!(
+            "127.0.0.1:{port} is already in use, so {} cannot be started there \
+             (stop what listens there, or choose another port: --ponder-port, --postgres-port, \
+             --redis-port)",
+            kind.name()
+        )));
+    }
     match kind {
         SystemKind::Ponder => start_ponder(port, opts),
         SystemKind::Postgres => start_postgres(port, opts),
