@@ -23,8 +23,9 @@ use crate::value::{Datum, Object, Str};
 mod validate;
 pub(crate) use validate::{find_member, member, validate_canonical};
 
-/// Nesting beyond this is left to serde (whose own limit is 128).
-const MAX_DEPTH: u32 = 100;
+/// Nesting beyond this is left to serde (whose own limit is 128): as deep as a stored
+/// document may be (`MAX_NESTING`), so that every stored document decodes here.
+const MAX_DEPTH: u32 = crate::nesting::MAX_NESTING as u32;
 
 /// Decodes `bytes` as one JSON value, or `None` when serde must decide. The flag says
 /// whether the text is canonical: byte for byte what `write_json` prints for the value
@@ -415,7 +416,7 @@ impl<'a> Parser<'a> {
             }
         }
         self.depth -= 1;
-        Some(Datum::Array(Arc::new(items)))
+        Some(Datum::array(items))
     }
 
     fn object(&mut self) -> Option<Datum> {
@@ -776,7 +777,8 @@ mod tests {
     /// Nesting: the validator gives up exactly where `parse` does.
     #[test]
     fn validator_depth_limit_matches_parse() {
-        for depth in [1usize, 50, 99, 100, 101, 200] {
+        let max = MAX_DEPTH as usize;
+        for depth in [1usize, 50, max - 1, max, max + 1, max + 100] {
             let objects = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
             let arrays = format!("{{\"a\":{}{}}}", "[".repeat(depth), "]".repeat(depth));
             for t in [objects, arrays] {
@@ -784,10 +786,10 @@ mod tests {
             }
         }
         assert!(validate_canonical(
-            format!("{}1{}", "{\"a\":".repeat(100), "}".repeat(100)).as_bytes()
+            format!("{}1{}", "{\"a\":".repeat(max), "}".repeat(max)).as_bytes()
         ));
         assert!(!validate_canonical(
-            format!("{}1{}", "{\"a\":".repeat(101), "}".repeat(101)).as_bytes()
+            format!("{}1{}", "{\"a\":".repeat(max + 1), "}".repeat(max + 1)).as_bytes()
         ));
     }
 }

@@ -74,9 +74,21 @@ pub fn from_stored(bytes: Bytes) -> Result<Datum, JsonError> {
 }
 
 /// Parses JSON text with serde only (the reference the fast decoder is tested against).
+/// Nesting is bounded by `MAX_NESTING`, checked by a byte scan first (serde's own limit
+/// of 128 is lifted, so both decoders accept the same depths).
 #[doc(hidden)]
 pub fn from_json_slice_serde(bytes: &[u8]) -> Result<Datum, JsonError> {
-    serde_json::from_slice::<Datum>(bytes).map_err(|e| JsonError(e.to_string()))
+    if crate::nesting::text_nesting_exceeds(bytes, crate::MAX_NESTING) {
+        return Err(JsonError(format!(
+            "nesting deeper than {} levels",
+            crate::MAX_NESTING
+        )));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    de.disable_recursion_limit();
+    let d = Datum::deserialize(&mut de).map_err(|e| JsonError(e.to_string()))?;
+    de.end().map_err(|e| JsonError(e.to_string()))?;
+    Ok(d)
 }
 
 /// Converts an already-parsed JSON value into a Datum.
@@ -359,7 +371,7 @@ impl<'de> Visitor<'de> for DatumVisitor {
         while let Some(x) = seq.next_element::<Datum>()? {
             v.push(x);
         }
-        Ok(Datum::Array(Arc::new(v)))
+        Ok(Datum::array(v))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Datum, A::Error> {
         let mut m: BTreeMap<Str, Datum> = BTreeMap::new();

@@ -10,18 +10,22 @@
 //! - `MinVal`/`MaxVal` exist only inside queries (range bounds); they never reach storage
 //!   or the wire.
 
+mod array;
 mod fast;
 mod json;
 pub mod keys;
+mod nesting;
 mod order;
 pub mod ptype;
 mod value;
 mod version;
 
+pub use array::Array;
 pub use json::{
     from_json_owned, from_json_slice, from_json_slice_serde, from_json_value, from_stored,
     to_json_value, JsonError,
 };
+pub use nesting::MAX_NESTING;
 pub use order::cmp;
 pub use value::{Datum, Object, Str};
 pub use version::Version;

@@ -11,6 +11,8 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
+use crate::array::Array;
+
 /// A shared, immutable string.
 pub type Str = Arc<str>;
 
@@ -58,10 +60,24 @@ impl Object {
     }
 
     /// The map, without the raw text.
-    pub fn into_map(self) -> BTreeMap<Str, Datum> {
-        match self.map.into_inner() {
+    pub fn into_map(mut self) -> BTreeMap<Str, Datum> {
+        match self.map.take() {
             Some(map) => map,
             None => build(self.raw.as_deref()),
+        }
+    }
+
+    /// The values of a built map, moved out (for `array::drop_deep`); an unbuilt map
+    /// holds no values.
+    pub(crate) fn take_values(&mut self) -> impl Iterator<Item = Datum> {
+        self.map.take().into_iter().flat_map(BTreeMap::into_values)
+    }
+
+    /// The text of an object whose map is not built yet (see `nesting`).
+    pub(crate) fn unbuilt_text(&self) -> Option<&[u8]> {
+        match self.map.get() {
+            None => self.raw.as_deref(),
+            Some(_) => None,
         }
     }
 
@@ -123,6 +139,19 @@ fn build(raw: Option<&[u8]>) -> BTreeMap<Str, Datum> {
     match crate::json::from_json_slice(raw) {
         Ok(Datum::Object(o)) => Arc::unwrap_or_clone(o).into_map(),
         _ => panic!("a stored document is not a JSON object: the data is corrupt"),
+    }
+}
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        // Without recursion when the values own containers (see `array.rs`).
+        let deep = self
+            .map
+            .get()
+            .is_some_and(|m| m.values().any(crate::array::owns_container));
+        if deep {
+            crate::array::drop_deep(self.take_values().collect());
+        }
     }
 }
 
@@ -220,7 +249,7 @@ pub enum Datum {
     /// A UTF-8 string.
     String(Str),
     /// An array.
-    Array(Arc<Vec<Datum>>),
+    Array(Arc<Array>),
     /// An object (or a pseudo-type object carrying `$reql_type$`).
     Object(Arc<Object>),
     /// The highest value of all (`r.maxval`), only valid as a range bound.
@@ -238,7 +267,7 @@ impl Datum {
 
     /// An array datum.
     pub fn array(v: Vec<Datum>) -> Datum {
-        Datum::Array(Arc::new(v))
+        Datum::Array(Arc::new(Array::from(v)))
     }
 
     /// An object datum.

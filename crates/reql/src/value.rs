@@ -29,8 +29,13 @@ pub struct Sequence {
 }
 
 impl Sequence {
+    /// A sequence over items.
+    pub fn from_vec(items: Vec<Datum>) -> Sequence {
+        Sequence::from_array(Arc::new(items.into()))
+    }
+
     /// A sequence over the items of an array datum.
-    pub fn from_array(items: Arc<Vec<Datum>>) -> Sequence {
+    pub fn from_array(items: Arc<datum::Array>) -> Sequence {
         let mut i = 0;
         Sequence {
             stream: Box::new(std::iter::from_fn(move || {

@@ -36,6 +36,32 @@ pub fn check_array_size(ev: &Ev, n: usize) -> Result<()> {
     Ok(())
 }
 
+/// Ponder's error for a value nested deeper than `datum::MAX_NESTING` (see
+/// `datum::nesting`): RethinkDB has no such limit, so the text is Ponder's.
+pub fn nesting_error() -> ReqlError {
+    crate::error::resource(format!(
+        "Nesting depth limit exceeded: arrays and objects may nest at most {} levels deep.",
+        datum::MAX_NESTING
+    ))
+}
+
+/// Fails when a loop's new accumulator nests deeper than `datum::MAX_NESTING`: the
+/// loops (`fold`, `reduce`) are where a value can grow deeper than the query that
+/// builds it. An accumulator returned unchanged is not measured again (`old` must be
+/// kept alive across the step, so that its address cannot be reused by `new`).
+pub fn check_step_nesting(old: &Datum, new: &Datum) -> Result<()> {
+    let same = match (old, new) {
+        (Datum::Array(a), Datum::Array(b)) => Arc::ptr_eq(a, b),
+        (Datum::Object(a), Datum::Object(b)) => Arc::ptr_eq(a, b),
+        (_, Datum::Array(_) | Datum::Object(_)) => false,
+        _ => true,
+    };
+    if !same && new.nesting_exceeds(datum::MAX_NESTING) {
+        return Err(nesting_error());
+    }
+    Ok(())
+}
+
 /// MAKE_OBJ.
 pub fn make_obj(ev: &Ev) -> Result<Val> {
     let mut m = Object::new();

@@ -415,8 +415,11 @@ pub(crate) fn fold_groups(ev: &Ev, gs: GroupedStream) -> Result<Accs> {
                         let f = by
                             .as_ref()
                             .ok_or_else(|| logic("reduce needs a function"))?;
+                        let old = a.clone();
                         let r = call(ev.ctx, f, vec![a, d]).at(1)?;
-                        to_datum(ev.ctx, r)?
+                        let new = to_datum(ev.ctx, r)?;
+                        crate::terms::control::check_step_nesting(&old, &new).at(1)?;
+                        new
                     }
                     _ => d,
                 };
@@ -452,8 +455,11 @@ pub(crate) fn merge_groups(ev: &Ev, into: &mut Accs, later: Accs) -> Result<()> 
             }
             (Some(Acc::Reduce(a)), Acc::Reduce(b)) => {
                 let f = expect_func(ev.arg(1)?).at(1)?;
+                let old = a.clone();
                 let r = call(ev.ctx, &f, vec![a, b]).at(1)?;
-                Acc::Reduce(to_datum(ev.ctx, r)?)
+                let new = to_datum(ev.ctx, r)?;
+                crate::terms::control::check_step_nesting(&old, &new).at(1)?;
+                Acc::Reduce(new)
             }
             _ => return Err(crate::error::internal("Mismatched group accumulators.")),
         };

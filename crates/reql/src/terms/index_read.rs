@@ -339,7 +339,7 @@ fn order_within_index(ev: &Ev, slice: &TableSlice, desc: bool) -> Result<Val> {
         })
     });
     let out: Vec<Datum> = keyed.into_iter().map(|(_, _, d)| d).collect();
-    let mut s = Sequence::from_array(Arc::new(out));
+    let mut s = Sequence::from_vec(out);
     s.table = Some(slice.base.clone());
     Ok(Val::Seq(s))
 }
@@ -512,7 +512,7 @@ pub fn eq_join(
         }
         keyed.sort_by(|a, b| a.0.cmp(&b.0));
         let out: Vec<Datum> = keyed.into_iter().map(|(_, p)| p).collect();
-        let mut s = Sequence::from_array(Arc::new(out));
+        let mut s = Sequence::from_vec(out);
         s.is_array = is_array;
         return Ok(Val::Seq(s));
     }

@@ -26,7 +26,7 @@ fn pair(l: Datum, r: Datum) -> Datum {
 /// The right side of a nested-loop join.
 enum Right {
     Table(Arc<dyn Table>),
-    Items(Arc<Vec<Datum>>),
+    Items(Arc<datum::Array>),
 }
 
 impl Right {
@@ -53,7 +53,7 @@ pub fn nested_join(ev: &Ev, outer: bool) -> Result<Val> {
         Val::Table(t) => Right::Table(t),
         other => {
             let s = ev.to_seq(other).at(1)?;
-            Right::Items(Arc::new(s.collect(ev.ctx.array_limit).at(1)?))
+            Right::Items(Arc::new(s.collect(ev.ctx.array_limit).at(1)?.into()))
         }
     };
     let f = expect_func(ev.arg(2)?).at(2)?;
@@ -176,7 +176,7 @@ pub fn eq_join(ev: &Ev) -> Result<Val> {
         }
         keyed.sort_by(|a, b| a.0.cmp(&b.0));
         let out: Vec<Datum> = keyed.into_iter().map(|(_, p)| p).collect();
-        let mut s = Sequence::from_array(Arc::new(out));
+        let mut s = Sequence::from_vec(out);
         s.is_array = is_array;
         return Ok(Val::Seq(s));
     }

@@ -680,7 +680,7 @@ pub fn order_by(ev: &Ev) -> Result<Val> {
         std::cmp::Ordering::Equal
     });
     let out: Vec<Datum> = keyed.into_iter().map(|(_, d)| d).collect();
-    let mut s = Sequence::from_array(Arc::new(out));
+    let mut s = Sequence::from_vec(out);
     s.table = table;
     Ok(Val::Seq(s))
 }
@@ -710,8 +710,11 @@ pub fn reduce(ev: &Ev) -> Result<Val> {
         acc = Some(match acc {
             None => d,
             Some(a) => {
+                let old = a.clone();
                 let r = call(ev.ctx, &f, vec![a, d]).at(1)?;
-                to_datum(ev.ctx, r)?
+                let new = to_datum(ev.ctx, r)?;
+                crate::terms::control::check_step_nesting(&old, &new).at(1)?;
+                new
             }
         });
     }

@@ -14,6 +14,7 @@ use proto::ql2::TermType as T;
 
 use crate::error::{logic, nonexist, ErrorKind, Result, WithFrame};
 use crate::eval::{call, expect_func, expect_int, to_datum, Ev};
+use crate::terms::control::check_step_nesting;
 use crate::terms::object::field_of;
 use crate::value::{DatumStream, Sequence, Val};
 
@@ -38,8 +39,10 @@ pub fn fold(ev: &Ev) -> Result<Val> {
         }
         let mut acc = base;
         for d in seq.stream {
+            let old = acc.clone();
             let r = call(&ctx, &f, vec![acc, d?]).at(2)?;
             acc = to_datum(&ctx, r).at(2)?;
+            check_step_nesting(&old, &acc).at(2)?;
         }
         return match final_emit {
             None => Ok(Val::Datum(acc)),
@@ -90,6 +93,7 @@ pub fn fold(ev: &Ev) -> Result<Val> {
         let old = acc.take().unwrap_or(Datum::Null);
         let step = call(&ctx, &f, vec![old.clone(), row.clone()])
             .and_then(|v| to_datum(&ctx, v))
+            .and_then(|new| check_step_nesting(&old, &new).map(|()| new))
             .at(2);
         let new = match step {
             Ok(n) => n,
@@ -145,7 +149,7 @@ pub fn sample(ev: &Ev) -> Result<Val> {
         let j = rng.below(i as u64 + 1) as usize;
         kept.swap(i, j);
     }
-    let mut out = Sequence::from_array(Arc::new(kept));
+    let mut out = Sequence::from_vec(kept);
     out.table = table;
     Ok(Val::Seq(out))
 }

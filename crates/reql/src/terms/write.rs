@@ -168,6 +168,15 @@ fn durability(ev: &Ev, t: &dyn Table) -> Result<Durability> {
 const DISK_ARRAY_LIMIT: usize = 100_000;
 
 fn check_storable(d: &Datum) -> Result<()> {
+    check_storable_at(d, 0)
+}
+
+/// `check_storable` of a value inside `depth` arrays and objects: nesting past
+/// `MAX_NESTING` fails before it can recurse further.
+fn check_storable_at(d: &Datum, depth: usize) -> Result<()> {
+    if depth >= datum::MAX_NESTING && matches!(d, Datum::Array(_) | Datum::Object(_)) {
+        return Err(crate::terms::control::nesting_error());
+    }
     match d {
         Datum::MinVal | Datum::MaxVal => Err(logic(
             "`r.minval` and `r.maxval` cannot be written to disk.",
@@ -175,12 +184,12 @@ fn check_storable(d: &Datum) -> Result<()> {
         Datum::Array(a) if a.len() > DISK_ARRAY_LIMIT => Err(crate::error::resource(
             "Array too large for disk writes (limit 100,000 elements).",
         )),
-        Datum::Array(a) => a.iter().try_for_each(check_storable),
+        Datum::Array(a) => a.iter().try_for_each(|x| check_storable_at(x, depth + 1)),
         Datum::Object(o) => {
             if d.reql_type() == Some("LITERAL") {
                 return Err(crate::terms::object::stray_literal());
             }
-            o.values().try_for_each(check_storable)
+            o.values().try_for_each(|x| check_storable_at(x, depth + 1))
         }
         _ => Ok(()),
     }
