@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: Rust unit tests, the Python end-to-end tests through the official
-# driver, and RethinkDB's ReQL conformance suite (when ../shared/reql-conformance exists),
-# failing if the suite's pass count drops below the floor in .ci/conformance-floor.
+# Runs every test: Rust unit tests, the end-to-end tests through the official Python
+# driver and the Node drivers (tests/js, needs node and npm), and RethinkDB's ReQL
+# conformance suite (when ../shared/reql-conformance exists), failing if the suite's
+# pass count drops below the floor in .ci/conformance-floor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +23,17 @@ cargo build --release --quiet -p storage --example put_key
 
 echo "== end-to-end tests (official Python driver)"
 PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python -m pytest -q tests
+
+echo "== end-to-end tests (Node drivers: rethinkdb, rethinkdbdash, rethinkdb-ts, thinky)"
+for tool in node npm; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "error: $tool not found; the Node driver tests need Node.js 20+ and npm" >&2; exit 1; }
+done
+# Installed from the lock file, again only when the lock file changed since.
+if ! cmp -s tests/js/package-lock.json tests/js/node_modules/.installed-lock.json; then
+  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null
+  cp tests/js/package-lock.json tests/js/node_modules/.installed-lock.json
+fi
+PONDER_BIN="$PWD/target/release/ponder" node --test tests/js/
 
 echo "== ponder-bench smoke run against a scratch server"
 cargo build --release --quiet -p bench

@@ -1,6 +1,8 @@
 """Changefeeds through the official driver: delivery under concurrent writers, the
 queue limit for slow readers, include_initial without gap or duplicate, the wire notes,
 STOP, table drop, and release of feeds when a connection closes."""
+import json
+import struct
 import threading
 import time
 
@@ -9,7 +11,8 @@ from rethinkdb import r
 from rethinkdb.errors import ReqlOpFailedError, ReqlTimeoutError
 
 from conftest import assert_serving
-from reqlwire import SUCCESS_PARTIAL, SUCCESS_SEQUENCE, RawConn, rss_kib, term
+from reqlwire import (CLIENT_ERROR, CONTINUE, STOP, SUCCESS_PARTIAL, SUCCESS_SEQUENCE,
+                      RawConn, rss_kib, term)
 
 WRITERS = 50
 DOCS_PER_WRITER = 2
@@ -222,6 +225,55 @@ def test_point_feed_notes_stop_and_table_drop(server, conn):
     with pytest.raises(ReqlOpFailedError, match=r"Changefeed aborted \(table unavailable\)"):
         feed.next(wait=5)
     c2.close()
+
+
+def test_requests_on_one_token_are_answered_in_the_order_sent(server, conn):
+    """RethinkDB serves a token's requests one after the other: a CONTINUE sent while
+    the previous one waits is queued, not refused, and a STOP interrupts the request in
+    flight but is answered after it. The Node drivers send both patterns."""
+    tbl = fresh_table(conn, "cf_order")
+    c = RawConn(server.port)
+    try:
+        resp = c.query(1, term(tbl.changes()))
+        assert resp["t"] == SUCCESS_PARTIAL and resp["n"] == [1], resp
+        # Two CONTINUEs in one write: the second waits for the first's answer.
+        c.send_raw(c_frame(1, [CONTINUE]) + c_frame(1, [CONTINUE]))
+        time.sleep(0.1)
+        tbl.insert({"id": 1}).run(conn)
+        tok, resp = c.recv()
+        assert tok == 1 and resp["t"] == SUCCESS_PARTIAL, resp
+        assert resp["r"] == [{"old_val": None, "new_val": {"id": 1}}]
+        tbl.insert({"id": 2}).run(conn)
+        tok, resp = c.recv()
+        assert tok == 1 and resp["t"] == SUCCESS_PARTIAL, resp
+        assert resp["r"] == [{"old_val": None, "new_val": {"id": 2}}]
+        # CONTINUE and STOP in one write on an idle feed (a driver closing the feed from
+        # the callback of the batch it just received): both answered, in order, with
+        # the feed's end, and the token is free again.
+        for _ in range(20):
+            c.send_raw(c_frame(1, [CONTINUE]) + c_frame(1, [STOP]))
+            replies = [c.recv(), c.recv()]
+            assert [t for t, _ in replies] == [1, 1], replies
+            assert [x["t"] for _, x in replies] == [SUCCESS_SEQUENCE, SUCCESS_SEQUENCE], replies
+            resp = c.query(1, term(tbl.changes()))
+            assert resp["t"] == SUCCESS_PARTIAL, resp
+        # A CONTINUE queued behind one that ends the feed is refused as RethinkDB
+        # refuses it, after the feed's last answer.
+        c.send_raw(c_frame(1, [CONTINUE]) + c_frame(1, [CONTINUE]))
+        time.sleep(0.1)
+        c.stop(1)
+        replies = [c.recv(), c.recv(), c.recv()]
+        assert [x["t"] for _, x in replies] == [SUCCESS_SEQUENCE, CLIENT_ERROR,
+                                                SUCCESS_SEQUENCE], replies
+        assert replies[1][1]["r"] == ["ERROR: duplicate token 1"]
+    finally:
+        c.close()
+
+
+def c_frame(token, payload):
+    """One query frame's bytes (several can go out in one write)."""
+    body = json.dumps(payload).encode()
+    return struct.pack("<QL", token, len(body)) + body
 
 
 def test_limit_union_filter_and_squash(server, conn):

@@ -2,7 +2,8 @@
 //! SERVER_INFO, with cursors answered in batches.
 //!
 //! Each query runs as its own task, so a slow query never holds up the others on the
-//! connection (answers go out by token, in completion order). Evaluation is synchronous
+//! connection (answers to different tokens go out in completion order; one token's
+//! answers go out in the order its requests came, `tokens.rs`). Evaluation is synchronous
 //! and runs on tokio's blocking pool; hard-durability writes are acknowledged only after
 //! the group commit covering their ticket has reached the disk.
 //!
@@ -12,7 +13,6 @@
 //! (`reql::interrupt`) and `interrupted` answers as RethinkDB does. The query stays in
 //! `jobs` while its cursor lives (the cursor holds its `JobGuard`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -32,7 +32,9 @@ use crate::state::ServerState;
 
 mod batch;
 mod feed;
+mod tokens;
 use crate::wire::{check_json, error_frame, finish, profile_json};
+use tokens::{Claim, Slot, Tokens};
 
 /// Batch limits from the global optargs (RethinkDB's names and defaults).
 #[derive(Clone, Copy)]
@@ -66,25 +68,6 @@ struct Cursor {
     _job: Option<Box<cluster::system::JobGuard>>,
 }
 
-/// What a token in use is doing. `Running` and `Busy` hold the query's interruption
-/// flag, which STOP and `close` set; a deleted `jobs` row sets it too (`job_deleted`).
-enum Slot {
-    /// Its START is being evaluated.
-    Running(Arc<AtomicBool>),
-    /// A cursor waiting for CONTINUE.
-    Idle(Cursor),
-    /// A CONTINUE is being evaluated.
-    Busy(Arc<AtomicBool>),
-    /// STOP arrived while it was running: drop whatever it produces.
-    Stopped,
-    /// A changefeed's CONTINUE waiting for changes; signal to wake it (STOP, close,
-    /// a deleted `jobs` row).
-    Waiting(Arc<Notify>),
-    /// Its `jobs` row was deleted while the cursor was idle: the cursor is gone and the
-    /// next CONTINUE is refused as RethinkDB refuses it.
-    Killed,
-}
-
 /// Queries a connection may have started and not yet had answered (or written).
 const MAX_STARTED: usize = 32;
 
@@ -95,7 +78,7 @@ pub struct Session {
     /// Queries started and not answered yet: a client pipelining STARTs without reading
     /// waits here (and so stops being read) once `MAX_STARTED` are in flight.
     started: Arc<tokio::sync::Semaphore>,
-    tokens: Mutex<HashMap<u64, Slot>>,
+    tokens: Mutex<Tokens>,
     noreply_running: AtomicUsize,
     noreply_done: Notify,
     /// Set when the connection closes (each query also has its own flag, set then too).
@@ -107,8 +90,8 @@ pub struct Session {
 enum Outcome {
     /// A single value.
     Atom(Vec<u8>),
-    /// A batch of a stream: items, whether it is the last, the cursor if not.
-    Batch(batch::Items, Option<Cursor>),
+    /// A batch of a stream: its items, its cursor, and whether the stream ended.
+    Batch(batch::Items, Cursor, bool),
 }
 
 impl Session {
@@ -119,7 +102,7 @@ impl Session {
             state,
             out,
             started: Arc::new(tokio::sync::Semaphore::new(MAX_STARTED)),
-            tokens: Mutex::new(HashMap::new()),
+            tokens: Mutex::new(Tokens::default()),
             noreply_running: AtomicUsize::new(0),
             noreply_done: Notify::new(),
             cancel: Arc::new(AtomicBool::new(false)),
@@ -150,9 +133,9 @@ impl Session {
                 let cancel = Arc::new(AtomicBool::new(false));
                 let duplicate = {
                     let mut tokens = self.tokens.lock();
-                    let dup = tokens.contains_key(&token);
+                    let dup = tokens.in_use(token);
                     if !dup {
-                        tokens.insert(token, Slot::Running(cancel.clone()));
+                        tokens.slots.insert(token, Slot::Running(cancel.clone()));
                     }
                     dup
                 };
@@ -168,12 +151,12 @@ impl Session {
                 let term = match q.term.as_ref().map(reql::compile_term) {
                     Some(Ok(t)) => t,
                     Some(Err(e)) => {
-                        self.tokens.lock().remove(&token);
+                        self.tokens.lock().slots.remove(&token);
                         self.send(error_frame(token, &e)).await;
                         return;
                     }
                     None => {
-                        self.tokens.lock().remove(&token);
+                        self.tokens.lock().slots.remove(&token);
                         let e = ReqlError::new(reql::ErrorKind::Client, "START without a term.");
                         self.send(error_frame(token, &e)).await;
                         return;
@@ -181,7 +164,8 @@ impl Session {
                 };
                 let noreply = q.noreply();
                 if !noreply && reql::plan::runs_inline(&term) {
-                    // A point read: answer from this task, no hand-off at all.
+                    // A point read: answer from this task, no hand-off at all. Nothing can
+                    // be owed on its token: no frame is read until it is answered.
                     let frame = self.start(token, q, term, false, cancel).await;
                     self.send(frame).await;
                     return;
@@ -202,39 +186,21 @@ impl Session {
                         if me.noreply_running.fetch_sub(1, Ordering::SeqCst) == 1 {
                             me.noreply_done.notify_waiters();
                         }
+                        me.serve_owed(token).await;
                     } else {
-                        me.send(frame).await;
+                        me.finish_turn(token, frame).await;
                     }
                 });
             }
+            // CONTINUE and STOP are decided here, in the order the client sent them
+            // (`tokens.rs`); only the work they start runs on other tasks.
             QueryType::CONTINUE => {
-                let me = self.clone();
-                tokio::spawn(async move {
-                    let frame = me.continue_(token).await;
-                    me.send(frame).await;
-                });
+                let claim = self.tokens.lock().claim_continue(token);
+                self.act(token, claim).await;
             }
             QueryType::STOP => {
-                {
-                    let mut tokens = self.tokens.lock();
-                    match tokens.get(&token) {
-                        Some(Slot::Running(cancel) | Slot::Busy(cancel)) => {
-                            // The evaluation stops at its next check and answers with an
-                            // empty SUCCESS_SEQUENCE, as RethinkDB does.
-                            cancel.store(true, Ordering::SeqCst);
-                            tokens.insert(token, Slot::Stopped);
-                        }
-                        Some(Slot::Waiting(waker)) => {
-                            waker.notify_one();
-                            tokens.insert(token, Slot::Stopped);
-                        }
-                        _ => {
-                            tokens.remove(&token);
-                        }
-                    }
-                }
-                let w = ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE);
-                self.send(finish(w, token)).await;
+                let claim = self.tokens.lock().stop(token);
+                self.act(token, claim).await;
             }
             QueryType::NOREPLY_WAIT => {
                 let me = self.clone();
@@ -262,6 +228,54 @@ impl Session {
         }
     }
 
+    /// Carries out a claimed CONTINUE or STOP: a batch to compute runs on its own task
+    /// (which then serves what the token owes), an answer is sent now.
+    async fn act(self: &Arc<Self>, token: u64, claim: Claim) {
+        match claim {
+            Claim::Run(cursor) => {
+                let me = self.clone();
+                tokio::spawn(async move {
+                    let frame = me.continue_(token, cursor).await;
+                    me.finish_turn(token, frame).await;
+                });
+            }
+            Claim::Answer(frame, cursor) => {
+                drop(cursor);
+                self.send(frame).await;
+            }
+            Claim::Queued(cursor) => drop(cursor),
+        }
+    }
+
+    /// Sends the answer of the query in flight on `token`, then what the token owes.
+    async fn finish_turn(self: &Arc<Self>, token: u64, frame: Vec<u8>) {
+        self.send(frame).await;
+        self.serve_owed(token).await;
+    }
+
+    /// Answers, in order, the CONTINUEs and STOPs that arrived on `token` while its query
+    /// was in flight; a CONTINUE whose cursor is still open computes its batch here.
+    async fn serve_owed(self: &Arc<Self>, token: u64) {
+        loop {
+            let claim = self.tokens.lock().next_owed(token);
+            match claim {
+                None => return,
+                Some(Claim::Run(cursor)) => {
+                    let frame = self.continue_(token, cursor).await;
+                    self.send(frame).await;
+                }
+                Some(Claim::Answer(frame, cursor)) => {
+                    drop(cursor);
+                    self.send(frame).await;
+                }
+                Some(Claim::Queued(cursor)) => {
+                    drop(cursor);
+                    return;
+                }
+            }
+        }
+    }
+
     async fn start(
         self: &Arc<Self>,
         token: u64,
@@ -273,8 +287,11 @@ impl Session {
         let frame = self.start_inner(token, q, term, noreply, cancel).await;
         // A cursor left by `respond` keeps its slot; anything else frees the token.
         let mut tokens = self.tokens.lock();
-        if matches!(tokens.get(&token), Some(Slot::Running(_) | Slot::Stopped)) {
-            tokens.remove(&token);
+        if matches!(
+            tokens.slots.get(&token),
+            Some(Slot::Running(_) | Slot::Stopped)
+        ) {
+            tokens.slots.remove(&token);
         }
         frame
     }
@@ -330,7 +347,7 @@ impl Session {
         let prof = profile.then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0));
         // A noreply stream is never continued: drop its cursor.
         let outcome = match outcome {
-            Outcome::Batch(items, Some(_)) if noreply => Outcome::Batch(items, None),
+            Outcome::Batch(items, c, _) if noreply => Outcome::Batch(items, c, true),
             other => other,
         };
         self.respond(token, outcome, prof)
@@ -343,32 +360,36 @@ impl Session {
                 w.push_raw(&json);
                 w
             }
-            Outcome::Batch(items, cursor) => {
-                let t = if cursor.is_some() {
-                    ResponseType::SUCCESS_PARTIAL
-                } else {
+            Outcome::Batch(items, cursor, done) => {
+                let t = if done {
                     ResponseType::SUCCESS_SEQUENCE
+                } else {
+                    ResponseType::SUCCESS_PARTIAL
                 };
                 let mut w = ResponseWriter::new(t);
-                if let Some(f) = cursor.as_ref().and_then(|c| c.feed.as_ref()) {
+                // RethinkDB notes a feed's kind on each of its batches, the last too.
+                if let Some(f) = cursor.feed.as_ref() {
                     w = w.notes(&f.info.notes());
                 }
                 items.write_to(&mut w);
-                let mut tokens = self.tokens.lock();
-                match cursor {
-                    // STOP came while this batch was computed: the stream ends here.
-                    Some(_) if matches!(tokens.get(&token), Some(Slot::Stopped)) => {
-                        tokens.remove(&token);
+                let ended = {
+                    let mut tokens = self.tokens.lock();
+                    if matches!(tokens.slots.get(&token), Some(Slot::Stopped)) {
+                        // STOP came while this batch was computed: the stream ends here.
+                        tokens.slots.remove(&token);
                         w = ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE);
                         items.write_to(&mut w);
+                        Some(cursor)
+                    } else if done {
+                        tokens.slots.remove(&token);
+                        Some(cursor)
+                    } else {
+                        tokens.slots.insert(token, Slot::Idle(cursor));
+                        None
                     }
-                    Some(c) => {
-                        tokens.insert(token, Slot::Idle(c));
-                    }
-                    None => {
-                        tokens.remove(&token);
-                    }
-                }
+                };
+                // Dropped outside the lock (its job guard takes the jobs registry's).
+                drop(ended);
                 w
             }
         };
@@ -378,44 +399,8 @@ impl Session {
         finish(w, token)
     }
 
-    async fn continue_(self: &Arc<Self>, token: u64) -> Vec<u8> {
-        let (cursor, killed) = {
-            let mut tokens = self.tokens.lock();
-            match tokens.remove(&token) {
-                Some(Slot::Idle(c)) if c.cancel.load(Ordering::SeqCst) => (Some(c), true),
-                Some(Slot::Idle(c)) => {
-                    tokens.insert(token, Slot::Busy(c.cancel.clone()));
-                    (Some(c), false)
-                }
-                Some(Slot::Killed) => (None, true),
-                Some(other) => {
-                    tokens.insert(token, other);
-                    (None, false)
-                }
-                None => (None, false),
-            }
-        };
-        if killed {
-            // RethinkDB ends a cursor whose `jobs` row was deleted between batches and
-            // answers its next CONTINUE so (`query_cache_t::ref_t::fill_response`).
-            drop(cursor);
-            return error_frame(
-                token,
-                &ReqlError::new(
-                    reql::ErrorKind::Client,
-                    format!("ERROR: duplicate token {token}"),
-                ),
-            );
-        }
-        let Some(mut cursor) = cursor else {
-            return error_frame(
-                token,
-                &ReqlError::new(
-                    reql::ErrorKind::Client,
-                    format!("Token {token} not in stream cache."),
-                ),
-            );
-        };
+    /// The next batch of `cursor`, claimed for `token` (its slot is `Busy`).
+    async fn continue_(self: &Arc<Self>, token: u64, mut cursor: Cursor) -> Vec<u8> {
         if cursor.feed.is_some() {
             return self.continue_feed(token, cursor).await;
         }
@@ -430,18 +415,17 @@ impl Session {
             .await;
         match run {
             Some((Ok((items, done)), cursor)) => {
-                let c = if done { None } else { Some(cursor) };
-                self.respond(token, Outcome::Batch(items, c), None)
+                self.respond(token, Outcome::Batch(items, cursor, done), None)
             }
             Some((Err(e), _)) => {
                 let frame = self
                     .interrupted(token, &cancel)
                     .unwrap_or_else(|| error_frame(token, &e));
-                self.tokens.lock().remove(&token);
+                self.tokens.lock().slots.remove(&token);
                 frame
             }
             None => {
-                self.tokens.lock().remove(&token);
+                self.tokens.lock().slots.remove(&token);
                 error_frame(
                     token,
                     &reql::error::internal("The query failed unexpectedly."),
@@ -459,7 +443,7 @@ impl Session {
             return None;
         }
         let stopped = self.cancel.load(Ordering::SeqCst)
-            || matches!(self.tokens.lock().get(&token), Some(Slot::Stopped));
+            || matches!(self.tokens.lock().slots.get(&token), Some(Slot::Stopped));
         Some(if stopped {
             finish(ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE), token)
         } else {
@@ -473,9 +457,9 @@ impl Session {
     fn job_deleted(&self, token: u64, cancel: &Arc<AtomicBool>) {
         let dropped = {
             let mut tokens = self.tokens.lock();
-            match tokens.get(&token) {
+            match tokens.slots.get(&token) {
                 Some(Slot::Idle(c)) if Arc::ptr_eq(&c.cancel, cancel) => {
-                    tokens.insert(token, Slot::Killed)
+                    tokens.slots.insert(token, Slot::Killed)
                 }
                 Some(Slot::Waiting(waker)) => {
                     waker.notify_one();
@@ -493,7 +477,7 @@ impl Session {
         self.cancel.store(true, Ordering::SeqCst);
         let slots = {
             let mut tokens = self.tokens.lock();
-            for slot in tokens.values() {
+            for slot in tokens.slots.values() {
                 match slot {
                     Slot::Running(cancel) | Slot::Busy(cancel) => {
                         cancel.store(true, Ordering::SeqCst)
@@ -504,7 +488,7 @@ impl Session {
                     Slot::Idle(_) | Slot::Stopped | Slot::Killed => {}
                 }
             }
-            std::mem::take(&mut *tokens)
+            tokens.clear()
         };
         drop(slots);
     }
@@ -717,7 +701,7 @@ fn run_start(
                 _job: job.take(),
             };
             let (items, done) = feed::next_feed_batch(&mut c, true)?;
-            Outcome::Batch(items, if done { None } else { Some(c) })
+            Outcome::Batch(items, c, done)
         }
         Val::Seq(s) if !s.is_array => {
             let mut c = Cursor {
@@ -728,7 +712,7 @@ fn run_start(
                 _job: job.take(),
             };
             let (items, done) = next_batch(&mut c, true)?;
-            Outcome::Batch(items, if done { None } else { Some(c) })
+            Outcome::Batch(items, c, done)
         }
         Val::Table(t) => {
             let seq = reql::eval::to_seq(Val::Table(t))?;
@@ -740,7 +724,7 @@ fn run_start(
                 _job: job.take(),
             };
             let (items, done) = next_batch(&mut c, true)?;
-            Outcome::Batch(items, if done { None } else { Some(c) })
+            Outcome::Batch(items, c, done)
         }
         Val::Grouped(g) => {
             let d = reql::terms::group::wire_datum(ctx.array_limit, g)?;

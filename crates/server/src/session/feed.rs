@@ -69,7 +69,7 @@ impl Session {
     fn feed_live(&self, token: u64, cancel: &AtomicBool) -> bool {
         !self.cancel.load(Ordering::SeqCst)
             && !cancel.load(Ordering::SeqCst)
-            && matches!(self.tokens.lock().get(&token), Some(Slot::Waiting(_)))
+            && matches!(self.tokens.lock().slots.get(&token), Some(Slot::Waiting(_)))
     }
 
     /// Ends a feed whose CONTINUE was stopped, whose connection closed, or whose `jobs`
@@ -77,12 +77,12 @@ impl Session {
     fn feed_ended(&self, token: u64, cancel: &AtomicBool) -> Vec<u8> {
         let killed = {
             let mut tokens = self.tokens.lock();
-            let slot = tokens.get(&token);
+            let slot = tokens.slots.get(&token);
             let killed = matches!(slot, Some(Slot::Waiting(_)))
                 && cancel.load(Ordering::SeqCst)
                 && !self.cancel.load(Ordering::SeqCst);
             if matches!(slot, Some(Slot::Stopped | Slot::Waiting(_))) {
-                tokens.remove(&token);
+                tokens.slots.remove(&token);
             }
             killed
         };
@@ -103,11 +103,11 @@ impl Session {
             .then(|| Duration::from_secs_f64(feed.info.min_interval.min(31_536_000.0)));
         {
             let mut tokens = self.tokens.lock();
-            if !matches!(tokens.get(&token), Some(Slot::Busy(_))) {
+            if !matches!(tokens.slots.get(&token), Some(Slot::Busy(_))) {
                 drop(tokens);
                 return self.feed_ended(token, &cancel);
             }
-            tokens.insert(token, Slot::Waiting(waker.clone()));
+            tokens.slots.insert(token, Slot::Waiting(waker.clone()));
         }
         if let Some(wait) = squash {
             let deadline = tokio::time::Instant::now() + wait;
@@ -144,17 +144,16 @@ impl Session {
                         if !self.feed_live(token, &cancel) {
                             return self.feed_ended(token, &cancel);
                         }
-                        let c = if done { None } else { Some(c) };
-                        return self.respond(token, Outcome::Batch(items, c), None);
+                        return self.respond(token, Outcome::Batch(items, c, done), None);
                     }
                     cursor = c;
                 }
                 Some((Err(e), _)) => {
-                    self.tokens.lock().remove(&token);
+                    self.tokens.lock().slots.remove(&token);
                     return error_frame(token, &e);
                 }
                 None => {
-                    self.tokens.lock().remove(&token);
+                    self.tokens.lock().slots.remove(&token);
                     return error_frame(
                         token,
                         &reql::error::internal("The query failed unexpectedly."),
