@@ -1,0 +1,91 @@
+"""The long tail of ReQL, checked through the official Python driver against RethinkDB
+2.4's rules: merge-ordered `union` (`interleave`), `fold` with `final_emit`, reading
+numbers from strings (`coerce_to('number')`), `between` after `order_by(index=)`,
+time portions of fractional epoch seconds, and the rows and results of permissions."""
+import pytest
+from rethinkdb import r
+from rethinkdb.errors import (ReqlOpFailedError, ReqlPermissionError, ReqlQueryLogicError,
+                              ReqlServerCompileError)
+
+
+@pytest.fixture
+def tables(conn):
+    names = ["lt_even", "lt_odd", "lt_odd2"]
+    for n in names:
+        if n in r.table_list().run(conn):
+            r.table_drop(n).run(conn)
+        r.table_create(n).run(conn)
+    even, odd, odd2 = (r.table(n) for n in names)
+    odd.insert([{"id": 1, "num": 1}, {"id": 3, "num": 3}, {"id": 5, "num": 5}]).run(conn)
+    even.insert([{"id": 2, "num": 2}, {"id": 4, "num": 4}, {"id": 6, "num": 6}]).run(conn)
+    odd2.insert([{"id": 7, "num": 1}, {"id": 8, "num": 3}, {"id": 9, "num": 2}]).run(conn)
+    yield even, odd, odd2
+    for n in names:
+        r.table_drop(n).run(conn)
+
+
+def ids(rows):
+    return [row["id"] for row in rows]
+
+
+# --- union with interleave -------------------------------------------------------------
+
+def test_union_interleave_false_concatenates_in_argument_order(conn, tables):
+    even, odd, _ = tables
+    q = odd.order_by("num").union(even.order_by("num"), interleave=False)
+    assert ids(q.run(conn)) == [1, 3, 5, 2, 4, 6]
+    assert list(r.range().limit(10000).union([1, 2, 3], interleave=False).run(conn)) == \
+        list(range(10000)) + [1, 2, 3]
+
+
+def test_union_merges_on_a_field_a_function_or_several_keys(conn, tables):
+    even, odd, odd2 = tables
+    assert ids(odd.order_by("num").union(even.order_by("num"), interleave="num")
+               .run(conn)) == [1, 2, 3, 4, 5, 6]
+    assert ids(odd.order_by("num").union(even.order_by("num"),
+                                         interleave=lambda x: x["num"]).run(conn)) == \
+        [1, 2, 3, 4, 5, 6]
+    q = odd2.order_by("num", r.desc("id")).union(
+        even.order_by("num", r.desc("id")), interleave=[lambda x: x["num"], lambda x: x["id"]])
+    assert ids(q.run(conn)) == [7, 2, 9, 8, 4, 6]
+    q = odd.order_by(r.desc("num")).union(even.order_by(r.desc("num")),
+                                          interleave=[r.desc(lambda x: x["num"])])
+    assert ids(q.run(conn)) == [6, 5, 4, 3, 2, 1]
+    q = odd.order_by("num", "id").union(even.order_by("num", "id"),
+                                        odd2.order_by("num", "id"), interleave=["num", "id"])
+    assert ids(q.run(conn)) == [1, 7, 2, 9, 3, 8, 4, 5, 6]
+
+
+def test_union_checks_that_its_inputs_are_in_the_given_order(conn, tables):
+    even, odd, odd2 = tables
+    msg = "The streams given as arguments are not ordered by given ordering."
+    with pytest.raises(ReqlQueryLogicError, match=msg):
+        odd.order_by("num").union(even.order_by("num"), interleave=r.desc("num")).run(conn)
+    with pytest.raises(ReqlQueryLogicError, match=msg):
+        odd.order_by("num", "id").union(even.order_by("num", "id"),
+                                        odd2.order_by(r.desc("num"), "id"),
+                                        interleave=["num", "id"]).run(conn)
+    with pytest.raises(ReqlQueryLogicError, match=msg):
+        r.expr([3, 1]).union([2], interleave=lambda x: x).run(conn)
+
+
+def test_union_merge_puts_missing_keys_first_and_stays_lazy(conn):
+    assert r.expr([{"x": 1}, {"x": 3}]).union([{"y": 0}, {"x": 2}], interleave="x") \
+        .run(conn) == [{"y": 0}, {"x": 1}, {"x": 2}, {"x": 3}]
+    assert r.expr([{"x": 3}, {"x": 1}]).union([{"x": 2}, {"y": 0}], interleave=r.desc("x")) \
+        .run(conn) == [{"x": 3}, {"x": 2}, {"x": 1}, {"y": 0}]
+    # Two infinite inputs: the merge pulls one item at a time.
+    assert list(r.range().union(r.range(), interleave=lambda x: x).limit(5).run(conn)) == \
+        [0, 0, 1, 1, 2]
+
+
+def test_desc_outside_order_by_or_union_is_a_compile_error(conn, tables):
+    even, odd, _ = tables
+    msg = "DESC may only be used as an argument to ORDER_BY or UNION."
+    with pytest.raises(ReqlServerCompileError, match=msg):
+        odd.order_by("num").union(even.order_by("num"),
+                                  interleave=lambda x: r.desc(x["num"])).run(conn)
+    with pytest.raises(ReqlServerCompileError, match=msg):
+        r.expr({"a": r.desc("x")}).run(conn)
+    with pytest.raises(ReqlServerCompileError, match="ASC may only be used"):
+        r.expr([1]).map(lambda x: r.asc(x)).run(conn)
