@@ -89,3 +89,21 @@ def test_desc_outside_order_by_or_union_is_a_compile_error(conn, tables):
         r.expr({"a": r.desc("x")}).run(conn)
     with pytest.raises(ReqlServerCompileError, match="ASC may only be used"):
         r.expr([1]).map(lambda x: r.asc(x)).run(conn)
+
+
+# --- fold ------------------------------------------------------------------------------
+
+def test_fold_final_emit_without_emit_returns_its_value(conn):
+    assert r.range(0, 10).fold(0, lambda acc, row: acc.add(1),
+                               final_emit=lambda acc: acc.mul(2)).run(conn) == 20
+    assert r.expr([]).fold(0, lambda acc, row: acc.add(1),
+                           final_emit=lambda acc: [acc]).run(conn) == [0]
+    with_emit = r.range(0, 10).fold(0, lambda acc, row: acc.add(1),
+                                    emit=lambda old, row, acc: r.branch(acc.mod(3).eq(0), [row], []),
+                                    final_emit=lambda acc: [acc])
+    assert list(with_emit.run(conn)) == [2, 5, 8, 10]
+    with pytest.raises(ReqlQueryLogicError, match="Expected type ARRAY but found NUMBER."):
+        r.range(0, 10).fold(0, lambda acc, _: acc.add(1), emit=lambda old, row, acc: acc).run(conn)
+    with pytest.raises(ReqlQueryLogicError, match="Expected type ARRAY but found NUMBER."):
+        r.expr([1]).fold(0, lambda acc, _: acc.add(1), emit=lambda old, row, acc: [acc],
+                         final_emit=lambda acc: acc).run(conn)

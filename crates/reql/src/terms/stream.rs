@@ -40,11 +40,10 @@ pub fn fold(ev: &Ev) -> Result<Val> {
         }
         return match final_emit {
             None => Ok(Val::Datum(acc)),
+            // Without `emit`, RethinkDB returns what `final_emit` returns, array or not.
             Some(fe) => {
                 let r = call(&ctx, &fe, vec![acc]).at_opt("final_emit")?;
-                let d = to_datum(&ctx, r).at_opt("final_emit")?;
-                crate::eval::expect_array(&d).at_opt("final_emit")?;
-                Ok(Val::Datum(d))
+                Ok(Val::Datum(to_datum(&ctx, r).at_opt("final_emit")?))
             }
         };
     };
