@@ -107,3 +107,32 @@ def test_fold_final_emit_without_emit_returns_its_value(conn):
     with pytest.raises(ReqlQueryLogicError, match="Expected type ARRAY but found NUMBER."):
         r.expr([1]).fold(0, lambda acc, _: acc.add(1), emit=lambda old, row, acc: [acc],
                          final_emit=lambda acc: acc).run(conn)
+
+
+# --- coerce_to('number') ---------------------------------------------------------------
+
+@pytest.mark.parametrize("text,message", [
+    ("inf", "Non-finite number: inf"),
+    ("-inf", "Non-finite number: -inf"),
+    ("Infinity", "Non-finite number: inf"),
+    ("nan", "Non-finite number: nan"),
+    ("NaN", "Non-finite number: nan"),
+    ("1e400", "Non-finite number: inf"),
+    ("-1e400", "Non-finite number: -inf"),
+    ("1 ", "Could not coerce `1 ` to NUMBER."),
+    ("1e", "Could not coerce `1e` to NUMBER."),
+    ("infin", "Could not coerce `infin` to NUMBER."),
+    ("", "Could not coerce `` to NUMBER."),
+])
+def test_coerce_string_to_number_errors(conn, text, message):
+    with pytest.raises(ReqlQueryLogicError) as e:
+        r.expr(text).coerce_to("number").run(conn)
+    assert e.value.message == message
+
+
+@pytest.mark.parametrize("text,value", [
+    ("+1", 1), ("  -2.5", -2.5), (".5", 0.5), ("5.", 5), ("0x10", 16), ("0x1.8p1", 3),
+    ("1e-400", 0),
+])
+def test_coerce_string_to_number_reads_c_syntax(conn, text, value):
+    assert r.expr(text).coerce_to("number").run(conn) == value

@@ -27,6 +27,7 @@ pub mod join;
 pub mod js;
 pub mod json_check;
 pub mod math;
+pub mod number_text;
 pub mod object;
 pub mod seq;
 pub mod stream;
