@@ -136,3 +136,30 @@ def test_coerce_string_to_number_errors(conn, text, message):
 ])
 def test_coerce_string_to_number_reads_c_syntax(conn, text, value):
     assert r.expr(text).coerce_to("number").run(conn) == value
+
+
+# --- between after order_by(index=) ----------------------------------------------------
+
+def test_between_after_an_indexed_order_by(conn):
+    if "lt_between" in r.table_list().run(conn):
+        r.table_drop("lt_between").run(conn)
+    r.table_create("lt_between").run(conn)
+    t = r.table("lt_between")
+    t.insert([{"id": i, "a": 10 - i, "b": i % 3} for i in range(10)]).run(conn)
+    t.index_create("a").run(conn)
+    t.index_create("b").run(conn)
+    t.index_wait().run(conn)
+    # Without `index`, between uses the index the slice is ordered by.
+    assert ids(t.order_by(index="a").between(3, 6).run(conn)) == [7, 6, 5]
+    assert ids(t.order_by(index=r.desc("a")).between(3, 6).run(conn)) == [5, 6, 7]
+    assert ids(t.order_by(index="a").between(3, 6, index="a").run(conn)) == [7, 6, 5]
+    with pytest.raises(ReqlQueryLogicError,
+                       match="Cannot call BETWEEN on index `b` after ordering on index `a`."):
+        t.order_by(index="a").between(1, 5, index="b").run(conn)
+    with pytest.raises(ReqlQueryLogicError,
+                       match="Cannot call BETWEEN on index `id` after ordering on index `a`."):
+        t.order_by(index="a").between(1, 5, index="id").run(conn)
+    with pytest.raises(ReqlQueryLogicError,
+                       match="Cannot order by index `a` after calling BETWEEN on index `id`."):
+        t.between(1, 5).order_by(index="a").run(conn)
+    r.table_drop("lt_between").run(conn)
