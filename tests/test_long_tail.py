@@ -163,3 +163,19 @@ def test_between_after_an_indexed_order_by(conn):
                        match="Cannot order by index `a` after calling BETWEEN on index `id`."):
         t.between(1, 5).order_by(index="a").run(conn)
     r.table_drop("lt_between").run(conn)
+
+
+# --- times from fractional epoch seconds -----------------------------------------------
+
+def test_fractional_epoch_times(conn):
+    assert r.epoch_time(1.2345678).to_epoch_time().run(conn) == 1.235
+    assert r.epoch_time(1.1).to_iso8601().run(conn) == "1970-01-01T00:00:01.100+00:00"
+    assert r.epoch_time(-1.5).to_iso8601().run(conn) == "1969-12-31T23:59:58.500+00:00"
+    assert r.epoch_time(1.9999).to_iso8601().run(conn) == "1970-01-01T00:00:02+00:00"
+    # RethinkDB rounds the epoch to 1.001, then prints whole microseconds truncated
+    # (1000999) to milliseconds.
+    assert r.epoch_time(1.0005).to_epoch_time().run(conn) == 1.001
+    assert r.epoch_time(1.0005).to_iso8601().run(conn) == "1970-01-01T00:00:01.000+00:00"
+    assert r.epoch_time(61.25).seconds().run(conn) == 1.25
+    # `seconds` adds C's signed `modf` fraction to the whole seconds: 58 - 0.5.
+    assert r.epoch_time(-1.5).seconds().run(conn) == 57.5
