@@ -179,3 +179,84 @@ def test_fractional_epoch_times(conn):
     assert r.epoch_time(61.25).seconds().run(conn) == 1.25
     # `seconds` adds C's signed `modf` fraction to the whole seconds: 58 - 0.5.
     assert r.epoch_time(-1.5).seconds().run(conn) == 57.5
+
+
+# --- permissions -----------------------------------------------------------------------
+
+@pytest.fixture
+def grantee(conn):
+    users = r.db("rethinkdb").table("users")
+    users.get("lt_user").delete().run(conn)
+    users.insert({"id": "lt_user", "password": False}).run(conn)
+    for name in ("lt_db",):
+        if name in r.db_list().run(conn):
+            r.db_drop(name).run(conn)
+    r.db_create("lt_db").run(conn)
+    r.db("lt_db").table_create("t").run(conn)
+    yield "lt_user"
+    users.get("lt_user").delete().run(conn)
+    r.db_drop("lt_db").run(conn)
+
+
+def test_grant_results_at_every_scope(conn, grantee):
+    def change(old, new):
+        return {"granted": 1, "permissions_changes": [{"old_val": old, "new_val": new}]}
+
+    full = {"read": True, "write": True, "config": True, "connect": True}
+    assert r.grant(grantee, full).run(conn) == change(None, full)
+    assert r.grant(grantee, {"read": False, "write": False}).run(conn) == \
+        change(full, {"read": False, "write": False, "config": True, "connect": True})
+    assert r.grant(grantee, {"read": None}).run(conn) == \
+        change({"read": False, "write": False, "config": True, "connect": True},
+               {"write": False, "config": True, "connect": True})
+    same = {"write": False, "config": True, "connect": True}
+    assert r.grant(grantee, {}).run(conn) == change(same, same)
+    assert r.grant(grantee, {"write": None, "config": None, "connect": None}).run(conn) == \
+        change(same, None)
+    scoped = {"read": True, "write": True, "config": True}
+    assert r.db("lt_db").grant(grantee, scoped).run(conn) == change(None, scoped)
+    assert r.db("lt_db").table("t").grant(grantee, scoped).run(conn) == change(None, scoped)
+    assert r.db("lt_db").grant(grantee, {"read": None, "write": None, "config": None}) \
+        .run(conn) == change(scoped, None)
+    assert r.db("lt_db").grant(grantee, {"read": None}).run(conn) == change(None, None)
+    for scope in (r, r.db("lt_db"), r.db("lt_db").table("t")):
+        with pytest.raises(ReqlOpFailedError, match="Expected a boolean or null for `read`, got 1."):
+            scope.grant(grantee, {"read": 1}).run(conn)
+        with pytest.raises(ReqlOpFailedError, match=r"Unexpected key\(s\) `invalid`."):
+            scope.grant(grantee, {"invalid": "invalid"}).run(conn)
+        with pytest.raises(ReqlOpFailedError,
+                           match="The permissions of the user `admin` can't be modified."):
+            scope.grant("admin", {"config": False}).run(conn)
+        with pytest.raises(ReqlOpFailedError, match="User `nobody` not found."):
+            scope.grant("nobody", {"read": True}).run(conn)
+    for scope in (r.db("lt_db"), r.db("lt_db").table("t")):
+        with pytest.raises(ReqlOpFailedError,
+                           match="The `connect` permission is only valid at the global scope."):
+            scope.grant(grantee, {"connect": True}).run(conn)
+
+
+def test_permission_rows_name_their_user(conn, server, grantee):
+    perms = r.db("rethinkdb").table("permissions")
+    r.grant(grantee, {"read": True}).run(conn)
+    r.db("lt_db").grant(grantee, {"write": True}).run(conn)
+    r.db("lt_db").table("t").grant(grantee, {"config": False}).run(conn)
+    rows = perms.filter({"user": grantee}).run(conn)
+    assert sorted(len(row["id"]) for row in rows) == [1, 2, 3]
+    assert all(row["user"] == grantee for row in rows)
+    # admin: every global permission and every permission on `rethinkdb`, fixed.
+    admin = perms.filter({"user": "admin"}).order_by(lambda row: row["id"].count()).run(conn)
+    assert [row["permissions"] for row in admin] == [
+        {"read": True, "write": True, "config": True, "connect": True},
+        {"read": True, "write": True, "config": True}]
+    assert admin[1]["database"] == "rethinkdb"
+    # Writes may repeat the user, which must match the key.
+    assert perms.get([grantee]).update({"user": grantee, "permissions": {"write": True}}) \
+        .run(conn)["replaced"] == 1
+    res = perms.get([grantee]).update({"user": "someone", "permissions": {}}).run(conn)
+    assert res["first_error"] == "The key `user` does not match the primary key."
+    # Deleting by `user` removes every scope, as RethinkDB's grant test does.
+    assert perms.filter({"user": grantee}).delete().run(conn)["deleted"] == 3
+    with server.connect(user=grantee, password="") as c:
+        with pytest.raises(ReqlPermissionError,
+                           match="User `lt_user` does not have the required `read` permission."):
+            r.grant(grantee, {"read": True}).run(c)
