@@ -1,7 +1,8 @@
 //! Compilation: the JSON term tree of a query → a checked `Term` tree.
 //!
 //! Checks done here, before anything runs (RethinkDB reports these as compile errors):
-//! known term types, arity (`spec::arity`), and optarg names (`spec::optargs`).
+//! known term types, arity (`spec::arity`), optarg names (`spec::optargs`), and where
+//! `r.asc`/`r.desc` may appear (`check_order_marks`).
 //! Literal subtrees (MAKE_ARRAY/MAKE_OBJ of datums) are folded into one DATUM so that a
 //! large inserted document costs one allocation per value, not one term per value.
 
@@ -83,6 +84,7 @@ fn compile_at(j: &Json, path: &Path) -> Result<Arc<Term>> {
                 all_datum &= t.tt == TermType::DATUM;
                 fields.push((k.clone(), t));
             }
+            check_order_marks(TermType::MAKE_OBJ, &[], &fields)?;
             if all_datum {
                 let obj: Object = fields
                     .into_iter()
@@ -244,6 +246,7 @@ fn compile_array(items: &[Json], path: &Path) -> Result<Arc<Term>> {
     if !args.iter().any(|a| a.tt == TermType::ARGS) {
         check_arity(tt, args.len())?;
     }
+    check_order_marks(tt, &args, &optargs)?;
     if tt == TermType::FUNC && one_param(&args) && args.get(1).is_some_and(|b| nested_implicit(b)) {
         return Err(compile(
             "Cannot use r.row in nested queries.  Use functions instead.",
@@ -283,6 +286,51 @@ fn compile_array(items: &[Json], path: &Path) -> Result<Arc<Term>> {
         datum: Datum::Null,
         path: path.clone(),
     }))
+}
+
+/// RethinkDB's compile-time rule for `r.asc`/`r.desc`: they may be arguments (or the
+/// `index` optarg) of ORDER_BY, the `interleave` optarg of UNION, or elements of an array
+/// given as that optarg. Elsewhere they are a compile error charged to the ASC/DESC
+/// term. An array's elements are checked by the term holding the array, which knows
+/// whether it is `interleave`; a bare ASC/DESC at the root fails when evaluated.
+fn check_order_marks(
+    tt: TermType,
+    args: &[Arc<Term>],
+    optargs: &[(String, Arc<Term>)],
+) -> Result<()> {
+    let is_mark = |t: &Term| matches!(t.tt, TermType::ASC | TermType::DESC);
+    let misplaced = |t: &Term| {
+        Err(compile(format!(
+            "{} may only be used as an argument to ORDER_BY or UNION.",
+            t.tt.name()
+        ))
+        .blame_path(&t.path))
+    };
+    let children = args
+        .iter()
+        .map(|a| (None, a))
+        .chain(optargs.iter().map(|(k, a)| (Some(k.as_str()), a)));
+    for (opt, child) in children {
+        let interleave = tt == TermType::UNION && opt == Some("interleave");
+        let deferred = tt == TermType::MAKE_ARRAY;
+        if is_mark(child) && tt != TermType::ORDER_BY && !interleave && !deferred {
+            return misplaced(child);
+        }
+        if child.tt == TermType::MAKE_ARRAY && tt != TermType::MAKE_ARRAY && !interleave {
+            if let Some(m) = child.args.iter().find(|x| is_mark(x)) {
+                return misplaced(m);
+            }
+        }
+    }
+    if tt == TermType::MAKE_ARRAY {
+        // Nested arrays: an element array's marks are never in an allowed place.
+        for child in args.iter().filter(|a| a.tt == TermType::MAKE_ARRAY) {
+            if let Some(m) = child.args.iter().find(|x| is_mark(x)) {
+                return misplaced(m);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The path of the first write or catalog change in a subtree.

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use datum::{Datum, Object, Str};
 
 use super::{system_id, Kind, SystemTable, SYSTEM_DB};
-use crate::auth::Scope;
+use crate::auth::{Perms, Scope, ADMIN};
 use crate::catalog::TableEntry;
 use crate::Cluster;
 
@@ -375,11 +375,37 @@ fn permissions_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
         dbs.iter().find(|(_, i)| i == id).map(|(n, _)| n.clone())
     };
     let mut out = Vec::new();
-    for (user, scope, perms) in c.users.all_scopes() {
-        let p = perms.to_datum();
+    // RethinkDB 2.4 shows `admin` with every global permission and every permission on
+    // the `rethinkdb` database (fixed rows, whatever is stored), and each row names its
+    // user in `user`.
+    let mut scopes: Vec<(String, Scope, Datum)> = vec![
+        (ADMIN.to_string(), Scope::Global, Perms::ALL.to_datum()),
+        (
+            ADMIN.to_string(),
+            Scope::Db(system_id(SYSTEM_DB)),
+            Perms {
+                connect: None,
+                ..Perms::ALL
+            }
+            .to_datum(),
+        ),
+    ];
+    scopes.extend(
+        c.users
+            .all_scopes()
+            .into_iter()
+            .filter(|(user, _, _)| user != ADMIN)
+            .map(|(user, scope, perms)| (user, scope, perms.to_datum())),
+    );
+    for (user, scope, p) in scopes {
         let u = Datum::from(user.clone());
+        let named = Datum::from(user.clone());
         match scope {
-            Scope::Global => out.push(obj(vec![("id", Datum::array(vec![u])), ("permissions", p)])),
+            Scope::Global => out.push(obj(vec![
+                ("id", Datum::array(vec![u])),
+                ("permissions", p),
+                ("user", named),
+            ])),
             Scope::Db(id) => {
                 let name = db_name(&id);
                 let shown = match (uuids, name) {
@@ -391,6 +417,7 @@ fn permissions_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
                     ("database", shown),
                     ("id", Datum::array(vec![u, Datum::from(id)])),
                     ("permissions", p),
+                    ("user", named),
                 ]));
             }
             Scope::Table(id) => {
@@ -420,6 +447,7 @@ fn permissions_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
                     ),
                     ("permissions", p),
                     ("table", tshown),
+                    ("user", named),
                 ]));
             }
         }

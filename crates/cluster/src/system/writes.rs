@@ -443,12 +443,30 @@ fn parse_permission_key(t: &SystemTable, key: &Datum) -> Result<(String, Scope),
 
 fn permissions_put(t: &SystemTable, key: &Datum, new: &Datum) -> R {
     let (user, scope) = parse_permission_key(t, key)?;
+    if user == crate::auth::ADMIN {
+        return Err(format!(
+            "The permissions of the user `{user}` can't be modified."
+        ));
+    }
     if !t.cluster.users.exists(&user) {
         return Err(format!("No user named `{user}`."));
     }
+    // RethinkDB 2.4's rows carry the user's name; a write may repeat it.
+    if let Ok(named) = field(new, "user") {
+        match named.as_str() {
+            Some(n) if n == user => {}
+            Some(_) => return Err("The key `user` does not match the primary key.".into()),
+            None => {
+                return Err(format!(
+                    "Expected type STRING but found {}.",
+                    named.type_name()
+                ))
+            }
+        }
+    }
     let perms =
         field(new, "permissions").map_err(|_| "Expected a field `permissions`.".to_string())?;
-    let mut allowed = vec!["id", "permissions"];
+    let mut allowed = vec!["id", "permissions", "user"];
     if !matches!(scope, Scope::Global) {
         allowed.push("database");
     }

@@ -289,9 +289,13 @@ pub fn coerce_datum(d: Datum, target: &str) -> Result<Datum> {
         }),
         "NUMBER" => match &d {
             Datum::Number(_) => Ok(d),
-            Datum::String(s) => parse_number(s)
-                .map(Datum::Number)
-                .ok_or_else(|| logic(format!("Could not coerce `{s}` to NUMBER."))),
+            Datum::String(s) => match crate::terms::number_text::read(s) {
+                crate::terms::number_text::Read::Number(n) => Ok(Datum::Number(n)),
+                crate::terms::number_text::Read::NonFinite(msg) => Err(logic(msg)),
+                crate::terms::number_text::Read::Invalid => {
+                    Err(logic(format!("Could not coerce `{s}` to NUMBER.")))
+                }
+            },
             _ => Err(fail()),
         },
         "ARRAY" => match &d {
@@ -347,25 +351,6 @@ pub fn coerce_datum(d: Datum, target: &str) -> Result<Datum> {
         _ if target == from => Ok(d),
         _ => Err(logic(format!("Unknown Type: {target}"))),
     }
-}
-
-/// Parses a number the way RethinkDB's `coerce_to('number')` accepts it.
-fn parse_number(s: &str) -> Option<f64> {
-    let t = s.trim();
-    if t.is_empty() || t.starts_with('+') {
-        return None;
-    }
-    let lower = t.to_ascii_lowercase();
-    if lower.contains("inf") || lower.contains("nan") {
-        return None;
-    }
-    if lower.starts_with("0x") || lower.starts_with("-0x") {
-        let neg = lower.starts_with('-');
-        let digits = lower.trim_start_matches('-').trim_start_matches("0x");
-        let v = i64::from_str_radix(digits, 16).ok()? as f64;
-        return Some(if neg { -v } else { v });
-    }
-    t.parse::<f64>().ok().filter(|f| f.is_finite())
 }
 
 /// INFO.

@@ -174,9 +174,11 @@ pub fn between(ev: &Ev) -> Result<Val> {
             if s.between {
                 return Err(logic("Cannot perform multiple BETWEENs on the same table."));
             }
+            // Without `index`, RethinkDB's `between` uses the index the slice is already
+            // ordered by (the primary key for a plain table).
             let want = requested
                 .clone()
-                .unwrap_or_else(|| s.base.primary_key().to_string());
+                .unwrap_or_else(|| s.index_name().to_string());
             if want != s.index_name() {
                 return Err(logic(format!(
                     "Cannot call BETWEEN on index `{want}` after ordering on index `{}`.",

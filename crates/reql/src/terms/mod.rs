@@ -27,11 +27,13 @@ pub mod join;
 pub mod js;
 pub mod json_check;
 pub mod math;
+pub mod number_text;
 pub mod object;
 pub mod seq;
 pub mod stream;
 pub mod strings;
 pub mod time;
+pub mod union;
 pub mod write;
 pub mod write_hook;
 
@@ -98,7 +100,7 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::SLICE => seq::slice(ev),
         T::IS_EMPTY => seq::is_empty(ev),
         T::CONCAT_MAP => seq::concat_map(ev),
-        T::UNION => stream::union(ev),
+        T::UNION => union::union(ev),
         T::ORDER_BY => seq::order_by(ev),
         T::DISTINCT => seq::distinct(ev),
         T::REDUCE => seq::reduce(ev),

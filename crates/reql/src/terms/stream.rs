@@ -1,10 +1,8 @@
-//! Sequence terms that build new streams: `fold` (with `emit`/`final_emit`), `union`
-//! (with `interleave`), `sample`, and the answers RethinkDB takes from a table's
-//! primary-key order: `distinct` and argument-less `min`/`max` on a whole table.
+//! Sequence terms that build new streams: `fold` (with `emit`/`final_emit`), `sample`,
+//! and the answers RethinkDB takes from a table's primary-key order: `distinct` and
+//! argument-less `min`/`max` on a whole table (`union` lives in `terms::union`).
 //!
-//! `fold` with `emit` and `union` stay lazy; `union` with a merge key (`interleave` set
-//! to a field or function) merges already-ordered inputs without buffering them.
-//! `sample` holds at most `n` items (reservoir sampling).
+//! `fold` with `emit` stays lazy. `sample` holds at most `n` items (reservoir sampling).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -12,10 +10,9 @@ use std::sync::Arc;
 use datum::Datum;
 use proto::ql2::TermType as T;
 
-use crate::error::{logic, nonexist, ErrorKind, Result, WithFrame};
+use crate::error::{logic, nonexist, Result, WithFrame};
 use crate::eval::{call, expect_func, expect_int, to_datum, Ev};
 use crate::terms::control::check_step_nesting;
-use crate::terms::object::field_of;
 use crate::value::{DatumStream, Sequence, Val};
 
 /// FOLD: `seq.fold(base, f)` → the last accumulator; with `emit`, a stream of everything
@@ -46,11 +43,10 @@ pub fn fold(ev: &Ev) -> Result<Val> {
         }
         return match final_emit {
             None => Ok(Val::Datum(acc)),
+            // Without `emit`, RethinkDB returns what `final_emit` returns, array or not.
             Some(fe) => {
                 let r = call(&ctx, &fe, vec![acc]).at_opt("final_emit")?;
-                let d = to_datum(&ctx, r).at_opt("final_emit")?;
-                crate::eval::expect_array(&d).at_opt("final_emit")?;
-                Ok(Val::Datum(d))
+                Ok(Val::Datum(to_datum(&ctx, r).at_opt("final_emit")?))
             }
         };
     };
@@ -178,149 +174,6 @@ impl Rng {
             x % n
         }
     }
-}
-
-/// How `union` merges its inputs.
-enum MergeKey {
-    Field(String, bool),
-    Func(Val, bool),
-}
-
-/// UNION: concatenation (`interleave` true or false), or a merge of ordered inputs on
-/// a field or function (`interleave: "field"`, a function, or `r.desc(...)` of one).
-pub fn union(ev: &Ev) -> Result<Val> {
-    let key = match ev.term.optarg("interleave") {
-        None => None,
-        Some(t) => {
-            let (desc, inner) = match t.tt {
-                T::DESC => (true, t.args.first().cloned()),
-                T::ASC => (false, t.args.first().cloned()),
-                _ => (false, Some(t.clone())),
-            };
-            let inner = inner.ok_or_else(|| logic("Expected a merge key."))?;
-            match crate::eval::eval(ev.ctx, ev.env, &inner).at_opt("interleave")? {
-                Val::Datum(Datum::Bool(_)) if t.tt != T::DESC && t.tt != T::ASC => None,
-                Val::Datum(Datum::String(s)) => Some(MergeKey::Field(s.to_string(), desc)),
-                Val::Func(f) => Some(MergeKey::Func(Val::Func(f), desc)),
-                Val::Datum(d) => {
-                    return Err(logic(format!(
-                        "Expected BOOL, STRING or FUNCTION for optarg `interleave` but found {}.",
-                        d.type_name()
-                    )))
-                    .at_opt("interleave")
-                }
-                other => {
-                    return Err(logic(format!(
-                        "Expected type DATUM but found {}.",
-                        other.kind_name()
-                    )))
-                    .at_opt("interleave")
-                }
-            }
-        }
-    };
-    let mut seqs = Vec::new();
-    for i in 0..ev.nargs() {
-        seqs.push(ev.seq(i)?);
-    }
-    if key.is_none()
-        && seqs
-            .iter()
-            .any(|s| crate::terms::changes::is_feed(ev.ctx, s))
-    {
-        return Ok(Val::Seq(crate::terms::changes::union(seqs)));
-    }
-    let is_array = seqs.iter().all(|s| s.is_array);
-    let infinite = seqs.iter().any(|s| s.infinite);
-    let stream: DatumStream = match key {
-        None => Box::new(seqs.into_iter().flat_map(|s| s.stream)),
-        Some(k) => merge_streams(ev, seqs.into_iter().map(|s| s.stream).collect(), k),
-    };
-    let mut out = Sequence::stream(stream);
-    out.is_array = is_array;
-    out.infinite = infinite;
-    Ok(Val::Seq(out))
-}
-
-/// A lazy k-way merge: repeatedly yields the head with the smallest key (largest for a
-/// descending key); ties go to the earlier input.
-fn merge_streams(ev: &Ev, streams: Vec<DatumStream>, key: MergeKey) -> DatumStream {
-    let ctx = ev.ctx.clone();
-    let mut streams = streams;
-    let mut heads: Vec<Option<(Datum, Datum)>> = Vec::new();
-    let mut started = false;
-    let mut failed = false;
-    let desc = match &key {
-        MergeKey::Field(_, d) | MergeKey::Func(_, d) => *d,
-    };
-    let key_of = move |d: &Datum| -> Result<Datum> {
-        match &key {
-            MergeKey::Field(f, _) => match field_of(d, f, "get_field") {
-                Err(e) if e.kind == ErrorKind::NonExistence => Ok(Datum::Null),
-                other => other,
-            },
-            MergeKey::Func(f, _) => to_datum(&ctx, call(&ctx, f, vec![d.clone()])?),
-        }
-    };
-    Box::new(std::iter::from_fn(move || {
-        if failed {
-            return None;
-        }
-        let pull = |s: &mut DatumStream| -> Result<Option<(Datum, Datum)>> {
-            match s.next() {
-                None => Ok(None),
-                Some(d) => {
-                    let d = d?;
-                    Ok(Some((key_of(&d)?, d)))
-                }
-            }
-        };
-        if !started {
-            started = true;
-            for s in streams.iter_mut() {
-                match pull(s) {
-                    Ok(h) => heads.push(h),
-                    Err(e) => {
-                        failed = true;
-                        return Some(Err(e));
-                    }
-                }
-            }
-        }
-        let mut best: Option<usize> = None;
-        for (i, h) in heads.iter().enumerate() {
-            let Some((k, _)) = h else { continue };
-            let better = match best.and_then(|b| heads.get(b)).and_then(Option::as_ref) {
-                None => true,
-                Some((bk, _)) => {
-                    if desc {
-                        k > bk
-                    } else {
-                        k < bk
-                    }
-                }
-            };
-            if better {
-                best = Some(i);
-            }
-        }
-        let i = best?;
-        let item = heads.get_mut(i).and_then(Option::take).map(|(_, d)| d);
-        if let Some(s) = streams.get_mut(i) {
-            match pull(s) {
-                Ok(h) => {
-                    if let Some(slot) = heads.get_mut(i) {
-                        *slot = h;
-                    }
-                }
-                Err(e) => {
-                    failed = true;
-                    return Some(Err(e));
-                }
-            }
-        }
-        item.map(Ok)
-    }))
 }
 
 /// DISTINCT on a whole table: a stream in primary-key order (rows are distinct by their

@@ -680,8 +680,10 @@ pub fn portion(ev: &Ev) -> Result<Val> {
         T::HOURS => h as f64,
         T::MINUTES => m as f64,
         _ => {
-            // RethinkDB adds the epoch's rounded fraction to the whole seconds.
-            let frac = round_ms(epoch.rem_euclid(1.0));
+            // RethinkDB adds the epoch's rounded fraction to the whole seconds, the
+            // fraction as C's `modf` gives it: negative before 1970, so
+            // `epoch_time(-1.5).seconds()` is 58 - 0.5 = 57.5.
+            let frac = round_ms(epoch - epoch.trunc());
             s as f64 + frac
         }
     };
