@@ -209,3 +209,21 @@ def test_http_is_not_deterministic(conn, web):
         assert res["replaced"] == 1
     finally:
         r.db("test").table_drop("http_det").run(conn)
+
+
+def test_public_only_refuses_private_addresses(make_server, web):
+    # `--reql-http-public-only` (against server-side request forgery): every address
+    # r.http resolves to is checked, names included; nothing reaches the local server.
+    s = make_server(extra=["--reql-http-public-only"])
+    c = s.connect()
+    port = web.rsplit(":", 1)[1]
+    hits = sum(Handler.hits.values())
+    for url in [web + "/text", "http://localhost:%s/text" % port,
+                "http://[::1]:%s/text" % port, "http://[::ffff:127.0.0.1]:%s/text" % port,
+                "http://0.0.0.0:%s/text" % port]:
+        with pytest.raises(ReqlNonExistenceError) as e:
+            r.http(url).run(c)
+        assert "not public" in str(e.value) or "connect" in str(e.value), (url, str(e.value))
+    assert r.http(web + "/text").default("refused").run(c) == "refused"
+    assert sum(Handler.hits.values()) == hits
+    c.close()

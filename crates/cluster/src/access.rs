@@ -413,8 +413,9 @@ impl TableAccess for UserAccess {
         self.require(Perm::Config, Some(db), Some(name))?;
         self.cluster.rebalance_table(db, name)
     }
-    fn require_connect(&self) -> reql::Result<()> {
-        self.require(Perm::Connect, None, None)
+    fn network(&self) -> reql::Result<reql::NetworkPolicy> {
+        self.require(Perm::Connect, None, None)?;
+        self.cluster.network()
     }
 }
 

@@ -287,8 +287,19 @@ pub trait TableAccess: Send + Sync {
     /// `rebalance` of one table: its shards cut anew where the data's distribution says.
     /// Returns the table's status change `{old_val, new_val}`.
     fn rebalance(&self, db: &str, name: &str) -> Result<Datum>;
-    /// Fails unless the user may reach the network (`r.http` needs `connect`).
-    fn require_connect(&self) -> Result<()>;
+    /// Fails unless the user may reach the network (`r.http` needs `connect`); else
+    /// which addresses the server lets `r.http` reach.
+    fn network(&self) -> Result<NetworkPolicy>;
+}
+
+/// The addresses `r.http` may connect to (the server's `--reql-http-public-only`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkPolicy {
+    /// Any address, as RethinkDB.
+    AnyAddress,
+    /// Public addresses only: loopback, private, link-local and other special-purpose
+    /// addresses are refused, after every name resolution (redirects included).
+    PublicOnly,
 }
 
 fn unsupported(what: &str) -> crate::error::ReqlError {
@@ -301,7 +312,7 @@ fn unsupported(what: &str) -> crate::error::ReqlError {
 /// write-hook functions) and for tests of terms that never touch them. Every catalog
 /// call fails with `message` (`table_with_ids` through `table`), except the admin terms
 /// (`config`/`status` rows, `grant`, `reconfigure`), which answer that the term is not
-/// supported; `require_connect` succeeds only when `connect` is set.
+/// supported; `network` allows any address when `connect` is set and fails otherwise.
 pub struct NoTables {
     /// The error every catalog call answers.
     pub message: &'static str,
@@ -367,9 +378,9 @@ impl TableAccess for NoTables {
     fn reconfigure(&self, _: &str, _: &str, _: u32, _: u32, _: bool) -> Result<Datum> {
         Err(unsupported("reconfigure"))
     }
-    fn require_connect(&self) -> Result<()> {
+    fn network(&self) -> Result<NetworkPolicy> {
         if self.connect {
-            Ok(())
+            Ok(NetworkPolicy::AnyAddress)
         } else {
             Err(crate::error::ReqlError::new(
                 crate::error::ErrorKind::Permission,

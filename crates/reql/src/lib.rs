@@ -25,7 +25,8 @@ pub mod value;
 pub mod write_op;
 
 pub use access::{
-    Change, Durability, IndexSpec, IndexStatus, Table, TableAccess, TableOptions, Ticket, WriteHook,
+    Change, Durability, IndexSpec, IndexStatus, NetworkPolicy, Table, TableAccess, TableOptions,
+    Ticket, WriteHook,
 };
 pub use ctx::QueryCtx;
 pub use error::{ErrorKind, Frame, ReqlError, Result};

@@ -90,6 +90,11 @@ pub struct ServeArgs {
     /// Query evaluation threads (default: 4 per core).
     #[arg(long)]
     pub eval_threads: Option<usize>,
+    /// `r.http` may reach public addresses only: loopback, private, link-local and
+    /// other special-purpose addresses are refused (against server-side request
+    /// forgery; RethinkDB has no such option and reaches any address).
+    #[arg(long)]
+    pub reql_http_public_only: bool,
 }
 
 impl ServeArgs {
@@ -128,6 +133,11 @@ impl ServeArgs {
             max_connections: self.max_connections,
             handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             eval_threads: self.eval_threads(),
+            network: if self.reql_http_public_only {
+                reql::NetworkPolicy::PublicOnly
+            } else {
+                reql::NetworkPolicy::AnyAddress
+            },
             tls: match (&self.driver_tls_cert, &self.driver_tls_key) {
                 (Some(cert), Some(key)) => Some(TlsFiles {
                     cert: cert.clone(),
@@ -181,6 +191,8 @@ pub struct Config {
     pub handshake_timeout: Duration,
     /// Query evaluation threads.
     pub eval_threads: usize,
+    /// The addresses `r.http` may reach.
+    pub network: reql::NetworkPolicy,
     /// TLS on the driver port, if set.
     pub tls: Option<TlsFiles>,
     /// Log file (default: standard error).
@@ -208,6 +220,7 @@ impl Config {
             max_connections: 10_000,
             handshake_timeout: Duration::from_secs(10),
             eval_threads: default_eval_threads(),
+            network: reql::NetworkPolicy::AnyAddress,
             tls: None,
             log_file: None,
             http_port: 8080,

@@ -66,6 +66,7 @@ impl Server {
                 server_name: config.server_name.clone(),
                 initial_password: config.initial_password.clone(),
                 doc_cache: store::CacheBudget::new(config.doc_cache_bytes()),
+                network: config.network,
             },
         )?;
         let (tls, pool) = match tls_and_pool(&config) {

@@ -59,6 +59,8 @@ pub struct ClusterOptions {
     pub initial_password: String,
     /// The byte budget shared by the document caches of this server's tables.
     pub doc_cache: CacheBudget,
+    /// The addresses `r.http` may reach.
+    pub network: reql::NetworkPolicy,
 }
 
 impl ClusterOptions {
@@ -68,6 +70,7 @@ impl ClusterOptions {
             server_name: server_name.to_string(),
             initial_password: String::new(),
             doc_cache: CacheBudget::default(),
+            network: reql::NetworkPolicy::AnyAddress,
         }
     }
 }
@@ -78,6 +81,8 @@ pub struct Cluster {
     commit: Arc<GroupCommit>,
     /// The budget of the tables' document caches.
     doc_cache: CacheBudget,
+    /// The addresses `r.http` may reach.
+    network: reql::NetworkPolicy,
     pub(crate) server_name: String,
     /// The catalog and its one writer.
     pub(crate) catalog: Arc<Catalog>,
@@ -127,6 +132,7 @@ impl Cluster {
             engine: engine.clone(),
             commit,
             doc_cache: opts.doc_cache,
+            network: opts.network,
             server_name: opts.server_name.clone(),
             catalog,
             handles: RwLock::new(HashMap::new()),
@@ -561,9 +567,10 @@ impl reql::TableAccess for Cluster {
         self.rebalance_table(db, name)
     }
 
-    /// The cluster itself is `admin`'s access, which holds every permission.
-    fn require_connect(&self) -> reql::Result<()> {
-        Ok(())
+    /// The cluster itself is `admin`'s access, which holds every permission; the
+    /// addresses are the server's choice (`ClusterOptions::network`).
+    fn network(&self) -> reql::Result<reql::NetworkPolicy> {
+        Ok(self.network)
     }
 }
 

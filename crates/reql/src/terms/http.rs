@@ -26,9 +26,10 @@ const MAX_TIMEOUT_MS: f64 = 2_592_000_000.0;
 
 /// HTTP: one request, or a depaginated stream.
 pub fn http(ev: &Ev) -> Result<Val> {
-    ev.ctx.access.require_connect()?;
+    let network = ev.ctx.access.network()?;
     let url = ev.string(0)?;
     let mut opts = Opts::new(url);
+    opts.public_only = network == crate::access::NetworkPolicy::PublicOnly;
     read_optargs(ev, &mut opts)?;
     let (page, limit) = page_and_limit(ev)?;
     match page {

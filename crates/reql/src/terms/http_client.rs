@@ -91,6 +91,8 @@ pub struct Opts {
     pub redirects: u32,
     /// Whether to verify TLS certificates.
     pub verify: bool,
+    /// Refuse addresses that are not public (`http_addr`).
+    pub public_only: bool,
     /// How to convert the body.
     pub format: Format,
     /// Cookies carried over from the previous page.
@@ -112,6 +114,7 @@ impl Opts {
             attempts: 5,
             redirects: 1,
             verify: true,
+            public_only: false,
             format: Format::Auto,
             cookies: Vec::new(),
         }
@@ -462,15 +465,23 @@ fn send(opts: &Opts, url: &str, deadline: Instant, authz: Option<String>) -> Res
     let tls = ureq::tls::TlsConfig::builder()
         .disable_verification(!opts.verify)
         .build();
-    let agent: ureq::Agent = ureq::Agent::config_builder()
+    let config = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(left))
         .max_redirects(opts.redirects)
         .max_redirects_will_error(true)
         .tls_config(tls)
         .user_agent(user_agent())
-        .build()
-        .into();
+        .build();
+    let agent = if opts.public_only {
+        ureq::Agent::with_parts(
+            config,
+            ureq::unversioned::transport::DefaultConnector::new(),
+            super::http_addr::PublicOnly(Default::default()),
+        )
+    } else {
+        ureq::Agent::new_with_config(config)
+    };
     let method = match opts.method {
         Method::Get => ureq::http::Method::GET,
         Method::Head => ureq::http::Method::HEAD,
@@ -567,6 +578,9 @@ fn failure(e: ureq::Error) -> Failure {
     match e {
         ureq::Error::Timeout(_) => Failure::Timeout,
         ureq::Error::ConnectionFailed => Failure::Connect,
+        ureq::Error::Io(io) if io.kind() == K::PermissionDenied => {
+            Failure::Other(super::http_addr::REFUSED.into())
+        }
         ureq::Error::Io(io) => match io.kind() {
             K::ConnectionRefused | K::AddrNotAvailable | K::NotConnected => Failure::Connect,
             K::TimedOut => Failure::Timeout,

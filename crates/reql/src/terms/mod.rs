@@ -20,6 +20,7 @@ pub mod geo;
 pub mod geo_index;
 pub mod group;
 pub mod http;
+pub mod http_addr;
 pub mod http_client;
 pub mod index;
 pub mod index_read;
