@@ -806,7 +806,7 @@ mod tests {
                 .unwrap()
             {
                 let (k, v) = kv.unwrap();
-                out.push((space, k, v));
+                out.push((space, k, v.to_vec()));
             }
         }
         out
