@@ -26,7 +26,8 @@ def scratch_server(binary):
     """Yields (port, process) of a server listening on loopback; kills it afterwards."""
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
-        server = subprocess.Popen([binary, "serve", "--directory", data, "--driver-port", str(port)],
+        server = subprocess.Popen([binary, "serve", "--directory", data, "--driver-port", str(port),
+                                   "--http-port", str(free_port())],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.time() + 30

@@ -27,12 +27,15 @@ class Server:
     def __init__(self, directory, extra=()):
         self.directory = directory
         self.port = free_port()
+        # Every server gets its own HTTP admin port (the default, 8080, may be taken).
+        self.http_port = free_port()
         self.extra = list(extra)
         self.proc = None
 
     def start(self):
         self.proc = subprocess.Popen(
-            [BINARY, "serve", "--directory", self.directory, "--driver-port", str(self.port)]
+            [BINARY, "serve", "--directory", self.directory, "--driver-port", str(self.port),
+             "--http-port", str(self.http_port)]
             + self.extra,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.time() + 30

@@ -245,14 +245,14 @@ def test_newer_format_version_is_refused_at_startup():
         subprocess.run([put_key_helper(), os.path.join(d, "data"), "catalog", "format", "2"],
                        check=True)
         p = subprocess.run([BINARY, "serve", "--directory", d,
-                            "--driver-port", str(free_port())],
+                            "--driver-port", str(free_port()), "--no-http-admin"],
                            capture_output=True, text=True, timeout=30)
         assert p.returncode != 0
         assert ("data directory has format version 2, this build supports 1; "
                 "refusing to start") in p.stderr, p.stderr
         # The directory was not touched: still refused the second time.
         p2 = subprocess.run([BINARY, "serve", "--directory", d,
-                             "--driver-port", str(free_port())],
+                             "--driver-port", str(free_port()), "--no-http-admin"],
                             capture_output=True, text=True, timeout=30)
         assert p2.returncode != 0 and "format version 2" in p2.stderr
 

@@ -42,7 +42,9 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 async function startServer() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ponder-js-'));
   const port = await freePort();
-  const proc = spawn(BINARY, ['serve', '--directory', dir, '--driver-port', String(port)], {
+  const httpPort = await freePort();
+  const proc = spawn(BINARY, ['serve', '--directory', dir, '--driver-port', String(port),
+    '--http-port', String(httpPort)], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -95,23 +95,59 @@ pub struct ServeArgs {
     /// forgery; RethinkDB has no such option and reaches any address).
     #[arg(long)]
     pub reql_http_public_only: bool,
+    /// Address the HTTP admin listens on ("all" for every interface; default: `--bind`).
+    #[arg(long)]
+    pub bind_http: Option<String>,
+    /// Do not serve the HTTP admin (web console, `/ajax/reql`, `/metrics`).
+    #[arg(long)]
+    pub no_http_admin: bool,
+    /// PEM private key for TLS on the HTTP admin port (with `--http-tls-cert`).
+    #[arg(long, requires = "http_tls_cert")]
+    pub http_tls_key: Option<PathBuf>,
+    /// PEM certificate chain for TLS on the HTTP admin port (with `--http-tls-key`).
+    #[arg(long, requires = "http_tls_key")]
+    pub http_tls_cert: Option<PathBuf>,
+    /// Serve the web console's files from this directory instead of the embedded ones.
+    #[arg(long)]
+    pub web_static_directory: Option<PathBuf>,
+    /// Seconds an idle `/ajax/reql` connection lives (RethinkDB: 300). For tests.
+    #[arg(long, default_value_t = 300, hide = true)]
+    pub http_conn_timeout_secs: u64,
+    /// Most HTTP connections (sockets) served at once.
+    #[arg(long, default_value_t = 512, hide = true)]
+    pub http_max_connections: usize,
+    /// Most open `/ajax/reql` connections per client address.
+    #[arg(long, default_value_t = 128, hide = true)]
+    pub http_max_conns_per_client: usize,
+    /// Seconds an HTTP client may take to send a request's headers.
+    #[arg(long, default_value_t = 10, hide = true)]
+    pub http_header_timeout_secs: u64,
 }
 
 impl ServeArgs {
     /// The listen address.
     pub fn bind_addr(&self) -> Result<IpAddr, Error> {
-        match self.bind.as_str() {
-            "all" => Ok(IpAddr::from([0, 0, 0, 0])),
-            "localhost" => Ok(IpAddr::from([127, 0, 0, 1])),
-            s => s
-                .parse()
-                .map_err(|_| Error::Argument(format!("invalid --bind address `{s}`"))),
-        }
+        parse_bind(&self.bind, "--bind")
     }
 
     /// The number of evaluation threads.
     pub fn eval_threads(&self) -> usize {
         self.eval_threads.unwrap_or_else(default_eval_threads)
+    }
+
+    /// The HTTP admin's listen address: `--bind-http`, else `--bind`.
+    pub fn http_bind_addr(&self) -> Result<IpAddr, Error> {
+        match &self.bind_http {
+            Some(b) => parse_bind(b, "--bind-http"),
+            None => self.bind_addr(),
+        }
+    }
+
+    /// The HTTP port after the offset.
+    pub fn http_port(&self) -> Result<u16, Error> {
+        self.http_port
+            .checked_add(self.port_offset)
+            .ok_or_else(|| Error::Argument("--http-port + --port-offset exceeds 65535".into()))
     }
 
     /// The driver port after the offset.
@@ -146,11 +182,37 @@ impl ServeArgs {
                 _ => None,
             },
             log_file: self.log_file.clone(),
+            http: HttpOptions {
+                tls: match (&self.http_tls_cert, &self.http_tls_key) {
+                    (Some(cert), Some(key)) => Some(TlsFiles {
+                        cert: cert.clone(),
+                        key: key.clone(),
+                    }),
+                    _ => None,
+                },
+                static_dir: self.web_static_directory.clone(),
+                conn_timeout: Duration::from_secs(self.http_conn_timeout_secs),
+                max_connections: self.http_max_connections,
+                max_conns_per_client: self.http_max_conns_per_client,
+                header_timeout: Duration::from_secs(self.http_header_timeout_secs.max(1)),
+                ..HttpOptions::default()
+            },
             http_port: self.http_port.saturating_add(self.port_offset),
             cluster_port: self.cluster_port.saturating_add(self.port_offset),
             hostname: Config::default_hostname(),
             argv: std::env::args().collect(),
         }
+    }
+}
+
+/// A listen address: an IP, "all" or "localhost".
+fn parse_bind(s: &str, flag: &str) -> Result<IpAddr, Error> {
+    match s {
+        "all" => Ok(IpAddr::from([0, 0, 0, 0])),
+        "localhost" => Ok(IpAddr::from([127, 0, 0, 1])),
+        s => s
+            .parse()
+            .map_err(|_| Error::Argument(format!("invalid {flag} address `{s}`"))),
     }
 }
 
@@ -166,6 +228,43 @@ pub struct TlsFiles {
     pub cert: PathBuf,
     /// The private key.
     pub key: PathBuf,
+}
+
+/// How the HTTP admin port serves (the listener itself is handed to
+/// `Server::start_with`).
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// TLS on the HTTP port, if set.
+    pub tls: Option<TlsFiles>,
+    /// Serve the console from this directory instead of the embedded assets.
+    pub static_dir: Option<PathBuf>,
+    /// How long an idle `/ajax/reql` connection lives (RethinkDB: 300 s).
+    pub conn_timeout: Duration,
+    /// Most HTTP connections (sockets) served at once.
+    pub max_connections: usize,
+    /// Most open `/ajax/reql` connections per client address.
+    pub max_conns_per_client: usize,
+    /// Largest request body accepted (a query over it is answered 413).
+    pub max_body_bytes: usize,
+    /// Longest time a client may take to send a request's headers (slowloris).
+    pub header_timeout: Duration,
+    /// Longest time a client may take to send a request's body.
+    pub body_timeout: Duration,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            tls: None,
+            static_dir: None,
+            conn_timeout: Duration::from_secs(300),
+            max_connections: 512,
+            max_conns_per_client: 128,
+            max_body_bytes: proto::frame::MAX_QUERY_BYTES + 8,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(60),
+        }
+    }
 }
 
 /// What one server needs: where its data lives and how it serves. Every server of a
@@ -197,6 +296,8 @@ pub struct Config {
     pub tls: Option<TlsFiles>,
     /// Log file (default: standard error).
     pub log_file: Option<PathBuf>,
+    /// How the HTTP admin serves, when it has a listener.
+    pub http: HttpOptions,
     /// HTTP admin port, as reported in `rethinkdb.server_status`.
     pub http_port: u16,
     /// Cluster port, as reported in `rethinkdb.server_status`.
@@ -223,6 +324,7 @@ impl Config {
             network: reql::NetworkPolicy::AnyAddress,
             tls: None,
             log_file: None,
+            http: HttpOptions::default(),
             http_port: 8080,
             cluster_port: 29015,
             hostname: Config::default_hostname(),

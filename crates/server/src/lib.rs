@@ -5,7 +5,8 @@
 //!
 //! A server owns everything it uses (storage engine, document-cache budget, evaluation
 //! threads, log destination); nothing is process-global, so one process can run
-//! several servers (the tests in `tests/` do).
+//! several servers (the tests in `tests/` do). [`Server::start_with_http`] also serves
+//! the HTTP admin (console, RethinkDB's `/ajax/reql`, `/metrics`) on a second listener.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -22,6 +23,7 @@ pub mod config;
 mod conn;
 mod error;
 mod exec;
+mod http;
 mod outbox;
 mod principal;
 mod serve;
@@ -30,6 +32,6 @@ mod state;
 mod tls;
 mod wire;
 
-pub use config::{Config, TlsFiles};
+pub use config::{Config, HttpOptions, TlsFiles};
 pub use error::Error;
-pub use serve::{run, Server};
+pub use serve::{run, run_with_http, Server};

@@ -1,4 +1,4 @@
-//! `ponder`: the server binary. Parses the command line, binds the driver port and
+//! `ponder`: the server binary. Parses the command line, binds the driver and HTTP ports and
 //! runs the server library (`server::run`) until SIGINT/SIGTERM, then exits once the
 //! storage is flushed.
 
@@ -37,7 +37,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Binds the driver port and serves until a termination signal.
+/// Binds the driver port (and the HTTP admin port unless `--no-http-admin`) and serves
+/// until a termination signal.
 async fn serve(args: ServeArgs) -> Result<(), Error> {
     let addr = args.bind_addr()?;
     let port = args.driver_port()?;
@@ -47,7 +48,21 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
             addr: format!("{addr}:{port}"),
             source,
         })?;
-    server::run(listener, args.config(), terminated()).await
+    let http = if args.no_http_admin {
+        None
+    } else {
+        let addr = args.http_bind_addr()?;
+        let port = args.http_port()?;
+        Some(
+            TcpListener::bind((addr, port))
+                .await
+                .map_err(|source| Error::Listen {
+                    addr: format!("{addr}:{port} (HTTP admin)"),
+                    source,
+                })?,
+        )
+    };
+    server::run_with_http(listener, http, args.config(), terminated()).await
 }
 
 /// Resolves on SIGINT (Ctrl-C) or, on Unix, SIGTERM.

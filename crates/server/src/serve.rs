@@ -20,6 +20,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::Config;
 use crate::conn::{self, Stop};
 use crate::exec::Pool;
+use crate::http::HttpAdmin;
 use crate::state::ServerState;
 use crate::{tls, Error};
 
@@ -38,6 +39,8 @@ pub struct Server {
     log_file: Option<std::path::PathBuf>,
     /// The engine, to see it closed after shutdown.
     engine: Weak<dyn storage::Engine>,
+    /// The HTTP admin, when served.
+    http: Option<HttpAdmin>,
 }
 
 impl Server {
@@ -45,6 +48,15 @@ impl Server {
     /// "listening for client driver connections" line and serves `listener` until
     /// `shutdown`. Storage is opened on the calling task.
     pub async fn start(listener: TcpListener, config: Config) -> Result<Server, Error> {
+        Self::start_with_http(listener, None, config).await
+    }
+
+    /// As `start`, and serves the HTTP admin (`config.http`) on `http` when given.
+    pub async fn start_with_http(
+        listener: TcpListener,
+        http: Option<TcpListener>,
+        config: Config,
+    ) -> Result<Server, Error> {
         let local_addr = listener.local_addr().map_err(|source| Error::Listen {
             addr: "the given listener".into(),
             source,
@@ -94,15 +106,47 @@ impl Server {
         );
         log(config.log_file.as_deref(), &listening);
         cluster.log("notice", &listening);
+        let (stop, stop_rx) = Stop::new();
+        let http = match http {
+            None => None,
+            Some(l) => {
+                let started = HttpAdmin::start(
+                    l,
+                    state.clone(),
+                    config.http.clone(),
+                    config.directory.join("data"),
+                    stop_rx.clone(),
+                );
+                match started {
+                    Ok(h) => Some(h),
+                    Err(e) => {
+                        let _ = stop.send(true);
+                        cluster.shutdown();
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        if let Some(h) = &http {
+            let line = format!(
+                "Listening for administrative HTTP connections on {}:{}{}",
+                h.local_addr().ip(),
+                h.local_addr().port(),
+                if h.tls() { " with TLS" } else { "" }
+            );
+            log(config.log_file.as_deref(), &line);
+            cluster.log("notice", &line);
+        }
         cluster.set_server_info(cluster::system::ServerInfo {
             reql_port: local_addr.port(),
-            http_port: config.http_port,
+            http_port: http
+                .as_ref()
+                .map_or(config.http_port, |h| h.local_addr().port()),
             cluster_port: config.cluster_port,
             hostname: config.hostname.clone(),
             argv: config.argv.clone(),
             cache_size_mb: config.cache_size_mb as f64,
         });
-        let (stop, stop_rx) = Stop::new();
         let limit = Limit {
             slots: Arc::new(Semaphore::new(config.max_connections)),
             max: config.max_connections,
@@ -116,7 +160,13 @@ impl Server {
             accept,
             log_file: config.log_file,
             engine: weak_engine,
+            http,
         })
+    }
+
+    /// The address the HTTP admin listens on, when it is served.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(HttpAdmin::local_addr)
     }
 
     /// The address the server accepts connections on.
@@ -141,6 +191,9 @@ impl Server {
         log(self.log_file.as_deref(), "Shutting down: flushing storage.");
         let _ = self.stop.send(true);
         let accepted = self.accept.await;
+        if let Some(h) = self.http {
+            let _ = h.join().await;
+        }
         self.state.cluster.shutdown();
         drop(self.state);
         let deadline = Instant::now() + CLOSE_WAIT;
@@ -158,7 +211,17 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let server = Server::start(listener, config).await?;
+    run_with_http(listener, None, config, shutdown).await
+}
+
+/// As `run`, serving the HTTP admin on `http` when given.
+pub async fn run_with_http(
+    listener: TcpListener,
+    http: Option<TcpListener>,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let server = Server::start_with_http(listener, http, config).await?;
     shutdown.await;
     server.shutdown().await
 }

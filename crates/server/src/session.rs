@@ -66,6 +66,8 @@ struct Cursor {
     cancel: Arc<AtomicBool>,
     /// Keeps the query listed in `rethinkdb.jobs` while the cursor lives.
     _job: Option<Box<cluster::system::JobGuard>>,
+    /// Keeps the cursor counted in `/metrics` while it lives.
+    _open: Box<cluster::system::CursorGuard>,
 }
 
 /// Queries a connection may have started and not yet had answered (or written).
@@ -85,6 +87,10 @@ pub struct Session {
     cancel: Arc<AtomicBool>,
     /// The authenticated user and the access enforcing their permissions.
     who: Arc<Principal>,
+    /// A changefeed's CONTINUE answers an empty batch once `max_batch_seconds` pass
+    /// without changes instead of waiting on (RethinkDB's
+    /// `return_empty_normal_batches_t::YES`, which its HTTP connections use).
+    empty_feed_batches: bool,
 }
 
 enum Outcome {
@@ -97,7 +103,24 @@ enum Outcome {
 impl Session {
     /// A session writing its responses to `out`.
     pub fn new(state: Arc<ServerState>, out: Outbox, who: Principal) -> Arc<Session> {
+        Self::with_mode(state, out, who, false)
+    }
+
+    /// A session of an `/ajax/reql` connection: as `new`, but a changefeed's
+    /// CONTINUE is answered with an empty batch after `max_batch_seconds` without
+    /// changes, so an HTTP request never waits for long.
+    pub fn new_http(state: Arc<ServerState>, out: Outbox, who: Principal) -> Arc<Session> {
+        Self::with_mode(state, out, who, true)
+    }
+
+    fn with_mode(
+        state: Arc<ServerState>,
+        out: Outbox,
+        who: Principal,
+        empty_feed_batches: bool,
+    ) -> Arc<Session> {
         Arc::new(Session {
+            empty_feed_batches,
             who: Arc::new(who),
             state,
             out,
@@ -116,18 +139,14 @@ impl Session {
     /// Handles one query frame (spawning a task for anything that may take time).
     pub async fn handle(self: &Arc<Self>, f: Frame) {
         let token = f.token;
-        let q = match parse_query(&f.payload) {
-            Ok(q) => q,
-            Err(e) => {
-                let mut body = e.response_json();
-                let mut frame = Vec::with_capacity(12 + body.len());
-                frame.extend_from_slice(&token.to_le_bytes());
-                frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
-                frame.append(&mut body);
-                self.send(frame).await;
-                return;
-            }
-        };
+        match parse_query(&f.payload) {
+            Ok(q) => self.handle_query(token, q).await,
+            Err(e) => self.send(parse_error_frame(token, &e)).await,
+        }
+    }
+
+    /// Handles one parsed query: its answer (or answers) go to the session's outbox.
+    pub async fn handle_query(self: &Arc<Self>, token: u64, q: Query) {
         match q.kind {
             QueryType::START => {
                 let cancel = Arc::new(AtomicBool::new(false));
@@ -284,7 +303,11 @@ impl Session {
         noreply: bool,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
+        let began = Instant::now();
         let frame = self.start_inner(token, q, term, noreply, cancel).await;
+        self.state
+            .cluster
+            .observe_query_latency(began.elapsed().as_secs_f64());
         // A cursor left by `respond` keeps its slot; anything else frees the token.
         let mut tokens = self.tokens.lock();
         if matches!(
@@ -494,6 +517,16 @@ impl Session {
     }
 }
 
+/// The frame answering a query that could not be parsed (RethinkDB's CLIENT_ERROR).
+pub fn parse_error_frame(token: u64, e: &proto::query::QueryParseError) -> Vec<u8> {
+    let mut body = e.response_json();
+    let mut frame = Vec::with_capacity(12 + body.len());
+    frame.extend_from_slice(&token.to_le_bytes());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.append(&mut body);
+    frame
+}
+
 /// RethinkDB's error for a query whose `rethinkdb.jobs` row was deleted.
 fn terminated_by_jobs() -> ReqlError {
     ReqlError::new(
@@ -694,6 +727,7 @@ fn run_start(
         Val::Seq(s) if !s.is_array && ctx.feeds.active() => {
             let info = ctx.feeds.take();
             let mut c = Cursor {
+                _open: Box::new(state.cluster.open_cursor(info.is_some())),
                 seq: s,
                 opts,
                 feed: info.map(feed::FeedCursor::new),
@@ -705,6 +739,7 @@ fn run_start(
         }
         Val::Seq(s) if !s.is_array => {
             let mut c = Cursor {
+                _open: Box::new(state.cluster.open_cursor(false)),
                 seq: s,
                 opts,
                 feed: None,
@@ -717,6 +752,7 @@ fn run_start(
         Val::Table(t) => {
             let seq = reql::eval::to_seq(Val::Table(t))?;
             let mut c = Cursor {
+                _open: Box::new(state.cluster.open_cursor(false)),
                 seq,
                 opts,
                 feed: None,

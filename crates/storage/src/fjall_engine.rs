@@ -118,6 +118,37 @@ pub(crate) fn available_bytes(path: &Path) -> Result<u64, StorageError> {
     Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
+/// How much room a data directory takes and how much its file system has left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// Bytes of the regular files under the directory.
+    pub used_bytes: u64,
+    /// Bytes available to unprivileged writers in its file system.
+    pub free_bytes: u64,
+}
+
+/// The disk usage of the engine's directory `path` (for `/metrics`). Walks the
+/// directory (fjall keeps a few hundred files at most); unreadable entries count 0.
+pub fn disk_usage(path: &Path) -> Result<DiskUsage, StorageError> {
+    fn walk(dir: &Path, depth: usize) -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+                Ok(t) if t.is_dir() && depth < 8 => walk(&e.path(), depth + 1),
+                _ => 0,
+            })
+            .sum()
+    }
+    Ok(DiskUsage {
+        used_bytes: walk(path, 0),
+        free_bytes: available_bytes(path)?,
+    })
+}
+
 /// Free space is not checked on other platforms.
 #[cfg(not(unix))]
 pub(crate) fn available_bytes(_path: &Path) -> Result<u64, StorageError> {

@@ -63,7 +63,7 @@ pub use bytes::Bytes;
 pub use batch::{BatchOp, WriteBatch};
 pub use error::StorageError;
 pub use faulty::Faulty;
-pub use fjall_engine::Fjall;
+pub use fjall_engine::{disk_usage, DiskUsage, Fjall};
 pub use memory::Memory;
 
 /// Maximum key length in bytes (fjall stores key lengths as `u16`).

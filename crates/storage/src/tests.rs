@@ -693,3 +693,14 @@ fn fjall_on_a_full_file_system() {
     put(&e, "s", b"after-restart", b"ok");
     e.persist().unwrap();
 }
+
+#[test]
+fn disk_usage_counts_the_directorys_files_and_reads_free_space() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), [0u8; 100]).unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    std::fs::write(dir.path().join("sub").join("b"), [0u8; 50]).unwrap();
+    let u = crate::disk_usage(dir.path()).unwrap();
+    assert_eq!(u.used_bytes, 150);
+    assert!(u.free_bytes > 0);
+}

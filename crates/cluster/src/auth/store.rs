@@ -169,6 +169,32 @@ impl Users {
             .map(|u| user_row(name, u.has_password))
     }
 
+    /// Whether `name` exists and has a password (for `admin`: whether logging in to
+    /// the HTTP admin is required).
+    pub fn has_password(&self, name: &str) -> bool {
+        self.catalog
+            .read_state()
+            .users
+            .get(name)
+            .is_some_and(|u| u.has_password)
+    }
+
+    /// Whether `password` is `name`'s (a user without a password has ""), checked
+    /// against the stored SCRAM credentials in constant time. Costs one PBKDF2
+    /// derivation: call it off the async workers.
+    pub fn check_password(&self, name: &str, password: &str) -> bool {
+        let creds = self
+            .catalog
+            .read_state()
+            .users
+            .get(name)
+            .map(|u| u.creds.clone());
+        match creds {
+            Some(c) => c.verify_password(password),
+            None => false,
+        }
+    }
+
     /// Whether `name` exists.
     pub fn exists(&self, name: &str) -> bool {
         self.catalog.read_state().users.contains_key(name)
@@ -387,6 +413,15 @@ mod tests {
     fn users() -> Users {
         let e: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
         Users::new(Arc::new(Catalog::open(e, "").unwrap()))
+    }
+
+    #[test]
+    fn passwords_are_checked_against_the_stored_credentials() {
+        let u = users();
+        assert!(!u.has_password(ADMIN));
+        assert!(u.check_password(ADMIN, ""));
+        assert!(!u.check_password(ADMIN, "x"));
+        assert!(!u.check_password("nobody", ""));
     }
 
     #[test]

@@ -30,7 +30,10 @@ use crate::Cluster;
 pub(crate) use alter::TableAlter;
 pub(crate) use feeds::SystemFeeds;
 pub(crate) use rows::{table_config_row, table_status_row};
-pub use state::{AdminState, JobGuard, ServerInfo, TableCounters};
+pub use state::{
+    AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,
+    LATENCY_BOUNDS,
+};
 
 /// The system database's name.
 pub const SYSTEM_DB: &str = "rethinkdb";

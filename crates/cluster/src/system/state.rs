@@ -42,6 +42,52 @@ pub struct TableCounters {
     pub written: AtomicU64,
 }
 
+/// Upper bounds (seconds) of the query latency histogram's buckets, as Prometheus'
+/// `le` labels; a last bucket (`+Inf`) takes the rest.
+pub const LATENCY_BOUNDS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Query latencies: a count per bucket of `LATENCY_BOUNDS` (plus `+Inf`), and the sum.
+#[derive(Default)]
+pub struct Latency {
+    buckets: [AtomicU64; LATENCY_BOUNDS.len() + 1],
+    sum_micros: AtomicU64,
+}
+
+impl Latency {
+    /// Records one query that took `secs` seconds.
+    pub fn observe(&self, secs: f64) {
+        let i = LATENCY_BOUNDS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(LATENCY_BOUNDS.len());
+        if let Some(b) = self.buckets.get(i) {
+            b.fetch_add(1, Ordering::Relaxed);
+        }
+        let micros = (secs.max(0.0) * 1e6) as u64;
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    /// Cumulative counts per bucket (the last is `+Inf`, the total) and the sum in
+    /// seconds, as a Prometheus histogram reports them.
+    pub fn snapshot(&self) -> (Vec<u64>, f64) {
+        let mut total = 0;
+        let cumulative = self
+            .buckets
+            .iter()
+            .map(|b| {
+                total += b.load(Ordering::Relaxed);
+                total
+            })
+            .collect();
+        (
+            cumulative,
+            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6,
+        )
+    }
+}
+
 /// Query and document counters.
 #[derive(Default)]
 pub struct Counters {
@@ -51,6 +97,12 @@ pub struct Counters {
     pub connections: AtomicU64,
     /// Connections with a query running.
     pub active: AtomicU64,
+    /// Open cursors (changefeeds included).
+    pub cursors: AtomicU64,
+    /// Open changefeed cursors.
+    pub feeds: AtomicU64,
+    /// Query latencies (driver and HTTP queries, from START to the first answer).
+    pub latency: Latency,
     tables: Mutex<HashMap<String, Arc<TableCounters>>>,
     samples: Mutex<HashMap<String, (Instant, u64, f64)>>,
 }
@@ -107,6 +159,62 @@ impl Counters {
             }
         }
     }
+}
+
+/// Keeps a cursor counted in `Counters::cursors` (and `feeds`) while it lives.
+pub struct CursorGuard {
+    cluster: std::sync::Weak<crate::Cluster>,
+    feed: bool,
+}
+
+impl Drop for CursorGuard {
+    fn drop(&mut self) {
+        if let Some(c) = self.cluster.upgrade() {
+            let dec = |a: &AtomicU64| {
+                let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    Some(n.saturating_sub(1))
+                });
+            };
+            dec(&c.admin.counters.cursors);
+            if self.feed {
+                dec(&c.admin.counters.feeds);
+            }
+        }
+    }
+}
+
+/// Documents read and written in one table, for `/metrics`.
+#[derive(Debug, Clone)]
+pub struct TableMetrics {
+    /// The database's name.
+    pub db: String,
+    /// The table's name.
+    pub table: String,
+    /// Documents read.
+    pub read: u64,
+    /// Documents written.
+    pub written: u64,
+}
+
+/// The counters `/metrics` reports (the same ones `rethinkdb.stats` reads).
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    /// Queries started.
+    pub queries: u64,
+    /// Open client connections (driver and `/ajax/reql`).
+    pub connections: u64,
+    /// Queries running or holding a cursor (`rethinkdb.jobs`).
+    pub jobs: u64,
+    /// Open cursors, changefeeds included.
+    pub cursors: u64,
+    /// Open changefeeds.
+    pub feeds: u64,
+    /// Per table.
+    pub tables: Vec<TableMetrics>,
+    /// Cumulative latency counts per bucket of `LATENCY_BOUNDS`, then `+Inf`.
+    pub latency_buckets: Vec<u64>,
+    /// Sum of the latencies, in seconds.
+    pub latency_sum: f64,
 }
 
 /// A running query as `rethinkdb.jobs` lists it.
@@ -340,6 +448,53 @@ impl crate::Cluster {
         }
     }
 
+    /// Records a query that took `secs` seconds to its first answer.
+    pub fn observe_query_latency(&self, secs: f64) {
+        self.admin.counters.latency.observe(secs);
+    }
+
+    /// Counts an open cursor (`feed` for a changefeed) until the guard drops.
+    pub fn open_cursor(&self, feed: bool) -> CursorGuard {
+        let k = &self.admin.counters;
+        k.cursors.fetch_add(1, Ordering::Relaxed);
+        if feed {
+            k.feeds.fetch_add(1, Ordering::Relaxed);
+        }
+        CursorGuard {
+            cluster: self.me.clone(),
+            feed,
+        }
+    }
+
+    /// What `/metrics` reports, read at once.
+    pub fn metrics(&self) -> Metrics {
+        let k = &self.admin.counters;
+        let (latency_buckets, latency_sum) = k.latency.snapshot();
+        let tables = self
+            .tables_snapshot()
+            .into_iter()
+            .map(|e| {
+                let (read, written) = k.table_totals(&e.id);
+                TableMetrics {
+                    db: e.db.clone(),
+                    table: e.name.clone(),
+                    read,
+                    written,
+                }
+            })
+            .collect();
+        Metrics {
+            queries: k.queries.load(Ordering::Relaxed),
+            connections: k.connections.load(Ordering::Relaxed),
+            jobs: self.admin.jobs.list().len() as u64,
+            cursors: k.cursors.load(Ordering::Relaxed),
+            feeds: k.feeds.load(Ordering::Relaxed),
+            tables,
+            latency_buckets,
+            latency_sum,
+        }
+    }
+
     /// This server's id.
     pub fn server_id(&self) -> &str {
         &self.admin.server_id
@@ -348,5 +503,25 @@ impl crate::Cluster {
     /// The users, credentials and permissions.
     pub fn users(&self) -> &Arc<crate::auth::Users> {
         &self.users
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_fall_into_cumulative_buckets() {
+        let l = Latency::default();
+        l.observe(0.0001);
+        l.observe(0.003);
+        l.observe(60.0);
+        let (buckets, sum) = l.snapshot();
+        assert_eq!(buckets.len(), LATENCY_BOUNDS.len() + 1);
+        assert_eq!(buckets[0], 1, "<= 0.5 ms");
+        assert_eq!(buckets[3], 2, "<= 5 ms");
+        assert_eq!(buckets[LATENCY_BOUNDS.len() - 1], 2, "<= 10 s");
+        assert_eq!(buckets[LATENCY_BOUNDS.len()], 3, "+Inf");
+        assert!((sum - 60.0031).abs() < 1e-6);
     }
 }

@@ -9,7 +9,10 @@
 //! waker too; that CONTINUE is answered with RethinkDB's "Query terminated by the
 //! `rethinkdb.jobs` table." error. A `squash` interval delays each batch by that much
 //! unless a queue fills past half of `changefeed_queue_size` first (RethinkDB's
-//! `get_els`).
+//! `get_els`). A session of an `/ajax/reql` connection (`Session::new_http`) answers a
+//! CONTINUE that found no change within `max_batch_seconds` with an empty
+//! SUCCESS_PARTIAL, as RethinkDB's HTTP connections do (`subscription_t::get_els` with
+//! `return_empty_normal_batches_t::YES`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -99,6 +102,10 @@ impl Session {
         };
         let waker = feed.info.waker.clone();
         let cancel = cursor.cancel.clone();
+        // Over HTTP the CONTINUE ends with an empty batch after `max_batch_seconds`.
+        let give_up = self
+            .empty_feed_batches
+            .then(|| tokio::time::Instant::now() + cursor.opts.max_time);
         let squash = (feed.info.min_interval > 0.0 && !feed.mid_batch)
             .then(|| Duration::from_secs_f64(feed.info.min_interval.min(31_536_000.0)));
         {
@@ -160,7 +167,21 @@ impl Session {
                     );
                 }
             }
-            waker.notified().await;
+            match give_up {
+                None => waker.notified().await,
+                Some(deadline) => {
+                    tokio::select! {
+                        _ = waker.notified() => {}
+                        _ = tokio::time::sleep_until(deadline) => {
+                            if !self.feed_live(token, &cancel) {
+                                return self.feed_ended(token, &cancel);
+                            }
+                            let empty = batch::Items::default();
+                            return self.respond(token, Outcome::Batch(empty, cursor, false), None);
+                        }
+                    }
+                }
+            }
         }
     }
 }
