@@ -97,7 +97,7 @@ enum Outcome {
     /// A single value.
     Atom(Vec<u8>),
     /// A batch of a stream: its items, its cursor, and whether the stream ended.
-    Batch(batch::Items, Cursor, bool),
+    Batch(batch::Items, Box<Cursor>, bool),
 }
 
 impl Session {
@@ -407,7 +407,7 @@ impl Session {
                         tokens.slots.remove(&token);
                         Some(cursor)
                     } else {
-                        tokens.slots.insert(token, Slot::Idle(cursor));
+                        tokens.slots.insert(token, Slot::Idle(*cursor));
                         None
                     }
                 };
@@ -438,7 +438,7 @@ impl Session {
             .await;
         match run {
             Some((Ok((items, done)), cursor)) => {
-                self.respond(token, Outcome::Batch(items, cursor, done), None)
+                self.respond(token, Outcome::Batch(items, Box::new(cursor), done), None)
             }
             Some((Err(e), _)) => {
                 let frame = self
@@ -735,7 +735,7 @@ fn run_start(
                 _job: job.take(),
             };
             let (items, done) = feed::next_feed_batch(&mut c, true)?;
-            Outcome::Batch(items, c, done)
+            Outcome::Batch(items, Box::new(c), done)
         }
         Val::Seq(s) if !s.is_array => {
             let mut c = Cursor {
@@ -747,7 +747,7 @@ fn run_start(
                 _job: job.take(),
             };
             let (items, done) = next_batch(&mut c, true)?;
-            Outcome::Batch(items, c, done)
+            Outcome::Batch(items, Box::new(c), done)
         }
         Val::Table(t) => {
             let seq = reql::eval::to_seq(Val::Table(t))?;
@@ -760,7 +760,7 @@ fn run_start(
                 _job: job.take(),
             };
             let (items, done) = next_batch(&mut c, true)?;
-            Outcome::Batch(items, c, done)
+            Outcome::Batch(items, Box::new(c), done)
         }
         Val::Grouped(g) => {
             let d = reql::terms::group::wire_datum(ctx.array_limit, g)?;

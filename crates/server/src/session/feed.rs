@@ -151,7 +151,7 @@ impl Session {
                         if !self.feed_live(token, &cancel) {
                             return self.feed_ended(token, &cancel);
                         }
-                        return self.respond(token, Outcome::Batch(items, c, done), None);
+                        return self.respond(token, Outcome::Batch(items, Box::new(c), done), None);
                     }
                     cursor = c;
                 }
@@ -177,7 +177,7 @@ impl Session {
                                 return self.feed_ended(token, &cancel);
                             }
                             let empty = batch::Items::default();
-                            return self.respond(token, Outcome::Batch(empty, cursor, false), None);
+                            return self.respond(token, Outcome::Batch(empty, Box::new(cursor), false), None);
                         }
                     }
                 }
