@@ -31,6 +31,9 @@ pub struct QueryCtx {
     hard_ticket: Mutex<Option<Ticket>>,
     /// The changefeeds this query opened (`terms::changes`).
     pub feeds: crate::terms::changes::FeedCtx,
+    /// The query's memory budget, entered by every thread that evaluates part of it
+    /// (`crate::memory`); none for evaluations the server does not budget.
+    pub memory: Option<Arc<crate::memory::Budget>>,
 }
 
 impl QueryCtx {
@@ -45,6 +48,7 @@ impl QueryCtx {
             cancel: Arc::new(AtomicBool::new(false)),
             hard_ticket: Mutex::new(None),
             feeds: Default::default(),
+            memory: None,
         }
     }
 

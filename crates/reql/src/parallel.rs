@@ -129,6 +129,7 @@ fn on_each_range<R: Send>(
                 let env = ev.env.bind(RANGE_VAR, Val::Table(slice));
                 let ctx = ev.ctx;
                 s.spawn(move || {
+                    let _memory = ctx.memory.as_ref().map(|b| b.enter());
                     let own = private_copy(per_range);
                     f(&Ev::new(ctx, &env, &own))
                 })

@@ -95,6 +95,10 @@ pub struct ServeArgs {
     /// forgery; RethinkDB has no such option and reaches any address).
     #[arg(long)]
     pub reql_http_public_only: bool,
+    /// Memory one query may hold, in MB: a query that allocates more fails with a
+    /// ReqlResourceLimitError; the server and other queries are unaffected.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub query_memory_mb: u64,
     /// Address the HTTP admin listens on ("all" for every interface; default: `--bind`).
     #[arg(long)]
     pub bind_http: Option<String>,
@@ -169,6 +173,7 @@ impl ServeArgs {
             max_connections: self.max_connections,
             handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             eval_threads: self.eval_threads(),
+            query_memory_mb: self.query_memory_mb,
             network: if self.reql_http_public_only {
                 reql::NetworkPolicy::PublicOnly
             } else {
@@ -292,6 +297,8 @@ pub struct Config {
     pub eval_threads: usize,
     /// The addresses `r.http` may reach.
     pub network: reql::NetworkPolicy,
+    /// Memory one query may hold, in MB (`reql::memory`).
+    pub query_memory_mb: u64,
     /// TLS on the driver port, if set.
     pub tls: Option<TlsFiles>,
     /// Log file (default: standard error).
@@ -322,6 +329,7 @@ impl Config {
             handshake_timeout: Duration::from_secs(10),
             eval_threads: default_eval_threads(),
             network: reql::NetworkPolicy::AnyAddress,
+            query_memory_mb: 1024,
             tls: None,
             log_file: None,
             http: HttpOptions::default(),

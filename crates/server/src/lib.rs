@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod config;
 mod conn;
 mod error;

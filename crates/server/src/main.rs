@@ -10,7 +10,7 @@ use server::Error;
 use tokio::net::TcpListener;
 
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: server::alloc::Counting = server::alloc::Counting;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -95,6 +95,7 @@ impl Server {
             server_name: config.server_name.clone(),
             pool: Arc::new(pool),
             handshake_timeout: config.handshake_timeout,
+            query_memory: config.query_memory_mb.saturating_mul(1 << 20),
         });
         let listening = format!(
             "Ponder {} listening for client driver connections on {}:{}{} (data in {})",

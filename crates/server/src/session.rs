@@ -23,6 +23,7 @@ use proto::frame::Frame;
 use proto::ql2::{QueryType, ResponseType};
 use proto::query::{parse_query, Query};
 use proto::response::ResponseWriter;
+use reql::memory::Budget;
 use reql::{QueryCtx, ReqlError, Sequence, Val};
 use tokio::sync::Notify;
 
@@ -64,6 +65,8 @@ struct Cursor {
     feed: Option<feed::FeedCursor>,
     /// The query's interruption flag (its streams check it).
     cancel: Arc<AtomicBool>,
+    /// The query's memory budget, entered while a batch is evaluated.
+    memory: Arc<Budget>,
     /// Keeps the query listed in `rethinkdb.jobs` while the cursor lives.
     _job: Option<Box<cluster::system::JobGuard>>,
     /// Keeps the cursor counted in `/metrics` while it lives.
@@ -332,8 +335,10 @@ impl Session {
         let state = self.state.clone();
         let pool = self.state.pool.clone();
         let who = self.who.clone();
+        let memory = Budget::new(self.state.query_memory, cancel.clone());
         let job = JobHooks {
             cancel: cancel.clone(),
+            memory: memory.clone(),
             session: Arc::downgrade(self),
             token,
         };
@@ -352,7 +357,7 @@ impl Session {
             Some(Ok(x)) => x,
             Some(Err(e)) => {
                 return self
-                    .interrupted(token, &cancel)
+                    .interrupted(token, &cancel, &memory)
                     .unwrap_or_else(|| error_frame(token, &e))
             }
             None => {
@@ -428,6 +433,7 @@ impl Session {
             return self.continue_feed(token, cursor).await;
         }
         let cancel = cursor.cancel.clone();
+        let memory = cursor.memory.clone();
         let run = self
             .state
             .pool
@@ -442,7 +448,7 @@ impl Session {
             }
             Some((Err(e), _)) => {
                 let frame = self
-                    .interrupted(token, &cancel)
+                    .interrupted(token, &cancel, &memory)
                     .unwrap_or_else(|| error_frame(token, &e));
                 self.tokens.lock().slots.remove(&token);
                 frame
@@ -461,9 +467,12 @@ impl Session {
     /// RethinkDB gives it: an empty SUCCESS_SEQUENCE after STOP (nobody reads it after
     /// a disconnect), its error after the query's `jobs` row was deleted. None if the
     /// query was not interrupted.
-    fn interrupted(&self, token: u64, cancel: &AtomicBool) -> Option<Vec<u8>> {
+    fn interrupted(&self, token: u64, cancel: &AtomicBool, memory: &Budget) -> Option<Vec<u8>> {
         if !cancel.load(Ordering::SeqCst) {
             return None;
+        }
+        if memory.exceeded() {
+            return Some(error_frame(token, &memory.error()));
         }
         let stopped = self.cancel.load(Ordering::SeqCst)
             || matches!(self.tokens.lock().slots.get(&token), Some(Slot::Stopped));
@@ -539,6 +548,7 @@ fn terminated_by_jobs() -> ReqlError {
 /// flag, and where to report a deleted row.
 struct JobHooks {
     cancel: Arc<AtomicBool>,
+    memory: Arc<Budget>,
     session: Weak<Session>,
     token: u64,
 }
@@ -632,9 +642,11 @@ fn run_start(
     let access = who.access.clone();
     let JobHooks {
         cancel,
+        memory,
         session,
         token,
     } = hooks;
+    let _memory = memory.enter();
     let on_cancel = {
         let cancel = cancel.clone();
         Arc::new(move || {
@@ -652,6 +664,7 @@ fn run_start(
         on_cancel,
     )));
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
+    ctx.memory = Some(memory.clone());
     ctx.cancel = cancel.clone();
     let mut opts = BatchOpts::default();
     for (k, v) in &q.optargs {
@@ -732,6 +745,7 @@ fn run_start(
                 opts,
                 feed: info.map(feed::FeedCursor::new),
                 cancel,
+                memory: memory.clone(),
                 _job: job.take(),
             };
             let (items, done) = feed::next_feed_batch(&mut c, true)?;
@@ -744,6 +758,7 @@ fn run_start(
                 opts,
                 feed: None,
                 cancel,
+                memory: memory.clone(),
                 _job: job.take(),
             };
             let (items, done) = next_batch(&mut c, true)?;
@@ -757,6 +772,7 @@ fn run_start(
                 opts,
                 feed: None,
                 cancel,
+                memory: memory.clone(),
                 _job: job.take(),
             };
             let (items, done) = next_batch(&mut c, true)?;
@@ -784,6 +800,8 @@ fn run_start(
 
 /// Pulls the next batch of a cursor; `done` when the stream is exhausted.
 fn next_batch(c: &mut Cursor, first: bool) -> Result<(batch::Items, bool), ReqlError> {
+    let memory = c.memory.clone();
+    let _memory = memory.enter();
     let limits = batch::Limits::new(&c.opts, first);
     let mut items = batch::Items::default();
     loop {

@@ -18,4 +18,6 @@ pub struct ServerState {
     pub pool: Arc<Pool>,
     /// Longest time a connection may take to finish its handshake (TLS included).
     pub handshake_timeout: std::time::Duration,
+    /// The memory budget of each query, in bytes (`reql::memory`).
+    pub query_memory: u64,
 }

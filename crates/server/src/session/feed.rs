@@ -50,6 +50,8 @@ pub(super) fn next_feed_batch(
     c: &mut Cursor,
     first: bool,
 ) -> Result<(batch::Items, bool), ReqlError> {
+    let memory = c.memory.clone();
+    let _memory = memory.enter();
     let limits = batch::Limits::new(&c.opts, first);
     let mut items = batch::Items::default();
     let mut cut = false;

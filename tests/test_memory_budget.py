@@ -1,0 +1,59 @@
+"""The per-query memory budget (`--query-memory-mb`, default 1024): a query that holds
+more fails with a ReqlResourceLimitError, while the server and other queries carry on
+and the process does not grow past the budget."""
+import subprocess
+
+import pytest
+from rethinkdb import r
+from rethinkdb.errors import ReqlResourceLimitError
+
+from conftest import BINARY, assert_serving
+from reqlwire import rss_kib
+
+BUDGET = "Query exceeded its memory budget of 64 MiB (`--query-memory-mb`)"
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    from conftest import Server
+    s = Server(str(tmp_path_factory.mktemp("budget")), extra=["--query-memory-mb", "64"]).start()
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("query", [
+    # ~50,000 arrays of 300 numbers held at once: several hundred MiB.
+    lambda: r.range(50_000).map(lambda x: r.range(300).coerce_to("array")).coerce_to("array").count(),
+    lambda: r.range(100_000).map(lambda x: {"a": x, "b": r.range(100).coerce_to("array")})
+            .order_by("a").count(),
+    lambda: r.range(90_000).map(lambda x: r.range(100).coerce_to("array"))
+            .group(lambda a: a[1]).ungroup().count(),
+], ids=["collect", "order_by", "group"])
+def test_a_query_over_its_budget_fails_alone(small, query):
+    c = small.connect()
+    other = small.connect()
+    with pytest.raises(ReqlResourceLimitError, match=r"Query exceeded its memory budget of 64 MiB"):
+        query().run(c)
+    # The same connection and another one keep working; memory came back.
+    assert r.range(1000).map(lambda x: r.range(300).coerce_to("array")).count().run(c) == 1000
+    assert r.expr(1).run(other) == 1
+    assert rss_kib(small.proc.pid) < 600 * 1024
+    c.close()
+    other.close()
+    assert_serving(small)
+
+
+def test_queries_within_the_budget_are_untouched(small):
+    c = small.connect()
+    # Streams that allocate much more than the budget in total, but hold little at once.
+    assert r.range(200_000).map(lambda x: r.range(50).coerce_to("array")).count().run(c) == 200_000
+    cur = r.range(100_000).map(lambda x: r.range(50).coerce_to("array")).run(c)
+    assert sum(1 for _ in cur) == 100_000
+    c.close()
+
+
+def test_the_budget_must_be_positive(tmp_path):
+    p = subprocess.run([BINARY, "serve", "--directory", str(tmp_path), "--query-memory-mb", "0"],
+                       capture_output=True, timeout=30)
+    assert p.returncode != 0
+    assert b"query-memory-mb" in p.stderr
