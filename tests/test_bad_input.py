@@ -352,6 +352,10 @@ def test_argument_sized_terms_fail_cleanly_and_fast(server):
     with pytest.raises(ReqlResourceLimitError, match="Array over size limit"):
         r.expr([1]).mul(2 ** 53).run(c)
     assert len(r.circle([0, 0], 1, num_vertices=1000).run(c)["coordinates"][0]) == 1001
+    # sample(n) keeps up to n items: the array limit bounds it as it fills.
+    with pytest.raises(ReqlResourceLimitError, match="Array over size limit `1000`"):
+        r.range(5000).sample(2 ** 53).run(c, array_limit=1000)
+    assert len(r.range(5000).sample(1000).run(c, array_limit=1000)) == 1000
     assert time.time() - started < 10
     assert_serving(server)
     c.close()

@@ -132,6 +132,8 @@ pub fn sample(ev: &Ev) -> Result<Val> {
     for (seen, d) in seq.stream.enumerate() {
         let d = d?;
         if kept.len() < n {
+            // The sample is an array: the array limit bounds it as it grows.
+            crate::terms::control::check_array_size(ev, kept.len() + 1)?;
             kept.push(d);
         } else {
             let j = rng.below(seen as u64 + 1);
