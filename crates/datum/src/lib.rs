@@ -25,7 +25,7 @@ pub use json::{
     from_json_owned, from_json_slice, from_json_slice_serde, from_json_value, from_stored,
     to_json_value, JsonError,
 };
-pub use nesting::MAX_NESTING;
+pub use nesting::{text_nesting_exceeds, MAX_NESTING};
 pub use order::cmp;
 pub use value::{Datum, Object, Str};
 pub use version::Version;

@@ -62,8 +62,9 @@ fn is_container(d: &Datum) -> bool {
 }
 
 /// Whether JSON text nests arrays and objects more than `limit` levels deep: brackets
-/// are counted outside strings. Text that is not JSON gives some answer, never a panic.
-pub(crate) fn text_nesting_exceeds(text: &[u8], limit: usize) -> bool {
+/// are counted outside strings, without parsing (so a parser given text that passed
+/// cannot recurse deeper). Text that is not JSON gives some answer, never a panic.
+pub fn text_nesting_exceeds(text: &[u8], limit: usize) -> bool {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;

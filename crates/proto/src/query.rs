@@ -127,38 +127,6 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// True if `bytes` (as JSON) nests arrays/objects deeper than `limit`.
-/// Brackets inside strings are ignored; malformed input is left to the parser.
-fn nesting_exceeds(bytes: &[u8], limit: usize) -> bool {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > limit {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
-}
-
 /// Maps the first element of a query to a [`QueryType`].
 fn query_type(v: &Value) -> Result<QueryType, QueryParseError> {
     let Value::Number(n) = v else {
@@ -179,11 +147,11 @@ fn query_type(v: &Value) -> Result<QueryType, QueryParseError> {
 /// `START` must carry a term; the other types are normally `[type]` and any
 /// extra elements are returned as-is (RethinkDB ignores them).
 pub fn parse_query(payload: &[u8]) -> Result<Query, QueryParseError> {
-    if nesting_exceeds(payload, MAX_QUERY_DEPTH) {
+    if datum::text_nesting_exceeds(payload, MAX_QUERY_DEPTH) {
         return Err(QueryParseError::TooDeep(MAX_QUERY_DEPTH));
     }
     let mut de = serde_json::Deserializer::from_slice(payload);
-    de.disable_recursion_limit(); // depth bounded by `nesting_exceeds` above
+    de.disable_recursion_limit(); // depth bounded by `text_nesting_exceeds` above
     let value: Value = serde::Deserialize::deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v))
         .map_err(|_| QueryParseError::InvalidJson)?;
