@@ -159,15 +159,31 @@ test('the dashboard chart moves with writes', async () => {
     // Several samples, the last ones counting the writes: the line has moved.
     await page.waitForFunction((n) => {
       const d = document.querySelector('.dashboard')?.dataset;
-      return d && Number(d.samples) >= n + 4 && Number(d.lastWrites) > 0;
-    }, before);
+      const shown = document.querySelector('[data-series="writes"]')?.textContent;
+      return d && Number(d.samples) >= n + 4 && Number(d.lastWrites) > 0 && shown !== '0';
+    }, before, { timeout: 20000 });
+    await shot(page, 'dashboard-writes');
   } finally {
     writing = false;
     await writer;
   }
-  const shown = await page.locator('[data-series="writes"]').innerText();
-  assert.notEqual(shown, '0');
-  await shot(page, 'dashboard-writes');
+});
+
+test('the servers and logs pages show the server and its log', async () => {
+  await page.click('nav >> text=Servers');
+  const link = page.locator('main table a').first();
+  await link.waitFor();
+  const name = await link.innerText();
+  assert.match(await page.innerText('main'), /Ponder/);
+  await link.click();
+  await page.locator('main h2', { hasText: 'Serves' }).waitFor();
+  const text = await page.innerText('main');
+  assert.match(text, /uptime/);
+  assert.match(text, /test\.people/);
+  assert.ok(text.includes(name));
+  await page.click('nav >> text=Logs');
+  await page.locator('table.logs', { hasText: 'listening for client driver connections' }).waitFor();
+  await shot(page, 'logs');
 });
 
 test('a login is asked for while admin has a password', async () => {
