@@ -74,6 +74,7 @@ export function explorerPage(): Page {
   let feed = false;
   let running = false;
   let renderQueued = false;
+  let runId = 0; // which run the page shows: a cancelled run's late answer is ignored
 
   function setView(v: View): void {
     view = v;
@@ -134,6 +135,7 @@ export function explorerPage(): Page {
   }
 
   async function cancel(): Promise<void> {
+    runId++;
     const c = cursor;
     const cn = conn;
     cursor = null;
@@ -168,12 +170,14 @@ export function explorerPage(): Page {
       return;
     }
     const started = performance.now();
+    const id = runId;
     setRunning(true, 'Running…');
     render();
     try {
       conn = await connect();
       const opts: Record<string, unknown> = profileBox.checked ? { profile: true } : {};
       const res = unwrap(await q.run(conn, opts));
+      if (id !== runId) return;
       profile = res.profile;
       const v = res.value;
       const ms = () => `${(performance.now() - started).toFixed(0)} ms`;
@@ -211,6 +215,7 @@ export function explorerPage(): Page {
       }
       results.dataset.count = String(rows.length);
     } catch (e) {
+      if (id !== runId) return;
       error = e;
       setRunning(false, 'Failed');
     }
