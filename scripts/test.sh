@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit tests, the end-to-end tests through the official Python
-# driver and the Node drivers (tests/js, needs node and npm), and RethinkDB's ReQL
+# driver and the Node drivers (tests/js, needs node and npm), the web console's checks
+# and its tests in Chromium (tests/console; chromium is installed with apt-get when
+# missing), and RethinkDB's ReQL
 # conformance suite (when ../shared/reql-conformance exists), failing if the suite's
 # pass count drops below the floor in .ci/conformance-floor.
 set -euo pipefail
@@ -34,6 +36,40 @@ if ! cmp -s tests/js/package-lock.json tests/js/node_modules/.installed-lock.jso
   cp tests/js/package-lock.json tests/js/node_modules/.installed-lock.json
 fi
 PONDER_BIN="$PWD/target/release/ponder" node --test tests/js/
+
+# `npm ci` in $1 from its lock file, again only when the lock file changed since.
+npm_ci() {
+  if ! cmp -s "$1/package-lock.json" "$1/node_modules/.installed-lock.json"; then
+    npm ci --prefix "$1" --no-audit --no-fund --loglevel=error >/dev/null \
+      || { echo "error: npm ci in $1 failed" >&2; exit 1; }
+    cp "$1/package-lock.json" "$1/node_modules/.installed-lock.json"
+  fi
+}
+
+echo "== web console: type check, and the committed build (web/dist) matches the sources"
+npm_ci web
+web/node_modules/.bin/tsc --noEmit -p web
+FRESH=$(mktemp -d)
+node web/build.mjs --outdir "$FRESH"
+if ! diff -r web/dist "$FRESH" >/dev/null; then
+  rm -rf "$FRESH"
+  echo "error: web/dist is out of date with web/src: run 'npm run build --prefix web' and commit web/dist" >&2
+  exit 1
+fi
+rm -rf "$FRESH"
+
+echo "== web console in a real browser (playwright-core driving Chromium)"
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+if [ ! -x "$CHROMIUM" ]; then
+  echo "installing Debian's chromium for the console tests"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver; } >/dev/null \
+    || { echo "error: could not install chromium (apt-get install chromium chromium-driver); set CHROMIUM to a Chromium binary" >&2; exit 1; }
+  [ -x "$CHROMIUM" ] || { echo "error: $CHROMIUM not found after installing chromium" >&2; exit 1; }
+fi
+npm_ci tests/console
+CHROMIUM="$CHROMIUM" PONDER_BIN="$PWD/target/release/ponder" node --test tests/console/
 
 echo "== ponder-bench smoke run against a scratch server"
 cargo build --release --quiet -p bench

@@ -245,7 +245,12 @@ def test_paths_outside_the_assets_are_not_served(server):
     h = Http(server.http_port)
     status, headers, body = h.request("GET", "/")
     assert status == 200 and headers["content-type"].startswith("text/html")
-    assert b"console is not built yet" in body
+    # The console (web/dist, committed) is embedded: its page, script and styles.
+    assert b'src="app.js"' in body
+    status, headers, _ = h.request("GET", "/app.js")
+    assert status == 200 and headers["content-type"].startswith("text/javascript")
+    status, headers, _ = h.request("GET", "/app.css")
+    assert status == 200 and headers["content-type"].startswith("text/css")
     for path in ("/../../../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd",
                  "/js%2f..%2f..%2fetc%2fpasswd", "//etc/passwd", "/.git/config",
                  "/index.html/../../etc/passwd", "/..%5c..%5cetc%5cpasswd",

@@ -2,7 +2,8 @@
 // (tests/conftest.py): a free port, a temporary data directory, the binary named by
 // PONDER_BIN (default target/release/ponder), killed when the test file ends.
 //
-// `startServer()` resolves to { port, proc, stop(), kill() }. `frameProxy(port)` is a
+// `startServer({ args })` resolves to { port, httpPort, proc, stop(), kill() } (`args`:
+// more flags for `ponder serve`). `frameProxy(port)` is a
 // TCP proxy in front of a server that records the response frames (token, type, notes)
 // the client was sent, and can cut the connection as a dead server would; with
 // `{ coalesceMs }` it holds what the client sends for that long and forwards it as one
@@ -39,12 +40,12 @@ function canConnect(port) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function startServer() {
+async function startServer({ args = [] } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ponder-js-'));
   const port = await freePort();
   const httpPort = await freePort();
   const proc = spawn(BINARY, ['serve', '--directory', dir, '--driver-port', String(port),
-    '--http-port', String(httpPort)], {
+    '--http-port', String(httpPort), ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -64,6 +65,7 @@ async function startServer() {
   const cleanup = () => fs.rmSync(dir, { recursive: true, force: true });
   return {
     port,
+    httpPort,
     proc,
     /** Kills the server at once (SIGKILL), as a crash would. */
     async kill() {
