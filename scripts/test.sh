@@ -30,13 +30,6 @@ echo "== end-to-end tests (Node drivers: rethinkdb, rethinkdbdash, rethinkdb-ts,
 for tool in node npm; do
   command -v "$tool" >/dev/null 2>&1 || { echo "error: $tool not found; the Node driver tests need Node.js 20+ and npm" >&2; exit 1; }
 done
-# Installed from the lock file, again only when the lock file changed since.
-if ! cmp -s tests/js/package-lock.json tests/js/node_modules/.installed-lock.json; then
-  npm ci --prefix tests/js --no-audit --no-fund --loglevel=error >/dev/null
-  cp tests/js/package-lock.json tests/js/node_modules/.installed-lock.json
-fi
-PONDER_BIN="$PWD/target/release/ponder" node --test tests/js/
-
 # `npm ci` in $1 from its lock file, again only when the lock file changed since.
 npm_ci() {
   if ! cmp -s "$1/package-lock.json" "$1/node_modules/.installed-lock.json"; then
@@ -45,6 +38,8 @@ npm_ci() {
     cp "$1/package-lock.json" "$1/node_modules/.installed-lock.json"
   fi
 }
+npm_ci tests/js
+PONDER_BIN="$PWD/target/release/ponder" node --test tests/js/
 
 echo "== web console: type check, and the committed build (web/dist) matches the sources"
 npm_ci web
