@@ -186,6 +186,21 @@ def test_conn_id_missing_and_unknown(server):
     assert h.close("bm9wZQ==")[0] == 200
 
 
+def test_cross_site_posts_are_refused(server):
+    # A page on another site can make the browser POST here (a form needs no
+    # preflight); browsers say so in Origin, and such requests are refused before a
+    # connection is opened or a query runs, even while no login is required.
+    h = Http(server.http_port)
+    for origin in ("http://evil.example", "null", "http://127.0.0.1:1"):
+        status, _, text = h.request("POST", "/ajax/reql/open-new-connection",
+                                    headers={"Origin": origin})
+        assert (status, text) == (403, b"Cross-origin requests are refused.\n"), origin
+    same = "http://127.0.0.1:%d" % server.http_port
+    status, _, _ = h.request("POST", "/ajax/reql/open-new-connection", headers={"Origin": same})
+    assert status == 200
+    assert h.open()  # no Origin: a driver or a script
+
+
 def test_truncated_and_malformed_bodies(server):
     h = Http(server.http_port)
     cid = h.open()

@@ -467,6 +467,12 @@ const SMALL_BODY_BYTES: usize = 64 * 1024;
 
 async fn route(app: &Arc<App>, peer: SocketAddr, req: &Parts, body: Bytes, path: &str) -> Resp {
     let post = req.method == Method::POST;
+    if post && !same_origin(header(req, "origin"), header(req, "host")) {
+        return text(
+            StatusCode::FORBIDDEN,
+            "Cross-origin requests are refused.\n",
+        );
+    }
     if let Some(r) = ajax::route(path, post) {
         return reql(app, peer, req, body, r).await;
     }
@@ -479,6 +485,29 @@ async fn route(app: &Arc<App>, peer: SocketAddr, req: &Parts, body: Bytes, path:
             text(StatusCode::NOT_FOUND, "Not found.\n")
         }
         _ => asset(app, req, path).await,
+    }
+}
+
+/// A header's value as text, when present and readable.
+fn header<'a>(req: &'a Parts, name: &str) -> Option<&'a str> {
+    req.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Whether a POST may be served: browsers name the page that sends a request in
+/// `Origin`, so one from another site (or an opaque `null` origin) is refused before it
+/// can open a connection or run a query, even while no login is required. Requests
+/// without `Origin` (drivers, scripts) are not browser cross-site requests.
+fn same_origin(origin: Option<&str>, host: Option<&str>) -> bool {
+    let Some(origin) = origin else {
+        return true;
+    };
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+        .map(|rest| rest.trim_end_matches('/'));
+    match (authority, host) {
+        (Some(a), Some(h)) => !a.is_empty() && a.eq_ignore_ascii_case(h),
+        _ => false,
     }
 }
 
@@ -784,4 +813,33 @@ fn method_not_allowed(allow: &'static str) -> Resp {
     r.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static(allow));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_origin;
+
+    #[test]
+    fn cross_site_posts_are_told_apart() {
+        assert!(same_origin(None, Some("127.0.0.1:8080")));
+        assert!(same_origin(
+            Some("http://127.0.0.1:8080"),
+            Some("127.0.0.1:8080")
+        ));
+        assert!(same_origin(
+            Some("https://Db.Example:8443/"),
+            Some("db.example:8443")
+        ));
+        assert!(!same_origin(
+            Some("http://evil.example"),
+            Some("127.0.0.1:8080")
+        ));
+        assert!(!same_origin(
+            Some("http://127.0.0.1:8081"),
+            Some("127.0.0.1:8080")
+        ));
+        assert!(!same_origin(Some("null"), Some("127.0.0.1:8080")));
+        assert!(!same_origin(Some("http://127.0.0.1:8080"), None));
+        assert!(!same_origin(Some("http://"), Some("")));
+    }
 }
