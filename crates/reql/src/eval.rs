@@ -438,7 +438,7 @@ fn call_flagged(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>, literal_ok: bool) 
                 )));
             }
             let mut env = func.env.clone();
-            if args.len() == 1 {
+            if args.len() == 1 && func.implicit {
                 if let Some(a) = args.first().and_then(Val::share) {
                     env = env.bind(IMPLICIT_VAR_ID, a);
                 }
@@ -490,6 +490,7 @@ pub fn make_func(ev: &Ev) -> Result<Val> {
         .ok_or_else(|| logic("FUNC without body"))?;
     Ok(Val::Func(Func {
         params: Arc::new(params),
+        implicit: body.uses_implicit_var(),
         body,
         env: ev.env.clone(),
     }))

@@ -128,6 +128,9 @@ pub struct Func {
     pub body: Arc<Term>,
     /// Variables captured where the function was created.
     pub env: Env,
+    /// Whether the body reads `r.row` (`Term::uses_implicit_var`), decided once when
+    /// the function is made: a one-argument call binds it only then.
+    pub implicit: bool,
 }
 
 /// A value produced by evaluating a term.
