@@ -15,6 +15,8 @@
 
 mod gen;
 
+pub use gen::query;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -135,10 +137,7 @@ fn build_world() -> World {
         setup(&w, json!([60, [[14, [db]], "t"]]));
         setup(&w, json!([56, [table, [2, docs]]]));
         if shards > 1 {
-            setup(
-                &w,
-                json!([176, [table], {"shards": shards, "replicas": 1}]),
-            );
+            setup(&w, json!([176, [table], {"shards": shards, "replicas": 1}]));
         }
         setup(&w, json!([75, [table, "g"]]));
         setup(&w, json!([140, [table]]));
@@ -155,8 +154,8 @@ fn doc(i: usize) -> Value {
     };
     let s = ["x", "y", "zz", "", "Ab"][i % 5];
     let mut d = json!({"id": id, "s": s, "a": [2, [i % 3, i % 4]], "g": i % 4});
-    if i % 9 != 0 {
-        let n = (i * 7 % 11) as f64 - 3.0 + if i % 5 == 0 { 0.5 } else { 0.0 };
+    if !i.is_multiple_of(9) {
+        let n = (i * 7 % 11) as f64 - 3.0 + if i.is_multiple_of(5) { 0.5 } else { 0.0 };
         d["n"] = json!(n);
     }
     d

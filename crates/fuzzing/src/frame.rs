@@ -14,7 +14,7 @@
 //!   message limits.
 //! - full exchange: the driver's `ScramClient` against the server state machine
 //!   with a fuzzed user, password and nonce: accepted exactly when the password is
-//!   right, and the driver verifies the server's signature.
+//!   right (up to HMAC's zero padding of its key), and the driver verifies the server's signature.
 //! - driver: `ScramClient` and `ScramVerifier` parse arbitrary server messages
 //!   without panicking.
 
@@ -255,7 +255,11 @@ fn full_exchange(data: &[u8]) {
         .chars()
         .filter(|c| c.is_ascii_graphic() && *c != ',')
         .collect();
-    let nonce = if nonce.is_empty() { "n".to_string() } else { nonce };
+    let nonce = if nonce.is_empty() {
+        "n".to_string()
+    } else {
+        nonce
+    };
     let users = users();
     let client = ScramClient::new(user, password, &nonce);
     let mut hs = Handshake::new(Counter(3));
@@ -284,7 +288,15 @@ fn full_exchange(data: &[u8]) {
     let msg = serde_json::json!({ "authentication": client_final });
     buf.put_slice(msg.to_string().as_bytes());
     buf.put_u8(0);
-    let known = matches!((user, password), ("admin", "") | ("fuzz", "pw"));
+    // HMAC pads its key with zeros to 64 bytes (RFC 2104), so in SCRAM without
+    // SASLprep (RethinkDB's and ours) a password and the same password followed by NULs,
+    // up to 64 bytes, are the same password.
+    let padded = |p: &str| p.len() <= 64 && p.bytes().all(|b| b == 0);
+    let known = match (user, password) {
+        ("admin", p) => padded(p),
+        ("fuzz", p) => p.strip_prefix("pw").is_some_and(padded),
+        _ => false,
+    };
     match hs.feed(&mut buf, &users) {
         Ok(Step::Done { user: u, reply, .. }) => {
             assert!(known, "accepted a wrong password for {user:?}");
@@ -296,7 +308,10 @@ fn full_exchange(data: &[u8]) {
             assert!(v.is_ok(), "{v:?}");
         }
         Ok(Step::Reject { failure, .. }) => {
-            assert!(!known, "refused the right password for {user:?}: {failure:?}")
+            assert!(
+                !known,
+                "refused the right password for {user:?}: {failure:?}"
+            )
         }
         other => panic!("unexpected step {other:?}"),
     }

@@ -19,8 +19,8 @@
 
 use bytes::Bytes;
 use datum::{
-    from_json_owned, from_json_slice, from_json_value, from_stored, parse_fast,
-    validate_canonical, Datum, MAX_NESTING,
+    from_json_owned, from_json_slice, from_json_value, from_stored, parse_fast, validate_canonical,
+    Datum, MAX_NESTING,
 };
 
 /// Runs one input.
@@ -37,7 +37,11 @@ pub fn check(data: &[u8]) {
         };
         assert_same(a, &fast, "fast decoder");
         if canonical {
-            assert_eq!(a.to_json_bytes(), data, "canonical text does not print back");
+            assert_eq!(
+                a.to_json_bytes(),
+                data,
+                "canonical text does not print back"
+            );
         }
     }
     if validate_canonical(data) {
@@ -131,8 +135,7 @@ fn same(a: &Datum, b: &Datum) -> bool {
         }
         (Datum::Object(x), Datum::Object(y)) => {
             x.len() == y.len()
-                && x
-                    .iter()
+                && x.iter()
                     .zip(y.iter())
                     .all(|((ka, va), (kb, vb))| ka.as_bytes() == kb.as_bytes() && same(va, vb))
         }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 fn replay(target: &str) {
     let body = fuzzing::target(target).unwrap_or_else(|| panic!("no target {target}"));
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
     let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.map(|e| e.path()))
@@ -56,6 +58,10 @@ fn eval_world_answers() {
     let count = json!([43, [[15, ["t"]]]]);
     assert_eq!(fuzzing::eval::run("dba", &count).as_deref(), Some("40"));
     assert_eq!(fuzzing::eval::run("dbb", &count).as_deref(), Some("40"));
+    let shards = json!([43, [[170, [[174, [[15, ["t"]]]], "shards"]]]]);
+    assert_eq!(fuzzing::eval::run("dba", &shards).as_deref(), Some("1"));
+    let want = fuzzing::eval::SHARDS.to_string();
+    assert_eq!(fuzzing::eval::run("dbb", &shards), Some(want));
     for q in [
         json!([41, [[15, ["t"]]], {"index": "id"}]),
         json!([150, [[43, [[144, [[15, ["t"]], "g"]]]]]]),

@@ -225,7 +225,10 @@ impl Gen<'_, '_> {
             .collect();
         let body = self.gen(ret, depth);
         self.vars.truncate(self.vars.len() - ids.len());
-        Ok(t(69, vec![t(2, ids.into_iter().map(|i| json!(i)).collect()), body?]))
+        Ok(t(
+            69,
+            vec![t(2, ids.into_iter().map(|i| json!(i)).collect()), body?],
+        ))
     }
 
     fn any(&mut self, depth: u32) -> Result<(Ty, Value)> {
@@ -259,7 +262,10 @@ impl Gen<'_, '_> {
                 let tt = *self.u.choose(&[27, 28])?;
                 t(tt, vec![self.gen(Ty::Num, d)?, self.gen(Ty::Num, d)?])
             }
-            2 => t(*self.u.choose(&[183, 184, 185])?, vec![self.gen(Ty::Num, d)?]),
+            2 => t(
+                *self.u.choose(&[183, 184, 185])?,
+                vec![self.gen(Ty::Num, d)?],
+            ),
             3 => {
                 let (_, x) = self.any(d)?;
                 let src = match self.n(3)? {
@@ -269,7 +275,10 @@ impl Gen<'_, '_> {
                 };
                 t(43, vec![src])
             }
-            4 => t(*self.u.choose(&[145, 146, 147, 148])?, vec![self.num_source(d)?]),
+            4 => t(
+                *self.u.choose(&[145, 146, 147, 148])?,
+                vec![self.num_source(d)?],
+            ),
             5 => {
                 let tt = *self.u.choose(&[145, 146, 147, 148])?;
                 let src = self.doc_source(d)?;
@@ -405,7 +414,14 @@ impl Gen<'_, '_> {
                 let tt = *self.u.choose(&[29, 80])?;
                 t(tt, vec![self.gen(me, d)?, self.gen(item, d)?])
             }
-            2 => t(30, vec![self.gen(me, d)?, self.gen(Ty::Num, d)?, self.gen(Ty::Num, d)?]),
+            2 => t(
+                30,
+                vec![
+                    self.gen(me, d)?,
+                    self.gen(Ty::Num, d)?,
+                    self.gen(Ty::Num, d)?,
+                ],
+            ),
             3 => {
                 let tt = *self.u.choose(&[70, 71])?;
                 t(tt, vec![self.gen(me, d)?, self.gen(Ty::Num, d)?])
@@ -539,7 +555,10 @@ impl Gen<'_, '_> {
     fn num_seq(&mut self, d: u32) -> Result<Value> {
         Ok(match self.n(4)? {
             0 => {
-                let (a, b) = (self.u.int_in_range(-3i8..=5)?, self.u.int_in_range(0u8..=10)?);
+                let (a, b) = (
+                    self.u.int_in_range(-3i8..=5)?,
+                    self.u.int_in_range(0u8..=10)?,
+                );
                 t(173, vec![json!(a), json!(b)])
             }
             1 => {
