@@ -29,3 +29,17 @@ pub use nesting::{text_nesting_exceeds, MAX_NESTING};
 pub use order::cmp;
 pub use value::{Datum, Object, Str};
 pub use version::Version;
+
+/// Test hook for the fuzzers (`crates/fuzzing`): whether `from_json_owned` would keep
+/// `bytes` undecoded, i.e. `fast::validate_canonical`. Not an API.
+#[doc(hidden)]
+pub fn validate_canonical(bytes: &[u8]) -> bool {
+    fast::validate_canonical(bytes)
+}
+
+/// Test hook for the fuzzers: the hand-written decoder alone (`None` where it leaves
+/// the input to serde) and whether it found the text canonical. Not an API.
+#[doc(hidden)]
+pub fn parse_fast(bytes: &[u8]) -> Option<(Datum, bool)> {
+    fast::parse(bytes)
+}

@@ -13,6 +13,25 @@ use crate::value::Val;
 
 const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
 
+/// The longest string `add` builds, in bytes (Ponder's bound, as large as the biggest
+/// query a client may send: RethinkDB has none, so a `fold` that doubles a string ran
+/// the server out of memory; docs/compatibility.md).
+pub const MAX_STRING_BYTES: usize = 64 * 1024 * 1024;
+
+/// Concatenates two strings, refusing a result over `MAX_STRING_BYTES`.
+fn concat(a: &str, b: &str) -> Result<Datum> {
+    let len = a.len().saturating_add(b.len());
+    if len > MAX_STRING_BYTES {
+        return Err(crate::error::resource(format!(
+            "String over size limit `{MAX_STRING_BYTES}` bytes (would be {len})."
+        )));
+    }
+    let mut s = String::with_capacity(len);
+    s.push_str(a);
+    s.push_str(b);
+    Ok(Datum::from(s))
+}
+
 /// Checks a computed number is finite.
 pub fn finite(n: f64) -> Result<Datum> {
     if n.is_finite() {
@@ -63,7 +82,7 @@ pub fn add(ev: &Ev) -> Result<Val> {
         let x = ev.datum(i)?;
         acc = match (&acc, &x) {
             (Datum::Number(a), Datum::Number(b)) => finite(a + b)?,
-            (Datum::String(a), Datum::String(b)) => Datum::from(format!("{a}{b}")),
+            (Datum::String(a), Datum::String(b)) => concat(a, b)?,
             (Datum::Array(a), Datum::Array(b)) => {
                 let mut v = Vec::with_capacity(a.len() + b.len());
                 v.extend(a.iter().cloned());
@@ -284,4 +303,47 @@ pub fn random(ev: &Ev) -> Result<Val> {
         )));
     }
     Ok(Val::Datum(Datum::Number(rng.gen_range(l..h) as f64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::ctx::QueryCtx;
+    use crate::value::Env;
+
+    fn run(json: &str) -> std::result::Result<datum::Datum, crate::ReqlError> {
+        let j: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| crate::error::logic(e.to_string()))?;
+        let term = crate::term::compile_term(&j)?;
+        let ctx = Arc::new(QueryCtx::new(
+            Arc::new(crate::access::NoTables {
+                message: "no tables",
+                connect: false,
+            }),
+            "test".into(),
+            0.0,
+        ));
+        let v = crate::eval::eval(&ctx, &Env::default(), &term)?;
+        crate::eval::to_datum(&ctx, v)
+    }
+
+    /// Found by the `eval` fuzz target: a `fold` doubling a string (`acc + acc`) grew it
+    /// to gigabytes within a second. The concatenation now stops at the limit.
+    #[test]
+    fn doubling_a_string_stops_at_the_limit() {
+        // r.range(40).fold("ab", lambda acc, _: acc + acc)
+        let q = r#"[187,[[173,[40]],"ab",[69,[[2,[1,2]],[24,[[10,[1]],[10,[1]]]]]]]]"#;
+        let e = run(q).unwrap_err();
+        assert_eq!(e.kind, crate::ErrorKind::ResourceLimit);
+        assert!(
+            e.message
+                .starts_with("String over size limit `67108864` bytes"),
+            "{}",
+            e.message
+        );
+        // Below the limit, concatenation is unchanged.
+        let q = r#"[187,[[173,[3]],"ab",[69,[[2,[1,2]],[24,[[10,[1]],[10,[1]]]]]]]]"#;
+        assert_eq!(run(q).unwrap().to_json_string(), "\"abababababababab\"");
+    }
 }
