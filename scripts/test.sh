@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: Rust unit tests, the end-to-end tests through the official Python
-# driver and the Node drivers (tests/js, needs node and npm), the web console's checks
-# and its tests in Chromium (tests/console; chromium is installed with apt-get when
-# missing), and RethinkDB's ReQL
-# conformance suite (when ../shared/reql-conformance exists), failing if the suite's
-# pass count drops below the floor in .ci/conformance-floor.
+# driver, the Node drivers (tests/js, needs node and npm) and the official Java driver
+# (tests/java, needs a JDK 17+ and Maven), the web console's checks and its tests in
+# Chromium (tests/console; chromium is installed with apt-get when missing), and
+# RethinkDB's ReQL conformance suite (when ../shared/reql-conformance exists), failing
+# if the suite's pass count drops below the floor in .ci/conformance-floor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +40,13 @@ npm_ci() {
 }
 npm_ci tests/js
 PONDER_BIN="$PWD/target/release/ponder" node --test tests/js/
+
+echo "== end-to-end tests (official Java driver)"
+for tool in java mvn; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "error: $tool not found; the Java driver tests need a JDK 17+ and Maven" >&2; exit 1; }
+done
+# Maven fetches the driver and JUnit into its local repository on the first run.
+PONDER_BIN="$PWD/target/release/ponder" mvn -q -B -Dstyle.color=never -f tests/java/pom.xml test
 
 echo "== web console: type check, and the committed build (web/dist) matches the sources"
 npm_ci web
