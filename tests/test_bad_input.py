@@ -318,6 +318,12 @@ A2000 = list(range(2000))
     pytest.param(term(r.range(4_000_000).map(lambda x: x.mul(2)).sum()), id="range-stream"),
     pytest.param(term(r.expr(A2000).concat_map(
         lambda x: r.expr(A2000).map(lambda y: y.add(x))).sum()), id="array-concat-map"),
+    # 41 arrays that share their halves stand for 2^40 elements: comparing or printing
+    # them would run for hours (datum::work makes those loops see the flag).
+    pytest.param(term(r.range(40).fold([1], lambda acc, x: [acc, acc]).do(
+        lambda v: v.eq(r.range(40).fold([1], lambda acc, x: [acc, acc])))), id="shared-eq"),
+    pytest.param(term(r.range(40).fold([1], lambda acc, x: [acc, acc])
+                      .to_json_string().count()), id="shared-print"),
 ])
 def test_disconnect_interrupts_running_query(server, work):
     """Total CPU the server spends after the client leaves: about 1 s if the query runs

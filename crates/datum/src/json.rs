@@ -186,6 +186,7 @@ impl Datum {
 }
 
 pub(crate) fn write_json(d: &Datum, out: &mut Vec<u8>, _pretty: bool) {
+    crate::work::tick();
     match d {
         Datum::MinVal | Datum::MaxVal | Datum::Null => out.extend_from_slice(b"null"),
         Datum::Bool(true) => out.extend_from_slice(b"true"),
@@ -287,6 +288,7 @@ fn write_string(s: &str, out: &mut Vec<u8>) {
 
 /// RethinkDB's pretty layout for values quoted in error messages.
 pub(crate) fn write_pretty(d: &Datum, out: &mut String, depth: usize) {
+    crate::work::tick();
     match d {
         Datum::Array(a) if !a.is_empty() => {
             out.push('[');

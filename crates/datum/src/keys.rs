@@ -374,6 +374,7 @@ fn strip_fraction_zeros(s: &str) -> &str {
 }
 
 fn encode_into(d: &Datum, out: &mut Vec<u8>, top: bool, kind: Kind) -> Result<(), KeyError> {
+    crate::work::tick();
     match d {
         Datum::MinVal | Datum::MaxVal if kind == Kind::Secondary => {
             return Err(KeyError::BadType(

@@ -19,6 +19,7 @@ mod order;
 pub mod ptype;
 mod value;
 mod version;
+pub mod work;
 
 pub use array::Array;
 pub use json::{

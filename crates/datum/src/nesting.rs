@@ -10,6 +10,9 @@
 //! coroutine stacks instead); the limit is Ponder's, equal to the deepest payload a
 //! query may send, so any value a client can write literally can be stored.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::value::Datum;
 
 /// The deepest nesting of arrays and objects a stored document or a loop's
@@ -20,11 +23,23 @@ impl Datum {
     /// Whether arrays and objects nest more than `limit` levels deep. Iterative, so it is
     /// safe for any depth; an object still held as stored text is measured on its text
     /// (without decoding it, and only when it is long enough to be too deep). Visits at
-    /// most the nodes within `limit + 1` levels.
+    /// most the nodes within `limit + 1` levels; a part shared by several parents (an
+    /// `Arc` held more than once) is explored again only when met deeper than before,
+    /// so values that share their halves cost their size, not their printed size.
     pub fn nesting_exceeds(&self, limit: usize) -> bool {
         let mut stack: Vec<(&Datum, usize)> = vec![(self, 0)];
+        let mut shared: HashMap<usize, usize> = HashMap::new();
         while let Some((d, depth)) = stack.pop() {
+            crate::work::tick();
             let inner = depth + 1;
+            if let Some(p) = shared_ptr(d) {
+                match shared.get(&p) {
+                    Some(&seen) if seen >= depth => continue,
+                    _ => {
+                        shared.insert(p, depth);
+                    }
+                }
+            }
             match d {
                 Datum::Array(a) => {
                     if inner > limit {
@@ -54,6 +69,15 @@ impl Datum {
             }
         }
         false
+    }
+}
+
+/// The address of a container held by more than one parent.
+fn shared_ptr(d: &Datum) -> Option<usize> {
+    match d {
+        Datum::Array(a) if Arc::strong_count(a) > 1 => Some(Arc::as_ptr(a) as usize),
+        Datum::Object(o) if Arc::strong_count(o) > 1 => Some(Arc::as_ptr(o) as usize),
+        _ => None,
     }
 }
 
@@ -127,6 +151,17 @@ mod tests {
             assert!(!outer.nesting_exceeds(4));
             assert!(outer.nesting_exceeds(3));
         }
+    }
+
+    #[test]
+    fn shared_parts_are_measured_once() {
+        let mut d = Datum::Number(1.0);
+        for _ in 0..60 {
+            d = Datum::array(vec![d.clone(), d]);
+        }
+        // 2^60 paths, 61 arrays: answered at once.
+        assert!(!d.nesting_exceeds(60));
+        assert!(d.nesting_exceeds(59));
     }
 
     #[test]

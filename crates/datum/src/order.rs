@@ -15,6 +15,7 @@ use crate::value::Datum;
 
 /// Compares two Datums in ReQL's order.
 pub fn cmp(a: &Datum, b: &Datum) -> Ordering {
+    crate::work::tick();
     match (a, b) {
         (Datum::MinVal, Datum::MinVal) | (Datum::MaxVal, Datum::MaxVal) => return Ordering::Equal,
         (Datum::MinVal, _) | (_, Datum::MaxVal) => return Ordering::Less,

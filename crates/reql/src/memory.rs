@@ -8,7 +8,9 @@
 //! allocator's hot path is a thread-local add. A budget that goes over its limit marks
 //! itself and sets the query's interruption flag: evaluation stops at its next check
 //! (every document read, function call and `r.range` step; `crate::interrupt`) and the
-//! server answers with [`Budget::error`] instead of an interruption.
+//! server answers with [`Budget::error`] instead of an interruption. Entering a budget
+//! also lets the recursive datum operations see the query's flag (`datum::work`), so
+//! printing or comparing a huge shared value stops too.
 //!
 //! What is counted: bytes allocated minus bytes released on the threads while they
 //! evaluate the query, so memory a cursor keeps between batches stays charged and
@@ -57,6 +59,7 @@ impl Budget {
         Entered {
             _budget: self.clone(),
             previous,
+            _watch: datum::work::watch(&self.cancel),
         }
     }
 
@@ -90,6 +93,8 @@ impl Budget {
 pub struct Entered {
     _budget: Arc<Budget>,
     previous: *const Budget,
+    /// Lets long datum operations see the query's flag (`datum::work`).
+    _watch: datum::work::Watch,
 }
 
 impl Drop for Entered {

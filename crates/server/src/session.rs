@@ -360,11 +360,17 @@ impl Session {
                     .interrupted(token, &cancel, &memory)
                     .unwrap_or_else(|| error_frame(token, &e))
             }
+            // An evaluation stopped by its flag unwinds (`datum::work`); anything else
+            // that unwound is a bug, contained to this query.
             None => {
-                return error_frame(
-                    token,
-                    &reql::error::internal("The query failed unexpectedly."),
-                )
+                return self
+                    .interrupted(token, &cancel, &memory)
+                    .unwrap_or_else(|| {
+                        error_frame(
+                            token,
+                            &reql::error::internal("The query failed unexpectedly."),
+                        )
+                    })
             }
         };
         if let Some(t) = ticket {
@@ -454,11 +460,16 @@ impl Session {
                 frame
             }
             None => {
+                let frame = self
+                    .interrupted(token, &cancel, &memory)
+                    .unwrap_or_else(|| {
+                        error_frame(
+                            token,
+                            &reql::error::internal("The query failed unexpectedly."),
+                        )
+                    });
                 self.tokens.lock().slots.remove(&token);
-                error_frame(
-                    token,
-                    &reql::error::internal("The query failed unexpectedly."),
-                )
+                frame
             }
         }
     }

@@ -61,15 +61,7 @@ pub fn finish(w: ResponseWriter, token: u64) -> Vec<u8> {
 
 /// Fails when a result holds `r.minval`/`r.maxval`, which have no JSON form.
 pub fn check_json(d: &Datum) -> Result<(), ReqlError> {
-    match d {
-        Datum::MinVal => Err(reql::error::logic("Cannot convert `r.minval` to JSON.")),
-        Datum::MaxVal => Err(reql::error::logic("Cannot convert `r.maxval` to JSON.")),
-        Datum::Array(a) => a.iter().try_for_each(check_json),
-        // Decoded from JSON text and unchanged since: it holds no minval/maxval.
-        Datum::Object(o) if o.raw_json().is_some() => Ok(()),
-        Datum::Object(o) => o.values().try_for_each(check_json),
-        _ => Ok(()),
-    }
+    reql::terms::control::check_json_able(d)
 }
 
 /// A profile value for `profile: true` queries.

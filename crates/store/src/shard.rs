@@ -223,8 +223,19 @@ impl Shard {
     /// the key still holds version `expect` (`None`: whatever it holds). Runs no user
     /// code: the stripe lock is held only to check the version, stage index entries and
     /// apply one batch. Returns `Applied::Conflict` when the version moved, so the
-    /// caller re-evaluates its write against the current document.
+    /// caller re-evaluates its write against the current document. Never interrupted
+    /// half way (`datum::work::unwatched`): the write, the cache and the feeds stay in
+    /// step.
     pub fn apply(
+        &self,
+        key: &Datum,
+        expect: Option<Version>,
+        change: StoreChange,
+    ) -> Result<Applied, StoreError> {
+        datum::work::unwatched(|| self.apply_now(key, expect, change))
+    }
+
+    fn apply_now(
         &self,
         key: &Datum,
         expect: Option<Version>,

@@ -524,15 +524,32 @@ pub(crate) fn rapidjson_message(serde_msg: &str, empty: bool) -> &'static str {
     }
 }
 
-/// Fails for values with no JSON form (`r.minval`, `r.maxval`).
+/// Fails for values with no JSON form (`r.minval`, `r.maxval`). A part shared by several
+/// parents is checked once, so a value that shares its halves costs its size.
 pub fn check_json_able(d: &Datum) -> Result<()> {
-    match d {
-        Datum::MinVal => Err(logic("Cannot convert `r.minval` to JSON.")),
-        Datum::MaxVal => Err(logic("Cannot convert `r.maxval` to JSON.")),
-        Datum::Array(a) => a.iter().try_for_each(check_json_able),
-        Datum::Object(o) => o.values().try_for_each(check_json_able),
-        _ => Ok(()),
+    let mut seen = std::collections::HashSet::new();
+    let mut stack = vec![d];
+    while let Some(d) = stack.pop() {
+        datum::work::tick();
+        match d {
+            Datum::MinVal => return Err(logic("Cannot convert `r.minval` to JSON.")),
+            Datum::MaxVal => return Err(logic("Cannot convert `r.maxval` to JSON.")),
+            Datum::Array(a) => {
+                if Arc::strong_count(a) == 1 || seen.insert(Arc::as_ptr(a) as usize) {
+                    stack.extend(a.iter());
+                }
+            }
+            // Decoded from JSON text and unchanged since: it holds no minval/maxval.
+            Datum::Object(o) if o.raw_json().is_some() => {}
+            Datum::Object(o) => {
+                if Arc::strong_count(o) == 1 || seen.insert(Arc::as_ptr(o) as usize) {
+                    stack.extend(o.values());
+                }
+            }
+            _ => {}
+        }
     }
+    Ok(())
 }
 
 /// TO_JSON_STRING.
