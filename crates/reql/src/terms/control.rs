@@ -534,17 +534,17 @@ pub fn check_json_able(d: &Datum) -> Result<()> {
         match d {
             Datum::MinVal => return Err(logic("Cannot convert `r.minval` to JSON.")),
             Datum::MaxVal => return Err(logic("Cannot convert `r.maxval` to JSON.")),
-            Datum::Array(a) => {
-                if Arc::strong_count(a) == 1 || seen.insert(Arc::as_ptr(a) as usize) {
-                    stack.extend(a.iter());
-                }
+            Datum::Array(a)
+                if Arc::strong_count(a) == 1 || seen.insert(Arc::as_ptr(a) as usize) =>
+            {
+                stack.extend(a.iter());
             }
             // Decoded from JSON text and unchanged since: it holds no minval/maxval.
             Datum::Object(o) if o.raw_json().is_some() => {}
-            Datum::Object(o) => {
-                if Arc::strong_count(o) == 1 || seen.insert(Arc::as_ptr(o) as usize) {
-                    stack.extend(o.values());
-                }
+            Datum::Object(o)
+                if Arc::strong_count(o) == 1 || seen.insert(Arc::as_ptr(o) as usize) =>
+            {
+                stack.extend(o.values());
             }
             _ => {}
         }
