@@ -31,6 +31,11 @@ pub struct QueryCtx {
     hard_ticket: Mutex<Option<Ticket>>,
     /// The changefeeds this query opened (`terms::changes`).
     pub feeds: crate::terms::changes::FeedCtx,
+    /// Whether the query optimizer may answer terms from indexes (`crate::optimize`;
+    /// the server's `--no-optimizer` and the `optimizer` global optarg turn it off).
+    pub optimizer: bool,
+    /// The plan steps that ran, for the profile (`terms::optimized::PlanLog`).
+    pub plans: Arc<crate::terms::optimized::PlanLog>,
 }
 
 impl QueryCtx {
@@ -45,6 +50,8 @@ impl QueryCtx {
             cancel: Arc::new(AtomicBool::new(false)),
             hard_ticket: Mutex::new(None),
             feeds: Default::default(),
+            optimizer: true,
+            plans: Default::default(),
         }
     }
 

@@ -13,6 +13,7 @@ pub mod error;
 pub mod eval;
 pub mod interrupt;
 pub mod layer;
+pub mod optimize;
 pub mod parallel;
 pub mod plan;
 pub mod slice;

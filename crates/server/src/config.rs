@@ -95,6 +95,10 @@ pub struct ServeArgs {
     /// forgery; RethinkDB has no such option and reaches any address).
     #[arg(long)]
     pub reql_http_public_only: bool,
+    /// Turns the query optimizer off: queries run as RethinkDB runs them, never answered
+    /// from an index they do not name (the `optimizer` global optarg does it per query).
+    #[arg(long)]
+    pub no_optimizer: bool,
     /// Address the HTTP admin listens on ("all" for every interface; default: `--bind`).
     #[arg(long)]
     pub bind_http: Option<String>,
@@ -169,6 +173,7 @@ impl ServeArgs {
             max_connections: self.max_connections,
             handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             eval_threads: self.eval_threads(),
+            optimizer: !self.no_optimizer,
             network: if self.reql_http_public_only {
                 reql::NetworkPolicy::PublicOnly
             } else {
@@ -290,6 +295,8 @@ pub struct Config {
     pub handshake_timeout: Duration,
     /// Query evaluation threads.
     pub eval_threads: usize,
+    /// Whether the query optimizer is on (`--no-optimizer` turns it off).
+    pub optimizer: bool,
     /// The addresses `r.http` may reach.
     pub network: reql::NetworkPolicy,
     /// TLS on the driver port, if set.
@@ -321,6 +328,7 @@ impl Config {
             max_connections: 10_000,
             handshake_timeout: Duration::from_secs(10),
             eval_threads: default_eval_threads(),
+            optimizer: true,
             network: reql::NetworkPolicy::AnyAddress,
             tls: None,
             log_file: None,

@@ -95,6 +95,7 @@ impl Server {
             server_name: config.server_name.clone(),
             pool: Arc::new(pool),
             handshake_timeout: config.handshake_timeout,
+            optimizer: config.optimizer,
         });
         let listening = format!(
             "Ponder {} listening for client driver connections on {}:{}{} (data in {})",

@@ -332,10 +332,12 @@ impl Session {
         let state = self.state.clone();
         let pool = self.state.pool.clone();
         let who = self.who.clone();
+        let plans: Arc<reql::terms::optimized::PlanLog> = Arc::default();
         let job = JobHooks {
             cancel: cancel.clone(),
             session: Arc::downgrade(self),
             token,
+            plans: plans.clone(),
         };
         let run = if reql::plan::runs_inline(&term) {
             // Contained like the pool's jobs: a panic fails this query, not the
@@ -367,7 +369,8 @@ impl Session {
                 return error_frame(token, &e);
             }
         }
-        let prof = profile.then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0));
+        let prof = profile
+            .then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0, &plans.snapshot()));
         // A noreply stream is never continued: drop its cursor.
         let outcome = match outcome {
             Outcome::Batch(items, c, _) if noreply => Outcome::Batch(items, c, true),
@@ -541,6 +544,8 @@ struct JobHooks {
     cancel: Arc<AtomicBool>,
     session: Weak<Session>,
     token: u64,
+    /// Where the query records its plan, for the profile.
+    plans: Arc<reql::terms::optimized::PlanLog>,
 }
 
 /// Evaluates a compiled START query; returns its first answer and the ticket that
@@ -581,6 +586,7 @@ const GLOBAL_OPTARGS: &[&str] = &[
     "index",
     "interleave",
     "ordered",
+    "optimizer",
     "left_bound",
     "max_batch_bytes",
     "max_batch_rows",
@@ -634,6 +640,7 @@ fn run_start(
         cancel,
         session,
         token,
+        plans,
     } = hooks;
     let on_cancel = {
         let cancel = cancel.clone();
@@ -653,6 +660,8 @@ fn run_start(
     )));
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
     ctx.cancel = cancel.clone();
+    ctx.plans = plans;
+    ctx.optimizer = state.optimizer;
     let mut opts = BatchOpts::default();
     for (k, v) in &q.optargs {
         if !GLOBAL_OPTARGS.contains(&k.as_str()) {
@@ -713,6 +722,15 @@ fn run_start(
                 opts.first_scaledown =
                     num(&val).map_or(opts.first_scaledown, |n| n.max(1.0) as usize)
             }
+            // Ponder's own: `optimizer: false` runs the query without the optimizer.
+            "optimizer" => match val {
+                Val::Datum(Datum::Bool(b)) => ctx.optimizer = b,
+                _ => {
+                    return Err(reql::error::logic(
+                        "Expected type BOOL for optarg `optimizer`.",
+                    ))
+                }
+            },
             "changefeed_queue_size" => {
                 if let Some(n) = num(&val).filter(|n| *n >= 1.0) {
                     ctx.feeds.set_queue_size(n as usize);

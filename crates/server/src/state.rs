@@ -18,4 +18,6 @@ pub struct ServerState {
     pub pool: Arc<Pool>,
     /// Longest time a connection may take to finish its handshake (TLS included).
     pub handshake_timeout: std::time::Duration,
+    /// Whether queries may be answered from indexes they do not name (`--no-optimizer`).
+    pub optimizer: bool,
 }
