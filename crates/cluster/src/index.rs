@@ -146,7 +146,9 @@ impl TableIndexes {
                     index: index.clone(),
                 },
             );
-            if !d.ready {
+            if d.ready {
+                store::track_entries(shards, &index).map_err(|e| e.to_string())?;
+            } else {
                 self.spawn_build(d.id.clone(), index, shards.to_vec());
             }
         }
@@ -241,6 +243,9 @@ impl TableIndexes {
             index: id.to_string(),
         });
         index.set_ready();
+        drop(g);
+        // The optimizer's statistics; without them it does not use the index's counts.
+        let _ = store::track_entries(shards, index);
     }
 
     /// `index_drop`.
@@ -319,6 +324,7 @@ impl TableIndexes {
                 spec: e.spec.clone(),
                 ready: e.index.is_ready(),
                 progress: e.index.progress(),
+                entries: e.index.entry_count(),
             })
             .collect()
     }

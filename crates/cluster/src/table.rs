@@ -191,7 +191,12 @@ impl reql::Table for TableHandle {
             .any_shard()
             .index_docs(&idx, &lower, &upper, reverse)
             .map_err(store_err)?;
-        Ok(Box::new(it.map(|r| r.map_err(store_err))))
+        // Documents read from an index count as read in `rethinkdb.stats`, like a scan's.
+        Ok(Box::new(Counted {
+            inner: it,
+            counters: self.counters.clone(),
+            pending: 0,
+        }))
     }
     fn index_count(
         &self,

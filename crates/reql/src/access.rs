@@ -202,6 +202,9 @@ pub struct IndexStatus {
     pub ready: bool,
     /// Build progress in `[0, 1]`.
     pub progress: f64,
+    /// The number of index entries, kept up to date by every write once the index is
+    /// ready (`None` while unknown): the query optimizer's statistics (`crate::optimize`).
+    pub entries: Option<u64>,
 }
 
 /// RethinkDB's error for an unknown index.

@@ -34,6 +34,11 @@ pub struct QueryCtx {
     /// The query's memory budget, entered by every thread that evaluates part of it
     /// (`crate::memory`); none for evaluations the server does not budget.
     pub memory: Option<Arc<crate::memory::Budget>>,
+    /// Whether the query optimizer may answer terms from indexes (`crate::optimize`;
+    /// the server's `--no-optimizer` and the `optimizer` global optarg turn it off).
+    pub optimizer: bool,
+    /// The plan steps that ran, for the profile (`terms::optimized::PlanLog`).
+    pub plans: Arc<crate::terms::optimized::PlanLog>,
 }
 
 impl QueryCtx {
@@ -49,6 +54,8 @@ impl QueryCtx {
             hard_ticket: Mutex::new(None),
             feeds: Default::default(),
             memory: None,
+            optimizer: true,
+            plans: Default::default(),
         }
     }
 

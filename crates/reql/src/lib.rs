@@ -14,6 +14,7 @@ pub mod eval;
 pub mod interrupt;
 pub mod layer;
 pub mod memory;
+pub mod optimize;
 pub mod parallel;
 pub mod plan;
 pub mod slice;

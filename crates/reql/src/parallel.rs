@@ -74,6 +74,10 @@ pub fn aggregate(ev: &Ev) -> Result<Option<Val>> {
     if parts < 2 || table.count()? < MIN_DOCS {
         return Ok(None);
     }
+    // An index answers it reading a fraction of the table (`terms::optimized`).
+    if crate::terms::optimized::preempts_parallel(ev.ctx, term, &table)? {
+        return Ok(None);
+    }
     let cuts = table.split_points(parts)?;
     if cuts.is_empty() {
         return Ok(None);

@@ -99,6 +99,10 @@ pub struct ServeArgs {
     /// ReqlResourceLimitError; the server and other queries are unaffected.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub query_memory_mb: u64,
+    /// Turns the query optimizer off: queries run as RethinkDB runs them, never answered
+    /// from an index they do not name (the `optimizer` global optarg does it per query).
+    #[arg(long)]
+    pub no_optimizer: bool,
     /// Address the HTTP admin listens on ("all" for every interface; default: `--bind`).
     #[arg(long)]
     pub bind_http: Option<String>,
@@ -174,6 +178,7 @@ impl ServeArgs {
             handshake_timeout: Duration::from_secs(self.handshake_timeout_secs),
             eval_threads: self.eval_threads(),
             query_memory_mb: self.query_memory_mb,
+            optimizer: !self.no_optimizer,
             network: if self.reql_http_public_only {
                 reql::NetworkPolicy::PublicOnly
             } else {
@@ -295,6 +300,8 @@ pub struct Config {
     pub handshake_timeout: Duration,
     /// Query evaluation threads.
     pub eval_threads: usize,
+    /// Whether the query optimizer is on (`--no-optimizer` turns it off).
+    pub optimizer: bool,
     /// The addresses `r.http` may reach.
     pub network: reql::NetworkPolicy,
     /// Memory one query may hold, in MB (`reql::memory`).
@@ -328,6 +335,7 @@ impl Config {
             max_connections: 10_000,
             handshake_timeout: Duration::from_secs(10),
             eval_threads: default_eval_threads(),
+            optimizer: true,
             network: reql::NetworkPolicy::AnyAddress,
             query_memory_mb: 1024,
             tls: None,

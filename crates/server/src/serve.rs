@@ -96,6 +96,7 @@ impl Server {
             pool: Arc::new(pool),
             handshake_timeout: config.handshake_timeout,
             query_memory: config.query_memory_mb.saturating_mul(1 << 20),
+            optimizer: config.optimizer,
         });
         let listening = format!(
             "Ponder {} listening for client driver connections on {}:{}{} (data in {})",

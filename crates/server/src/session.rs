@@ -336,11 +336,13 @@ impl Session {
         let pool = self.state.pool.clone();
         let who = self.who.clone();
         let memory = Budget::new(self.state.query_memory, cancel.clone());
+        let plans: Arc<reql::terms::optimized::PlanLog> = Arc::default();
         let job = JobHooks {
             cancel: cancel.clone(),
             memory: memory.clone(),
             session: Arc::downgrade(self),
             token,
+            plans: plans.clone(),
         };
         let run = if reql::plan::runs_inline(&term) {
             // Contained like the pool's jobs: a panic fails this query, not the
@@ -378,7 +380,8 @@ impl Session {
                 return error_frame(token, &e);
             }
         }
-        let prof = profile.then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0));
+        let prof = profile
+            .then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0, &plans.snapshot()));
         // A noreply stream is never continued: drop its cursor.
         let outcome = match outcome {
             Outcome::Batch(items, c, _) if noreply => Outcome::Batch(items, c, true),
@@ -562,6 +565,8 @@ struct JobHooks {
     memory: Arc<Budget>,
     session: Weak<Session>,
     token: u64,
+    /// Where the query records its plan, for the profile.
+    plans: Arc<reql::terms::optimized::PlanLog>,
 }
 
 /// Evaluates a compiled START query; returns its first answer and the ticket that
@@ -602,6 +607,7 @@ const GLOBAL_OPTARGS: &[&str] = &[
     "index",
     "interleave",
     "ordered",
+    "optimizer",
     "left_bound",
     "max_batch_bytes",
     "max_batch_rows",
@@ -656,6 +662,7 @@ fn run_start(
         memory,
         session,
         token,
+        plans,
     } = hooks;
     let _memory = memory.enter();
     let on_cancel = {
@@ -677,6 +684,8 @@ fn run_start(
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
     ctx.memory = Some(memory.clone());
     ctx.cancel = cancel.clone();
+    ctx.plans = plans;
+    ctx.optimizer = state.optimizer;
     let mut opts = BatchOpts::default();
     for (k, v) in &q.optargs {
         if !GLOBAL_OPTARGS.contains(&k.as_str()) {
@@ -737,6 +746,15 @@ fn run_start(
                 opts.first_scaledown =
                     num(&val).map_or(opts.first_scaledown, |n| n.max(1.0) as usize)
             }
+            // Ponder's own: `optimizer: false` runs the query without the optimizer.
+            "optimizer" => match val {
+                Val::Datum(Datum::Bool(b)) => ctx.optimizer = b,
+                _ => {
+                    return Err(reql::error::logic(
+                        "Expected type BOOL for optarg `optimizer`.",
+                    ))
+                }
+            },
             "changefeed_queue_size" => {
                 if let Some(n) = num(&val).filter(|n| *n >= 1.0) {
                     ctx.feeds.set_queue_size(n as usize);

@@ -20,4 +20,6 @@ pub struct ServerState {
     pub handshake_timeout: std::time::Duration,
     /// The memory budget of each query, in bytes (`reql::memory`).
     pub query_memory: u64,
+    /// Whether queries may be answered from indexes they do not name (`--no-optimizer`).
+    pub optimizer: bool,
 }

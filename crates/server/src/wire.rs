@@ -64,12 +64,18 @@ pub fn check_json(d: &Datum) -> Result<(), ReqlError> {
     reql::terms::control::check_json_able(d)
 }
 
-/// A profile value for `profile: true` queries.
-pub fn profile_json(ms: f64) -> Vec<u8> {
+/// A profile value for `profile: true` queries, in RethinkDB's shape: one task for the
+/// query whose sub-tasks are the plan steps that ran (`reql::terms::optimized::PlanLog`:
+/// which index or scan, and the documents it read).
+pub fn profile_json(ms: f64, plans: &[(String, f64)]) -> Vec<u8> {
+    let steps: Vec<serde_json::Value> = plans
+        .iter()
+        .map(|(d, ms)| serde_json::json!({"description": d, "duration(ms)": ms, "sub_tasks": []}))
+        .collect();
     serde_json::json!([{
         "description": "Evaluating query.",
         "duration(ms)": ms,
-        "sub_tasks": []
+        "sub_tasks": steps
     }])
     .to_string()
     .into_bytes()

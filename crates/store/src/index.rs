@@ -47,6 +47,9 @@ pub struct SecondaryIndex {
     done: AtomicU64,
     total: AtomicU64,
     cancelled: AtomicBool,
+    /// The number of entries, once `track_entries` counted them (-1 before): kept up to
+    /// date by every write under its stripe lock, for the query optimizer's estimates.
+    entry_count: std::sync::atomic::AtomicI64,
 }
 
 impl SecondaryIndex {
@@ -60,6 +63,7 @@ impl SecondaryIndex {
             done: AtomicU64::new(0),
             total: AtomicU64::new(0),
             cancelled: AtomicBool::new(false),
+            entry_count: std::sync::atomic::AtomicI64::new(-1),
         })
     }
 
@@ -123,6 +127,18 @@ impl SecondaryIndex {
             .collect()
     }
 
+    /// The number of entries, when tracked (`track_entries`); exact between writes.
+    pub fn entry_count(&self) -> Option<u64> {
+        u64::try_from(self.entry_count.load(Ordering::SeqCst)).ok()
+    }
+
+    /// Adds a write's change in entries (under its stripe lock, once applied).
+    pub(crate) fn note_entries(&self, delta: i64) {
+        if delta != 0 && self.entry_count.load(Ordering::SeqCst) >= 0 {
+            self.entry_count.fetch_add(delta, Ordering::SeqCst);
+        }
+    }
+
     /// Starts the progress count of a backfill over `n` documents (of every shard).
     pub fn set_total(&self, n: u64) {
         self.total.store(n, Ordering::Relaxed);
@@ -143,12 +159,14 @@ pub(crate) fn stage_changes(
     old: Option<&Datum>,
     new: Option<(&Datum, &[u8])>,
     batch: &mut storage::WriteBatch,
-) {
+) -> Vec<i64> {
+    let mut deltas = Vec::with_capacity(indexes.len());
     for idx in indexes {
         let old_keys = old.map(|d| idx.entry_keys(pk, d)).unwrap_or_default();
         let new_e = new
             .map(|(d, json)| idx.entries(pk, d, json))
             .unwrap_or_default();
+        deltas.push(new_e.len() as i64 - old_keys.len() as i64);
         for (k, _) in old_keys {
             if !new_e.iter().any(|(n, _)| *n == k) {
                 batch.delete(&idx.space, k);
@@ -158,6 +176,24 @@ pub(crate) fn stage_changes(
             batch.put(&idx.space, k, v);
         }
     }
+    deltas
+}
+
+/// Counts the entries of a ready index once and from then on keeps the count up to date
+/// (`SecondaryIndex::entry_count`): the count is taken while no write to any of `shards`
+/// (every shard the index is registered with) can apply, and every later write adds its
+/// change under its stripe lock, so the count stays exact. Blocks writes to the table
+/// for one count of the index (at start-up and when a build finishes).
+pub fn track_entries(shards: &[Arc<crate::Shard>], idx: &SecondaryIndex) -> Result<(), StoreError> {
+    let Some(first) = shards.first() else {
+        return Ok(());
+    };
+    crate::quiesce_all(shards, || {
+        let n = first.index_count(idx, &Bound::Unbounded, &Bound::Unbounded)?;
+        idx.entry_count
+            .store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
+        Ok(())
+    })
 }
 
 /// The value of an index entry. Current entries are `0x02 ‖ len(W) as u32 BE ‖ W ‖ D`:

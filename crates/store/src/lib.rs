@@ -25,7 +25,7 @@ mod shard;
 pub use cache::CacheBudget;
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
 pub use feeds::quiesce_all;
-pub use index::{EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
+pub use index::{track_entries, EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use range::KeyRange;
 pub use sample::split_sorted;
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};

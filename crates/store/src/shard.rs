@@ -258,12 +258,13 @@ impl Shard {
         let mut batch = WriteBatch::new();
         // Held until applied: registering an index waits for this write (index.rs).
         let indexes = self.indexes.read();
+        let deltas;
         let new = match change {
             StoreChange::Keep => return Ok(Applied::Done((old.clone(), old, None))),
             StoreChange::Put(mut d) => {
                 let json = d.to_json_bytes_kept();
                 let new = Some((&d, json.as_slice()));
-                crate::index::stage_changes(&indexes, &k, old.as_ref(), new, &mut batch);
+                deltas = crate::index::stage_changes(&indexes, &k, old.as_ref(), new, &mut batch);
                 batch.put(&self.space, k.clone(), json);
                 Some(d)
             }
@@ -271,7 +272,7 @@ impl Shard {
                 if old.is_none() {
                     return Ok(Applied::Done((None, None, None)));
                 }
-                crate::index::stage_changes(&indexes, &k, old.as_ref(), None, &mut batch);
+                deltas = crate::index::stage_changes(&indexes, &k, old.as_ref(), None, &mut batch);
                 batch.delete(&self.space, k.clone());
                 None
             }
@@ -282,6 +283,10 @@ impl Shard {
         self.cache
             .end_write(stripe, &k, new.as_ref().filter(|_| applied.is_ok()));
         applied?;
+        // Under the stripe lock, like the document count (`index::track_entries`).
+        for (idx, d) in indexes.iter().zip(deltas) {
+            idx.note_entries(d);
+        }
         drop(indexes);
         let ticket = self.commit.ticket();
         // Still under the stripe lock: one document's changes reach feeds in commit order.

@@ -124,6 +124,10 @@ pub fn eval_groupable(ev: &Ev) -> Result<Val> {
     if let Some(v) = crate::parallel::aggregate(ev)? {
         return Ok(v);
     }
+    // Or an index may answer it (`order_by(f)`, `.limit(n)`, `min`/`max(f)` of a table).
+    if let Some(v) = crate::terms::optimized::before_arg0(ev)? {
+        return Ok(v);
+    }
     match ev.arg(0)? {
         Val::Grouped(Grouped::Stream(gs)) if grouped_seq_op(ev) => stream_op(ev, gs),
         Val::Grouped(g) => {

@@ -30,6 +30,7 @@ pub mod json_check;
 pub mod math;
 pub mod number_text;
 pub mod object;
+pub mod optimized;
 pub mod seq;
 pub mod stream;
 pub mod strings;

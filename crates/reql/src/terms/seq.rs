@@ -185,7 +185,13 @@ pub fn filter_call(
 
 /// FILTER.
 pub fn filter(ev: &Ev) -> Result<Val> {
-    let seq = ev.seq(0)?;
+    let seq = match ev.arg(0)? {
+        // A whole table: maybe answered from an index (`terms::optimized`).
+        Val::Table(t) if t.slice().is_none() => {
+            crate::terms::optimized::filter_source(ev, &t).at(0)?
+        }
+        v => ev.to_seq(v).at(0)?,
+    };
     // The predicate may be an object holding `r.literal` (RethinkDB evaluates it with
     // `LITERAL_OK`); such a value is matched as itself.
     let pred = Predicate::new(ev.ctx, ev.arg_literal_ok(1)?).at(1)?;
@@ -348,7 +354,7 @@ fn unreachable_val() -> ! {
 }
 
 /// A non-negative integer argument of LIMIT/SKIP.
-fn non_negative(ev: &Ev, i: usize, what: &str) -> Result<usize> {
+pub(crate) fn non_negative(ev: &Ev, i: usize, what: &str) -> Result<usize> {
     let d = ev.datum(i)?;
     let n = expect_int(&d).at(i)?;
     if n < 0 {
