@@ -146,7 +146,9 @@ test('a changefeed in the Data Explorer streams another client\'s write', async 
 
 test('the dashboard chart moves with writes', async () => {
   await page.click('nav >> text=Dashboard');
-  const before = await page.evaluate(() => Number(document.querySelector('.dashboard').dataset.samples));
+  // The page renders after the click: wait for the dashboard before reading it.
+  await page.locator('.dashboard').waitFor();
+  const before = await page.evaluate(() => Number(document.querySelector('.dashboard')?.dataset.samples ?? 0));
   let writing = true;
   const writer = (async () => {
     let i = 0;
