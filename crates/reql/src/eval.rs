@@ -579,14 +579,7 @@ mod tests {
     use super::*;
 
     fn run(q: &str) -> Result<Datum> {
-        let ctx = Arc::new(QueryCtx::new(
-            Arc::new(crate::access::NoTables {
-                message: "no tables",
-                connect: false,
-            }),
-            "test".into(),
-            0.0,
-        ));
+        let ctx = crate::testing::no_tables_ctx();
         let term = crate::term::compile_term(&serde_json::from_str(q).expect("json"))?;
         let v = eval(&ctx, &Env::default(), &term)?;
         to_datum(&ctx, v)

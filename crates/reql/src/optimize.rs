@@ -203,11 +203,7 @@ impl Row {
         match t.tt {
             T::IMPLICIT_VAR => true,
             T::VAR => {
-                let id = t
-                    .args
-                    .first()
-                    .and_then(|a| a.datum.as_f64())
-                    .map(|n| n as i64);
+                let id = t.var_id();
                 id.is_some() && id == self.param
             }
             _ => false,

@@ -53,6 +53,17 @@ impl Term {
         self.optargs.iter().find(|(k, _)| k == name).map(|(_, t)| t)
     }
 
+    /// The variable a VAR term reads (`None` for other terms).
+    pub fn var_id(&self) -> Option<i64> {
+        if self.tt != TermType::VAR {
+            return None;
+        }
+        self.args
+            .first()
+            .and_then(|a| a.datum.as_f64())
+            .map(|n| n as i64)
+    }
+
     /// True if this term or a descendant is an IMPLICIT_VAR (`r.row`).
     pub fn uses_implicit_var(&self) -> bool {
         if self.tt == TermType::IMPLICIT_VAR {

@@ -17,6 +17,18 @@ use crate::error::{logic, Result};
 use crate::value::DatumStream;
 use crate::write_op::{Applied, WriteOp};
 
+/// A query context over `NoTables` (no catalog, no network), default options.
+pub(crate) fn no_tables_ctx() -> std::sync::Arc<crate::ctx::QueryCtx> {
+    std::sync::Arc::new(crate::ctx::QueryCtx::new(
+        std::sync::Arc::new(crate::access::NoTables {
+            message: "no tables",
+            connect: false,
+        }),
+        "test".into(),
+        0.0,
+    ))
+}
+
 /// A writable table `test.mem` in memory: documents by primary key `id`, in key order.
 /// Its one secondary index, `a`, is each document's field `a` (a document without the
 /// field has no entry; the index is not listed by `index_status`, cannot be changed and

@@ -663,14 +663,7 @@ mod tests {
     use crate::value::{Env, SingleSel};
 
     fn ctx() -> Arc<crate::ctx::QueryCtx> {
-        Arc::new(crate::ctx::QueryCtx::new(
-            Arc::new(crate::access::NoTables {
-                message: "no tables",
-                connect: false,
-            }),
-            "test".into(),
-            0.0,
-        ))
+        crate::testing::no_tables_ctx()
     }
 
     /// Variable 1 bound to `table.get(1)` of a table holding `docs`.

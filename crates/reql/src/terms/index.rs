@@ -67,11 +67,7 @@ pub fn term_to_json(t: &Term, env: &Env) -> Json {
                 .collect(),
         ),
         T::VAR => {
-            let id = t
-                .args
-                .first()
-                .and_then(|a| a.datum.as_f64())
-                .map(|n| n as i64);
+            let id = t.var_id();
             if let Some(Val::Datum(d)) = id.and_then(|id| env.lookup(id)) {
                 return datum_to_json(&d);
             }

@@ -307,23 +307,13 @@ pub fn random(ev: &Ev) -> Result<Val> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use crate::ctx::QueryCtx;
     use crate::value::Env;
 
     fn run(json: &str) -> std::result::Result<datum::Datum, crate::ReqlError> {
         let j: serde_json::Value =
             serde_json::from_str(json).map_err(|e| crate::error::logic(e.to_string()))?;
         let term = crate::term::compile_term(&j)?;
-        let ctx = Arc::new(QueryCtx::new(
-            Arc::new(crate::access::NoTables {
-                message: "no tables",
-                connect: false,
-            }),
-            "test".into(),
-            0.0,
-        ));
+        let ctx = crate::testing::no_tables_ctx();
         let v = crate::eval::eval(&ctx, &Env::default(), &term)?;
         crate::eval::to_datum(&ctx, v)
     }

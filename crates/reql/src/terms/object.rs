@@ -530,23 +530,13 @@ pub fn key(s: &str) -> Str {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use crate::ctx::QueryCtx;
     use crate::value::{Env, Val};
 
     /// Compiles and evaluates a JSON term; the result as JSON, or the error message.
     fn run(json: &str) -> std::result::Result<String, String> {
         let j: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
         let term = crate::term::compile_term(&j).map_err(|e| e.message)?;
-        let ctx = Arc::new(QueryCtx::new(
-            Arc::new(crate::access::NoTables {
-                message: "no tables",
-                connect: false,
-            }),
-            "test".into(),
-            0.0,
-        ));
+        let ctx = crate::testing::no_tables_ctx();
         let v = crate::eval::eval(&ctx, &Env::default(), &term).map_err(|e| e.message)?;
         let v = match v {
             Val::Seq(s) => Val::Datum(datum::Datum::array(s.collect(1000).map_err(|e| e.message)?)),
