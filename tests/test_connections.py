@@ -69,13 +69,15 @@ def test_a_slow_but_finished_handshake_is_served(capped):
 
 
 def test_pipelined_queries_left_unread_do_not_grow_the_server(server):
-    """3,000 queries of ~110 KB answers each, sent without reading: without a bound the
-    server would hold ~330 MB for this one connection."""
+    """6,000 queries of ~110 KB answers each, sent without reading: without a bound the
+    server would hold ~660 MB for this one connection. With the bounds (32 started
+    queries, 32 MiB of unread answers) it grows by 170-200 MiB, mostly memory the
+    allocator keeps after the answers were built and freed."""
     from reqlwire import RawConn, rss_kib, term
     raw = RawConn(server.port, timeout=60)
     q = term(r.range(20000).coerce_to("array"))
     before = rss_kib(server.proc.pid)
-    n = 3000
+    n = 6000
     sent = 0
     raw.sock.setblocking(False)
     deadline = time.time() + 20
@@ -92,7 +94,7 @@ def test_pipelined_queries_left_unread_do_not_grow_the_server(server):
         peak = max(peak, rss_kib(server.proc.pid))
     time.sleep(1.0)
     peak = max(peak, rss_kib(server.proc.pid))
-    assert peak - before < 200 * 1024, "server grew by %d MiB" % ((peak - before) // 1024)
+    assert peak - before < 300 * 1024, "server grew by %d MiB" % ((peak - before) // 1024)
     # Everything sent is answered once the client reads.
     raw.sock.setblocking(True)
     got = 0
