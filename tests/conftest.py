@@ -102,6 +102,18 @@ def make_server():
         d.cleanup()
 
 
+def self_signed_cert(directory):
+    """A throw-away key and self-signed certificate for localhost/127.0.0.1 in
+    `directory`: (key path, cert path)."""
+    key, cert = os.path.join(directory, "key.pem"), os.path.join(directory, "cert.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+         "-out", cert, "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True)
+    return key, cert
+
+
 def assert_serving(server, **kw):
     """Fails unless `server` is alive and answers a fresh connection correctly."""
     assert server.proc.poll() is None, "ponder exited with %r" % server.proc.returncode

@@ -1,11 +1,11 @@
 """The `rethinkdb` system database, users, permissions and TLS, through the official
 Python driver."""
-import os
-import subprocess
 import tempfile
 
 import pytest
 from rethinkdb import r
+
+from conftest import self_signed_cert
 from rethinkdb.errors import ReqlOpFailedError, ReqlPermissionError, ReqlAuthError
 
 
@@ -184,12 +184,7 @@ def test_permission_scopes(server, conn):
 
 def test_tls_driver_port(make_server):
     with tempfile.TemporaryDirectory() as d:
-        key, cert = os.path.join(d, "key.pem"), os.path.join(d, "cert.pem")
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-             "-out", cert, "-days", "1", "-subj", "/CN=localhost",
-             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-            check=True, capture_output=True)
+        key, cert = self_signed_cert(d)
         s = make_server(extra=["--driver-tls-key", key, "--driver-tls-cert", cert])
         c = r.connect("127.0.0.1", s.port, ssl={"ca_certs": cert})
         try:

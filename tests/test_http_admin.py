@@ -12,13 +12,14 @@ import re
 import socket
 import ssl
 import struct
-import subprocess
 import tempfile
 import time
 import urllib.parse
 
 import pytest
 from rethinkdb import r
+
+from conftest import self_signed_cert
 from rethinkdb.ast import ReQLEncoder
 from rethinkdb.errors import ReqlPermissionError
 
@@ -469,12 +470,7 @@ def test_no_http_admin_and_tls(make_server):
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", s.http_port), timeout=5).close()
     with tempfile.TemporaryDirectory() as d:
-        key, cert = os.path.join(d, "key.pem"), os.path.join(d, "cert.pem")
-        subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
-             "-out", cert, "-days", "1", "-subj", "/CN=localhost",
-             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-            check=True, capture_output=True)
+        key, cert = self_signed_cert(d)
         s = make_server(extra=["--http-tls-key", key, "--http-tls-cert", cert])
         ctx = ssl.create_default_context(cafile=cert)
         h = Http(s.http_port, tls_context=ctx)
