@@ -7,7 +7,8 @@ import time
 from rethinkdb import r
 
 from conftest import assert_serving
-from reqlwire import SUCCESS_ATOM, RawConn, WAIT_COMPLETE, SERVER_INFO_RESPONSE, term
+from reqlwire import (CLIENT_ERROR, SUCCESS_ATOM, SUCCESS_PARTIAL, SUCCESS_SEQUENCE,
+                      RawConn, WAIT_COMPLETE, SERVER_INFO_RESPONSE, term)
 
 SLOW_N = 1_000_000
 SLOW = term(r.range(SLOW_N).map(lambda x: x.mul(2)).sum())   # ~0.1-0.3 s of work
@@ -106,6 +107,56 @@ def test_noreply_wait_waits_for_slow_noreply_query(conn):
     r.table("noreply2").insert({"id": "late"}).run(conn, noreply=True)
     conn.noreply_wait()
     assert r.table("noreply2").get("late").run(conn) == {"id": "late"}
+
+
+def test_noreply_wait_is_not_held_by_later_noreply_queries(server):
+    """NOREPLY_WAIT waits for the noreply queries sent before it, not for those sent
+    after it (RethinkDB numbers queries on arrival): a very long noreply query sent
+    after the wait does not delay its answer."""
+    c = RawConn(server.port)
+    try:
+        c.start(1, SLOW, {"noreply": True})
+        c.send_frame(2, [4])                                   # NOREPLY_WAIT
+        # Would run for minutes; ended when the connection closes.
+        c.start(3, term(r.range(10 ** 9).map(lambda x: x.mul(2)).sum()), {"noreply": True})
+        token, resp = c.recv()
+        assert (token, resp["t"]) == (2, WAIT_COMPLETE), resp
+        # The long query is still running: the wait did not wait for it.
+        jobs = c.query(4, term(r.db("rethinkdb").table("jobs")
+                               .filter({"type": "query"}).count()))
+        assert jobs["r"][0] >= 2, jobs
+    finally:
+        c.close()
+
+
+def test_stop_and_noreply_wait_on_tokens(server):
+    """STOP looks its token up as RethinkDB's does: an open cursor is closed with an
+    empty SUCCESS_SEQUENCE, a token with no query gets "Token N not in stream cache.";
+    NOREPLY_WAIT on a token in use is a duplicate token."""
+    c = RawConn(server.port)
+    try:
+        resp = c.query(10, term(r.range(100000)), {"max_batch_rows": 10})
+        assert resp["t"] == SUCCESS_PARTIAL, resp
+        c.send_frame(10, [4])
+        token, resp = c.recv()
+        assert (token, resp["t"], resp["r"]) == (10, CLIENT_ERROR, ["ERROR: duplicate token 10"])
+        c.stop(10)
+        token, resp = c.recv()
+        assert (token, resp["t"], resp["r"]) == (10, SUCCESS_SEQUENCE, []), resp
+        for unknown in (10, 77):
+            c.stop(unknown)
+            token, resp = c.recv()
+            assert (token, resp["t"], resp["r"]) == \
+                (unknown, CLIENT_ERROR, ["Token %d not in stream cache." % unknown]), resp
+        # A finished stream leaves nothing to stop either.
+        resp = c.query(11, term(r.range(3)))
+        assert (resp["t"], resp["r"]) == (SUCCESS_SEQUENCE, [0, 1, 2]), resp
+        c.stop(11)
+        token, resp = c.recv()
+        assert (token, resp["t"]) == (11, CLIENT_ERROR), resp
+        assert c.query(12, [24, [1, 1]])["r"] == [2]
+    finally:
+        c.close()
 
 
 def test_many_connections_concurrently(server):

@@ -13,7 +13,7 @@
 //! (`reql::interrupt`) and `interrupted` answers as RethinkDB does. The query stays in
 //! `jobs` while its cursor lives (the cursor holds its `JobGuard`).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,6 @@ use proto::query::{parse_query, Query};
 use proto::response::ResponseWriter;
 use reql::memory::Budget;
 use reql::{QueryCtx, ReqlError, Sequence, Val};
-use tokio::sync::Notify;
 
 use crate::outbox::Outbox;
 use crate::principal::Principal;
@@ -33,9 +32,10 @@ use crate::state::ServerState;
 
 mod batch;
 mod feed;
+mod noreply;
 mod tokens;
 use crate::wire::{check_json, error_frame, finish, profile_json};
-use tokens::{Claim, Slot, Tokens};
+use tokens::{duplicate_token, Claim, Slot, Tokens};
 
 /// Batch limits from the global optargs (RethinkDB's names and defaults).
 #[derive(Clone, Copy)]
@@ -84,8 +84,8 @@ pub struct Session {
     /// waits here (and so stops being read) once `MAX_STARTED` are in flight.
     started: Arc<tokio::sync::Semaphore>,
     tokens: Mutex<Tokens>,
-    noreply_running: AtomicUsize,
-    noreply_done: Notify,
+    /// The noreply queries running, for NOREPLY_WAIT (`noreply.rs`).
+    noreply: Arc<noreply::NoreplyOrder>,
     /// Set when the connection closes (each query also has its own flag, set then too).
     cancel: Arc<AtomicBool>,
     /// The authenticated user and the access enforcing their permissions.
@@ -129,8 +129,7 @@ impl Session {
             out,
             started: Arc::new(tokio::sync::Semaphore::new(MAX_STARTED)),
             tokens: Mutex::new(Tokens::default()),
-            noreply_running: AtomicUsize::new(0),
-            noreply_done: Notify::new(),
+            noreply: Arc::default(),
             cancel: Arc::new(AtomicBool::new(false)),
         })
     }
@@ -162,11 +161,7 @@ impl Session {
                     dup
                 };
                 if duplicate {
-                    let e = ReqlError::new(
-                        reql::ErrorKind::Client,
-                        format!("ERROR: duplicate token {token}"),
-                    );
-                    self.send(error_frame(token, &e)).await;
+                    self.send(duplicate_token(token)).await;
                     return;
                 }
                 // Compiling is cheap and pure; it decides where the query runs.
@@ -198,16 +193,12 @@ impl Session {
                 let Ok(slot) = self.started.clone().acquire_owned().await else {
                     return;
                 };
-                if noreply {
-                    self.noreply_running.fetch_add(1, Ordering::SeqCst);
-                }
+                let ticket = noreply.then(|| self.noreply.begin());
                 tokio::spawn(async move {
                     let _slot = slot;
                     let frame = me.start(token, q, term, noreply, cancel).await;
                     if noreply {
-                        if me.noreply_running.fetch_sub(1, Ordering::SeqCst) == 1 {
-                            me.noreply_done.notify_waiters();
-                        }
+                        drop(ticket);
                         me.serve_owed(token).await;
                     } else {
                         me.finish_turn(token, frame).await;
@@ -225,15 +216,15 @@ impl Session {
                 self.act(token, claim).await;
             }
             QueryType::NOREPLY_WAIT => {
+                if self.tokens.lock().in_use(token) {
+                    self.send(duplicate_token(token)).await;
+                    return;
+                }
+                // Every noreply query that arrived before it, not those after.
+                let earlier = self.noreply.wait_earlier();
                 let me = self.clone();
                 tokio::spawn(async move {
-                    loop {
-                        let notified = me.noreply_done.notified();
-                        if me.noreply_running.load(Ordering::SeqCst) == 0 {
-                            break;
-                        }
-                        notified.await;
-                    }
+                    earlier.await;
                     let w = ResponseWriter::new(ResponseType::WAIT_COMPLETE);
                     me.send(finish(w, token)).await;
                 });

@@ -83,14 +83,25 @@ pub(super) struct Tokens {
     owed: HashMap<u64, VecDeque<Owed>>,
 }
 
-/// RethinkDB's answer to a CONTINUE whose query ended before its turn came
-/// (`query_cache_t::ref_t::fill_response`).
-fn duplicate(token: u64) -> Vec<u8> {
+/// RethinkDB's answer to a START or NOREPLY_WAIT on a token in use, and to a CONTINUE
+/// whose query ended before its turn came (`query_cache_t::ref_t::fill_response`).
+pub(super) fn duplicate_token(token: u64) -> Vec<u8> {
     error_frame(
         token,
         &ReqlError::new(
             reql::ErrorKind::Client,
             format!("ERROR: duplicate token {token}"),
+        ),
+    )
+}
+
+/// RethinkDB's answer to a CONTINUE or STOP on a token with no query.
+fn not_in_cache(token: u64) -> Vec<u8> {
+    error_frame(
+        token,
+        &ReqlError::new(
+            reql::ErrorKind::Client,
+            format!("Token {token} not in stream cache."),
         ),
     )
 }
@@ -118,16 +129,7 @@ impl Tokens {
                 self.owed.insert(token, VecDeque::from([Owed::Continue]));
                 Claim::Queued(None)
             }
-            None => Claim::Answer(
-                error_frame(
-                    token,
-                    &ReqlError::new(
-                        reql::ErrorKind::Client,
-                        format!("Token {token} not in stream cache."),
-                    ),
-                ),
-                None,
-            ),
+            None => Claim::Answer(not_in_cache(token), None),
             Some(slot) => self.take_turn(token, slot),
         }
     }
@@ -151,7 +153,11 @@ impl Tokens {
                 (true, None)
             }
             Some(Slot::Idle(c)) => (false, Some(c)),
-            _ => (false, None),
+            // A cursor its `jobs` row ended: STOP just forgets it, as RethinkDB does.
+            Some(_) => (false, None),
+            None if self.owed.contains_key(&token) => (false, None),
+            // RethinkDB's STOP looks the token up (`query_cache_t::stop_query`).
+            None => return Claim::Answer(not_in_cache(token), None),
         };
         if in_flight || self.owed.contains_key(&token) {
             self.owed.entry(token).or_default().push_back(Owed::Stop);
@@ -178,7 +184,7 @@ impl Tokens {
         Some(match (next, slot) {
             (Owed::Stop, Some(Slot::Idle(c))) => Claim::Answer(stopped(token), Some(c)),
             (Owed::Stop, _) => Claim::Answer(stopped(token), None),
-            (Owed::Continue, None) => Claim::Answer(duplicate(token), None),
+            (Owed::Continue, None) => Claim::Answer(duplicate_token(token), None),
             (Owed::Continue, Some(slot)) => self.take_turn(token, slot),
         })
     }
@@ -189,13 +195,13 @@ impl Tokens {
             // Its `jobs` row was deleted between batches: RethinkDB ends the cursor and
             // answers its next CONTINUE so (`query_cache_t::ref_t::fill_response`).
             Slot::Idle(c) if c.cancel.load(Ordering::SeqCst) => {
-                Claim::Answer(duplicate(token), Some(c))
+                Claim::Answer(duplicate_token(token), Some(c))
             }
             Slot::Idle(c) => {
                 self.slots.insert(token, Slot::Busy(c.cancel.clone()));
                 Claim::Run(c)
             }
-            Slot::Killed => Claim::Answer(duplicate(token), None),
+            Slot::Killed => Claim::Answer(duplicate_token(token), None),
             other => {
                 // In flight: callers checked, but keep the slot and queue the request.
                 self.slots.insert(token, other);
