@@ -118,6 +118,48 @@ CASES = [
      "Cannot perform get_field on a non-object non-sequence `7`."),
     ("group field", lambda: r.expr([7, 8]).group("f").count(), [0, 1],
      "Cannot perform get_field on a non-object non-sequence `7`."),
+    # Bit operations (`bit_arith_ranged_int`): converting blames the argument, the range
+    # check and the shift count's sign blame the term.
+    ("bit_and of a string", lambda: r.expr(1).bit_and("a"), [1],
+     "Expected type NUMBER but found STRING."),
+    ("bit_not of a fraction", lambda: r.expr(1.5).bit_not(), [0], "Number not an integer: 1.5"),
+    ("bit_or out of range", lambda: r.expr(2 ** 53).bit_or(1), [],
+     "Integer too large: 9007199254740992"),
+    ("bit_sal negative count", lambda: r.expr(1).bit_sal(-1), [],
+     "Cannot bit-shift by a negative value"),
+    ("bit_sal count not an integer", lambda: r.expr(1).bit_sal(0.5), [1],
+     "Number not an integer: 0.5"),
+    ("bit_sal overflow", lambda: r.expr(1).bit_sal(2000), [], "Non-finite number: inf"),
+    ("mul overflow", lambda: r.expr(1e308).mul(10), [], "Non-finite number: inf"),
+    # coerce_to: "Cannot coerce" blames the value, the term's own checks the term.
+    ("coerce_to a string that is no number", lambda: r.expr("abc").coerce_to("number"), [],
+     "Could not coerce `abc` to NUMBER."),
+    ("coerce_to an unknown type", lambda: r.expr(1).coerce_to("foo"), [], "Unknown Type: FOO"),
+    ("coerce_to object with a duplicate key",
+     lambda: r.expr([["a", 1], ["a", {"b": 2}]]).coerce_to("object"), [],
+     'Duplicate key "a" in coerced object.  (got 1 and {\n\t"b":\t2\n} as values)'),
+    ("coerce_to object from a bad pair", lambda: r.expr([["a", 1, 2]]).coerce_to("object"), [],
+     "Expected array of size 2, but got size 3."),
+    # `do` takes its arguments as datums: a stream or a table is refused there, blamed on
+    # the argument (the function is argument 0, its first argument 1).
+    ("do over a stream", lambda: r.range(2, 5).do(lambda x: x.add(1)), [1],
+     "Expected type DATUM but found SEQUENCE:\nVALUE SEQUENCE"),
+    ("do over a table", lambda: r.table("bt").do(lambda t: t.count()), [1],
+     'Expected type DATUM but found TABLE:\ntable("bt")'),
+    ("do over a selection", lambda: r.table("bt").filter({"a": 1}).do(lambda t: t.count()), [1],
+     "Expected type DATUM but found SELECTION:\nSELECTION ON table(bt)"),
+    # Index and write hook functions: the function is blamed for not being deterministic
+    # (RethinkDB's `func_t::assert_deterministic`), the term for the hook's arity.
+    ("index function not deterministic", lambda: r.table("bt").index_create(
+        "nd", lambda d: r.table("bt").get(1)), [2],
+     "Could not prove function deterministic.  Index functions must be deterministic."),
+    ("index function not a function", lambda: r.table("bt").index_create("nf", 5), [2],
+     "Expected type FUNCTION but found DATUM:\n5"),
+    ("write hook not deterministic", lambda: r.table("bt").set_write_hook(
+        lambda ctx, old, new: r.js("1")), [1],
+     "Could not prove function deterministic.  Write hook functions must be deterministic."),
+    ("write hook arity", lambda: r.table("bt").set_write_hook(lambda ctx, old: old), [],
+     "Write hook functions must expect 3 arguments."),
     # Rule 7: compile-time checks.
     ("unknown optarg", lambda: r.expr([1]).map(lambda x: x).filter(lambda x: x, bogus=1),
      ["bogus"], "Unrecognized optional argument `bogus`."),

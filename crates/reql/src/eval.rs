@@ -359,14 +359,29 @@ pub fn to_datum(ctx: &QueryCtx, v: Val) -> Result<Datum> {
     }
 }
 
-/// A short printed form of a non-datum value for error messages.
+/// RethinkDB's `trunc_print`: the pretty form, cut at 300 characters.
+pub fn trunc_print(d: &Datum) -> String {
+    let s = d.to_pretty_string();
+    if s.chars().count() > 300 {
+        let mut t: String = s.chars().take(297).collect();
+        t.push_str("...");
+        t
+    } else {
+        s
+    }
+}
+
+/// The printed form of a value in type errors (RethinkDB's `val_t::print`).
 pub fn describe(v: &Val) -> String {
     match v {
+        Val::Table(t) if t.slice().is_some() => format!("SELECTION ON table({})", t.name()),
         Val::Table(t) => format!("table(\"{}\")", t.name()),
         Val::Db(d) => format!("db(\"{d}\")"),
-        Val::Func(_) => "<function>".into(),
-        Val::Seq(_) => "<stream>".into(),
-        Val::Grouped(_) => "<grouped>".into(),
+        Val::Seq(s) => match &s.table {
+            Some(t) => format!("SELECTION ON table({})", t.name()),
+            None => format!("VALUE {}", v.kind_name()),
+        },
+        Val::Func(_) | Val::Grouped(_) => format!("VALUE {}", v.kind_name()),
         Val::Single(s) => s.doc.to_pretty_string(),
         Val::Datum(d) => d.to_pretty_string(),
     }

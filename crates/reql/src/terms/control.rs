@@ -99,10 +99,12 @@ pub fn funcall(ev: &Ev) -> Result<Val> {
     let f = ev.arg(0)?;
     let mut args = Vec::with_capacity(ev.nargs().saturating_sub(1));
     for i in 1..ev.nargs() {
-        let v = ev.arg(i)?;
-        let v = match v {
-            Val::Seq(s) => Val::Datum(Datum::array(s.collect(ev.ctx.array_limit).at(i)?)),
-            other => other,
+        // RethinkDB's `funcall_term_t` takes every argument as a datum (the first may
+        // also be grouped data): a stream that is an array in disguise is collected, a
+        // real stream, table or database fails here, blamed on the argument.
+        let v = match ev.arg(i)? {
+            Val::Grouped(g) if i == 1 => Val::Grouped(g),
+            other => Val::Datum(crate::eval::to_datum(ev.ctx, other).at(i)?),
         };
         args.push(v);
     }
@@ -232,7 +234,8 @@ pub fn type_of(ev: &Ev) -> Result<Val> {
     Ok(Val::Datum(Datum::from(name)))
 }
 
-/// COERCE_TO. RethinkDB charges a failed conversion to the value converted.
+/// COERCE_TO. RethinkDB charges "Cannot coerce X to Y." to the value converted, and its
+/// other checks (an unknown type, a string that is no number, bad pairs) to the term.
 pub fn coerce_to(ev: &Ev) -> Result<Val> {
     let v = ev.arg(0)?;
     let target = ev.string(1)?.to_ascii_uppercase();
@@ -291,9 +294,9 @@ pub fn coerce_datum(d: Datum, target: &str) -> Result<Datum> {
             Datum::Number(_) => Ok(d),
             Datum::String(s) => match crate::terms::number_text::read(s) {
                 crate::terms::number_text::Read::Number(n) => Ok(Datum::Number(n)),
-                crate::terms::number_text::Read::NonFinite(msg) => Err(logic(msg)),
+                crate::terms::number_text::Read::NonFinite(msg) => Err(logic(msg).here()),
                 crate::terms::number_text::Read::Invalid => {
-                    Err(logic(format!("Could not coerce `{s}` to NUMBER.")))
+                    Err(logic(format!("Could not coerce `{s}` to NUMBER.")).here())
                 }
             },
             _ => Err(fail()),
@@ -311,22 +314,34 @@ pub fn coerce_datum(d: Datum, target: &str) -> Result<Datum> {
             Datum::Object(_) if !d.is_ptype() => Ok(d),
             Datum::Array(a) => {
                 let mut m = Object::new();
+                // The pairs are checked by the term itself (RethinkDB's `rcheck`s).
                 for pair in a.iter() {
                     match pair.as_array() {
                         Some([Datum::String(k), v]) => {
+                            if let Some(old) = m.get(k) {
+                                return Err(logic(format!(
+                                    "Duplicate key {} in coerced object.  (got {} and {} as values)",
+                                    Datum::String(k.clone()).to_json_string(),
+                                    crate::eval::trunc_print(old),
+                                    crate::eval::trunc_print(v)
+                                ))
+                                .here());
+                            }
                             m.insert(k.clone(), v.clone());
                         }
                         Some([k, _]) => {
                             return Err(logic(format!(
                                 "Expected type STRING but found {}.",
                                 k.type_name()
-                            )))
+                            ))
+                            .here())
                         }
                         _ => {
                             return Err(logic(format!(
                                 "Expected array of size 2, but got size {}.",
                                 pair.as_array().map_or(0, <[Datum]>::len)
-                            )))
+                            ))
+                            .here())
                         }
                     }
                 }
@@ -349,7 +364,7 @@ pub fn coerce_datum(d: Datum, target: &str) -> Result<Datum> {
         },
         "DATUM" => Ok(d),
         _ if target == from => Ok(d),
-        _ => Err(logic(format!("Unknown Type: {target}"))),
+        _ => Err(logic(format!("Unknown Type: {target}")).here()),
     }
 }
 

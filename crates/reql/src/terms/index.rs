@@ -18,7 +18,7 @@ use serde_json::{json, Value as Json};
 
 use crate::access::{IndexSpec, IndexStatus, Table};
 use crate::ctx::QueryCtx;
-use crate::error::{logic, op_failed, Result};
+use crate::error::{logic, op_failed, Result, WithFrame};
 use crate::eval::{describe, type_error, Ev};
 use crate::term::Term;
 use crate::value::{Env, Val};
@@ -266,8 +266,16 @@ pub fn index_create(ev: &Ev) -> Result<Val> {
             "Index name conflict: `{name}` is the name of the primary key."
         )));
     }
-    let mut spec = if ev.nargs() == 3 {
-        match ev.arg(2)? {
+    // A function the user passed is blamed for its own checks (RethinkDB's `func_t`
+    // raises them); a stored blob or the default `row(name)` leave them to the term.
+    let arg = if ev.nargs() == 3 {
+        Some(ev.arg(2)?)
+    } else {
+        None
+    };
+    let user_function = matches!(arg, Some(Val::Func(_)));
+    let mut spec = if let Some(arg) = arg {
+        match arg {
             Val::Func(f) => {
                 let params: Vec<Json> = f.params.iter().map(|p| json!(p)).collect();
                 IndexSpec {
@@ -289,6 +297,7 @@ pub fn index_create(ev: &Ev) -> Result<Val> {
                     other.kind_name(),
                     describe(&other)
                 )))
+                .at(2)
             }
         }
     } else {
@@ -304,7 +313,12 @@ pub fn index_create(ev: &Ev) -> Result<Val> {
             geo: false,
         }
     };
-    IndexFunction::compile(&spec.function)?;
+    let compiled = IndexFunction::compile(&spec.function);
+    if user_function {
+        compiled.at(2)?;
+    } else {
+        compiled.here()?;
+    }
     if ev.term.optarg("multi").is_some() {
         spec.multi = ev.opt_bool("multi", false)?;
     }

@@ -32,12 +32,17 @@ fn concat(a: &str, b: &str) -> Result<Datum> {
     Ok(Datum::from(s))
 }
 
-/// Checks a computed number is finite.
+/// Checks a computed number is finite (RethinkDB's `datum_t(double)` constructor, whose
+/// error the term computing it is charged with).
 pub fn finite(n: f64) -> Result<Datum> {
     if n.is_finite() {
         Ok(Datum::Number(n))
     } else {
-        Err(logic(format!("Number overflow: {n}")))
+        Err(logic(format!(
+            "Non-finite number: {}",
+            crate::terms::number_text::c_print(n)
+        ))
+        .here())
     }
 }
 
@@ -220,40 +225,64 @@ pub fn rounding(ev: &Ev) -> Result<Val> {
     Ok(Val::Datum(Datum::Number(r)))
 }
 
-fn bit_int(d: &Datum) -> Result<i64> {
-    let n = int_of(d)?;
+/// RethinkDB's `bit_arith_ranged_int`: converting the argument blames it, a value
+/// outside [-2^53, 2^53) blames the term.
+fn bit_int(ev: &Ev, i: usize) -> Result<i64> {
+    let d = ev.datum(i)?;
+    let n = int_of(&d).at(i)?;
     if n as f64 >= MAX_SAFE {
-        return Err(logic(format!("Integer too large: {}", d.to_json_string())));
+        return Err(logic(format!("Integer too large: {}", d.to_json_string())).here());
     }
     Ok(n)
 }
 
-/// BIT_AND, BIT_OR, BIT_XOR, BIT_SAL, BIT_SAR.
+/// BIT_AND, BIT_OR, BIT_XOR.
 pub fn bits(ev: &Ev) -> Result<Val> {
-    let first = ev.datum(0)?;
-    let mut acc = bit_int(&first).at(0)?;
+    let mut acc = bit_int(ev, 0)?;
     for i in 1..ev.nargs() {
-        let d = ev.datum(i)?;
-        let x = bit_int(&d).at(i)?;
+        let x = bit_int(ev, i)?;
         acc = match ev.term.tt {
             T::BIT_AND => acc & x,
             T::BIT_OR => acc | x,
-            T::BIT_XOR => acc ^ x,
-            T::BIT_SAL | T::BIT_SAR if x < 0 => {
-                return Err(logic("Cannot bit-shift by a negative value"))
-            }
-            T::BIT_SAL => acc.checked_shl(x.min(63) as u32).unwrap_or(0),
-            _ => acc >> x.min(63),
+            _ => acc ^ x,
         };
     }
     Ok(Val::Datum(Datum::Number(acc as f64)))
 }
 
+/// BIT_SAL, BIT_SAR: the value is a bit-flippable integer, the count any integer. A
+/// left shift is computed in doubles as RethinkDB's `ldexp` is, so it may leave the
+/// 53-bit range (and overflows to a non-finite number error) rather than wrap.
+pub fn bit_shift(ev: &Ev) -> Result<Val> {
+    let n = bit_int(ev, 0)?;
+    let count = int_of(&ev.datum(1)?).at(1)?;
+    if count < 0 {
+        return Err(logic("Cannot bit-shift by a negative value"));
+    }
+    let out = if ev.term.tt == T::BIT_SAL {
+        if n == 0 {
+            0.0
+        } else if count < 4096 {
+            // Exact: a power of two times an integer below 2^53.
+            (n as f64) * 2f64.powi(count as i32)
+        } else {
+            f64::INFINITY
+        }
+    } else if count > 63 {
+        if n < 0 {
+            -1.0
+        } else {
+            0.0
+        }
+    } else {
+        (n >> count) as f64
+    };
+    Ok(Val::Datum(finite(out)?))
+}
+
 /// BIT_NOT.
 pub fn bit_not(ev: &Ev) -> Result<Val> {
-    let d = ev.datum(0)?;
-    let n = bit_int(&d).at(0)?;
-    Ok(Val::Datum(Datum::Number(!n as f64)))
+    Ok(Val::Datum(Datum::Number(!bit_int(ev, 0)? as f64)))
 }
 
 /// RANDOM: `r.random()`, `r.random(n)`, `r.random(a, b)`, `float: true`.

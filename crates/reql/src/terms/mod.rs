@@ -77,7 +77,8 @@ pub fn dispatch(ev: &Ev) -> Result<Val> {
         T::DIV => math::div(ev),
         T::MOD => math::modulo(ev),
         T::FLOOR | T::CEIL | T::ROUND => math::rounding(ev),
-        T::BIT_AND | T::BIT_OR | T::BIT_XOR | T::BIT_SAL | T::BIT_SAR => math::bits(ev),
+        T::BIT_AND | T::BIT_OR | T::BIT_XOR => math::bits(ev),
+        T::BIT_SAL | T::BIT_SAR => math::bit_shift(ev),
         T::BIT_NOT => math::bit_not(ev),
         T::RANDOM => math::random(ev),
 

@@ -43,7 +43,7 @@ pub fn read(s: &str) -> Read {
 }
 
 /// C's `%g` of a non-finite value.
-fn c_print(v: f64) -> &'static str {
+pub fn c_print(v: f64) -> &'static str {
     match (v.is_nan(), v.is_sign_negative()) {
         (true, false) => "nan",
         (true, true) => "-nan",

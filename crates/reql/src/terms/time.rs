@@ -470,18 +470,6 @@ pub fn parse_iso8601(s: &str, default_tz: &str) -> Result<(f64, String), String>
 // ---------------------------------------------------------------------------------------
 // Term helpers.
 
-/// RethinkDB's `trunc_print`: the pretty form, cut at 300 characters.
-fn trunc_print(d: &Datum) -> String {
-    let s = d.to_pretty_string();
-    if s.chars().count() > 300 {
-        let mut t: String = s.chars().take(297).collect();
-        t.push_str("...");
-        t
-    } else {
-        s
-    }
-}
-
 /// Checks a datum is a TIME (RethinkDB's `as_ptype("TIME")`).
 pub fn expect_time(d: &Datum) -> Result<()> {
     if d.reql_type() == Some("TIME") {
@@ -489,7 +477,7 @@ pub fn expect_time(d: &Datum) -> Result<()> {
     } else {
         Err(logic(format!(
             "Not a TIME pseudotype: `{}`.",
-            trunc_print(d)
+            crate::eval::trunc_print(d)
         )))
     }
 }
@@ -506,7 +494,7 @@ fn time_parts(d: &Datum) -> Result<(f64, String)> {
     let epoch = ptype::time_epoch(d).ok_or_else(|| {
         logic(format!(
             "Invalid time object constructed (no field `epoch_time`):\n{}",
-            trunc_print(d)
+            crate::eval::trunc_print(d)
         ))
     })?;
     let tz = match ptype::time_zone(d) {
@@ -645,7 +633,7 @@ fn bound(ev: &Ev, name: &str, default: &'static str) -> Result<&'static str> {
         Some(d) => Err(logic(format!(
             "Expected `open` or `closed` for optarg `{}` (got `{}`).",
             name,
-            trunc_print(&d)
+            crate::eval::trunc_print(&d)
         )))
         .at_opt(name),
     }

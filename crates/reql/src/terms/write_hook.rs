@@ -30,20 +30,24 @@ use serde_json::{json, Value as Json};
 
 use crate::access::{Change, Table, WriteHook};
 use crate::ctx::QueryCtx;
-use crate::error::{logic, op_failed, ReqlError, Result};
+use crate::error::{logic, op_failed, ReqlError, Result, WithFrame};
 use crate::eval::{call, describe, to_datum, Ev};
 use crate::value::{Env, Func, Val};
 
 /// The prefix of `get_write_hook`'s `function` binary.
 pub const BLOB_PREFIX: &str = "$reql_write_hook_function$";
 
-/// RethinkDB's checks of a hook function: deterministic, then three parameters.
+/// RethinkDB's checks of a hook function: deterministic (its `func_t` checks that, so
+/// the error is left for the caller to charge to the function), then three parameters
+/// (checked by the term).
 fn check_function(f: &Func) -> Result<()> {
     if crate::terms::js::is_js_func(f) || !crate::terms::write::is_deterministic(&f.body) {
-        return Err(logic("Write hook functions must be deterministic."));
+        return Err(logic(
+            "Could not prove function deterministic.  Write hook functions must be deterministic.",
+        ));
     }
     if f.params.len() != 3 {
-        return Err(logic("Write hook functions must expect 3 arguments."));
+        return Err(logic("Write hook functions must expect 3 arguments.").here());
     }
     Ok(())
 }
@@ -102,11 +106,11 @@ pub fn set_write_hook(ev: &Ev) -> Result<Val> {
         Val::Datum(Datum::Null) => None,
         Val::Datum(d) if d.reql_type() == Some("BINARY") => {
             let h = from_blob(&d)?;
-            check_function(&compile(ev.ctx, &h)?)?;
+            check_function(&compile(ev.ctx, &h)?).here()?;
             Some(h)
         }
         Val::Func(f) => {
-            check_function(&f)?;
+            check_function(&f).at(1)?;
             Some(WriteHook {
                 function: function_json(&f),
             })
@@ -117,6 +121,7 @@ pub fn set_write_hook(ev: &Ev) -> Result<Val> {
                 other.kind_name(),
                 describe(&other)
             )))
+            .at(1)
         }
     };
     let created = hook.is_some();
