@@ -314,6 +314,14 @@ impl<'a> Ev<'a> {
         }
     }
 
+    /// Evaluates `left_bound`/`right_bound` (`open_bound`): true for `open`.
+    pub fn opt_open(&self, name: &str, default_open: bool) -> Result<bool> {
+        match self.opt_datum(name)? {
+            None => Ok(default_open),
+            Some(d) => open_bound(name, &d),
+        }
+    }
+
     /// Evaluates the named optarg as a boolean (default when absent).
     pub fn opt_bool(&self, name: &str, default: bool) -> Result<bool> {
         match self.opt_datum(name)? {
@@ -512,6 +520,22 @@ pub fn make_func(ev: &Ev) -> Result<Val> {
 }
 
 /// "Expected type X but found Y." for a datum.
+/// RethinkDB's `open_bool`: a `left_bound`/`right_bound` value, true for `open`. A
+/// non-string fails converting the optarg (charged to it); another string is the term's
+/// own check.
+pub fn open_bound(name: &str, d: &Datum) -> Result<bool> {
+    match d.as_str() {
+        Some("open") => Ok(true),
+        Some("closed") => Ok(false),
+        Some(_) => Err(logic(format!(
+            "Expected `open` or `closed` for optarg `{name}` (got `{}`).",
+            trunc_print(d)
+        ))
+        .here()),
+        None => Err(type_error("STRING", d)).at_opt(name),
+    }
+}
+
 pub fn type_error(expected: &str, found: &Datum) -> crate::error::ReqlError {
     let kind = if matches!(found, Datum::Null) {
         crate::error::ErrorKind::NonExistence

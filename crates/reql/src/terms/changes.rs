@@ -283,17 +283,11 @@ fn datum_of(ev: &Ev, t: &Arc<Term>) -> Result<Datum> {
     to_datum(ev.ctx, v)
 }
 
+/// A bound optarg of `term` (not the term being evaluated): true when closed.
 fn bound(ev: &Ev, term: &Term, name: &str, default_closed: bool) -> Result<bool> {
     match term.optarg(name) {
         None => Ok(default_closed),
-        Some(t) => match datum_of(ev, t)? {
-            Datum::String(s) if &*s == "closed" => Ok(true),
-            Datum::String(s) if &*s == "open" => Ok(false),
-            d => Err(logic(format!(
-                "Expected `open` or `closed` for optarg `{name}` (got `{}`).",
-                d.to_json_string()
-            ))),
-        },
+        Some(t) => Ok(!crate::eval::open_bound(name, &datum_of(ev, t)?)?),
     }
 }
 

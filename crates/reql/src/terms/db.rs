@@ -88,6 +88,7 @@ pub fn table(ev: &Ev) -> Result<Val> {
                     "Read mode `{}` unrecognized (options are \"majority\", \"single\", and \"outdated\").",
                     mode.as_str().unwrap_or(&mode.to_json_string())
                 )))
+                .at_opt("read_mode")
             }
         }
     }

@@ -30,26 +30,24 @@ pub use super::index_read::{
 const BLOB_PREFIX: &str = "$reql_index_function$";
 
 pub(crate) fn expect_table(ev: &Ev, i: usize, what: &str) -> Result<Arc<dyn Table>> {
+    // RethinkDB's `as_table`: a failed conversion is charged to the argument.
     match ev.arg(i)? {
         Val::Table(t) if t.slice().is_none() => Ok(t),
-        Val::Table(t) => Err(logic(format!(
-            "Expected type {what} but found TABLE_SLICE:\ntable(\"{}\")",
-            t.name()
-        ))),
         other => Err(logic(format!(
             "Expected type {what} but found {}:\n{}",
             other.kind_name(),
             describe(&other)
-        ))),
+        )))
+        .at(i),
     }
 }
 
-/// An optarg `index` as a string (RethinkDB: "Expected type STRING but found BOOL.").
+/// An optarg `index` as a string (RethinkDB's `as_str` on it, charged to the optarg).
 pub fn index_opt(ev: &Ev) -> Result<Option<String>> {
     match ev.opt_datum("index")? {
         None => Ok(None),
         Some(Datum::String(s)) => Ok(Some(s.to_string())),
-        Some(d) => Err(type_error("STRING", &d)),
+        Some(d) => Err(type_error("STRING", &d)).at_opt("index"),
     }
 }
 

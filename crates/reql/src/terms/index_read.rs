@@ -13,7 +13,7 @@ use datum::Datum;
 use proto::ql2::TermType as T;
 
 use crate::access::Table;
-use crate::error::{logic, nonexist, Result};
+use crate::error::{logic, nonexist, Result, WithFrame};
 use crate::eval::{describe, type_error, Ev};
 use crate::slice::TableSlice;
 use crate::term::Term;
@@ -118,21 +118,6 @@ pub fn get_all(ev: &Ev) -> Result<Val> {
     }))
 }
 
-/// Reads `left_bound`/`right_bound`: true for the non-default side (`open` on the left,
-/// `closed` on the right).
-fn bound_opt(ev: &Ev, name: &str, right: bool) -> Result<bool> {
-    match ev.opt_datum(name)? {
-        None => Ok(false),
-        Some(Datum::String(s)) if &*s == "open" => Ok(!right),
-        Some(Datum::String(s)) if &*s == "closed" => Ok(right),
-        Some(d) => Err(logic(format!(
-            "Expected `open` or `closed` for optarg `{}` (got `{}`).",
-            name,
-            d.to_json_string()
-        ))),
-    }
-}
-
 fn geo_misuse(t: &Arc<dyn Table>, index: &Option<String>) -> Result<()> {
     if let Some(name) = index {
         if t.index_status()?
@@ -157,6 +142,7 @@ pub fn between(ev: &Ev) -> Result<Val> {
                 other.kind_name(),
                 describe(&other)
             )))
+            .at(0)
         }
     };
     let lo = ev.datum(1)?;
@@ -166,8 +152,8 @@ pub fn between(ev: &Ev) -> Result<Val> {
             "Cannot use `null` in BETWEEN, use `r.minval` or `r.maxval` to denote unboundedness.",
         ));
     }
-    let left_open = bound_opt(ev, "left_bound", false)?;
-    let right_closed = bound_opt(ev, "right_bound", true)?;
+    let left_open = ev.opt_open("left_bound", false)?;
+    let right_closed = !ev.opt_open("right_bound", true)?;
     let requested = index_opt(ev)?;
     let mut slice = match t.slice() {
         Some(s) => {
@@ -218,11 +204,18 @@ fn order_index(ev: &Ev) -> Result<(String, bool)> {
         _ => (false, Some(term.clone())),
     };
     let inner = inner.ok_or_else(|| logic("Expected an index name."))?;
-    let v = crate::eval::eval(ev.ctx, ev.env, &inner)?;
-    match ev.to_datum(v)? {
-        Datum::String(s) => Ok((s.to_string(), desc)),
-        d => Err(type_error("STRING", &d)),
-    }
+    // A bad name is charged to the term that produced it: the optarg, or the argument
+    // of its `r.asc`/`r.desc`.
+    let wrapped = matches!(term.tt, T::DESC | T::ASC);
+    let name = (|| {
+        let v = crate::eval::eval(ev.ctx, ev.env, &inner)?;
+        match ev.to_datum(v)? {
+            Datum::String(s) => Ok(s.to_string()),
+            d => Err(type_error("STRING", &d)),
+        }
+    })();
+    let name = if wrapped { name.at(0) } else { name };
+    Ok((name.at_opt("index")?, desc))
 }
 
 /// ORDER_BY with an `index`: the table (slice) ordered by that index; further sort keys

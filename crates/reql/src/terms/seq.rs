@@ -484,28 +484,8 @@ pub fn slice(ev: &Ev) -> Result<Val> {
     } else {
         None
     };
-    let left_open = match ev.opt_datum("left_bound")? {
-        None => false,
-        Some(Datum::String(s)) if &*s == "open" => true,
-        Some(Datum::String(s)) if &*s == "closed" => false,
-        Some(d) => {
-            return Err(logic(format!(
-                "Expected `open` or `closed` for optarg `left_bound` (got `{}`).",
-                d.to_json_string()
-            )))
-        }
-    };
-    let right_closed = match ev.opt_datum("right_bound")? {
-        None => false,
-        Some(Datum::String(s)) if &*s == "closed" => true,
-        Some(Datum::String(s)) if &*s == "open" => false,
-        Some(d) => {
-            return Err(logic(format!(
-                "Expected `open` or `closed` for optarg `right_bound` (got `{}`).",
-                d.to_json_string()
-            )))
-        }
-    };
+    let left_open = ev.opt_open("left_bound", false)?;
+    let right_closed = !ev.opt_open("right_bound", true)?;
     let end_i = match &end {
         None => None,
         Some(Datum::Number(_)) => Some(expect_int(end.as_ref().unwrap_or(&Datum::Null)).at(2)?),

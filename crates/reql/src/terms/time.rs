@@ -616,27 +616,13 @@ pub fn during(ev: &Ev) -> Result<Val> {
     let (_, t, _) = time_arg(ev, 0)?;
     let (_, lo, _) = time_arg(ev, 1)?;
     let (_, hi, _) = time_arg(ev, 2)?;
-    let left_open = bound(ev, "left_bound", "closed")? == "open";
-    let right_open = bound(ev, "right_bound", "open")? == "open";
+    let left_open = ev.opt_open("left_bound", false)?;
+    let right_open = ev.opt_open("right_bound", true)?;
     let lcmp = lo.total_cmp(&t);
     let rcmp = t.total_cmp(&hi);
     let outside =
         lcmp.is_gt() || (lcmp.is_eq() && left_open) || rcmp.is_gt() || (rcmp.is_eq() && right_open);
     Ok(Val::Datum(Datum::Bool(!outside)))
-}
-
-fn bound(ev: &Ev, name: &str, default: &'static str) -> Result<&'static str> {
-    match ev.opt_datum(name)? {
-        None => Ok(default),
-        Some(Datum::String(s)) if &*s == "open" => Ok("open"),
-        Some(Datum::String(s)) if &*s == "closed" => Ok("closed"),
-        Some(d) => Err(logic(format!(
-            "Expected `open` or `closed` for optarg `{}` (got `{}`).",
-            name,
-            crate::eval::trunc_print(&d)
-        )))
-        .at_opt(name),
-    }
 }
 
 /// DATE: local midnight of the same day, same zone.

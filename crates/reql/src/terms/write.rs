@@ -223,17 +223,22 @@ pub fn insert(ev: &Ev) -> Result<Val> {
             }
             Conflict::Func(Val::Func(f))
         }
-        Some(v) => match ev.to_datum(v)?.as_str() {
-            Some("error") => Conflict::Error,
-            Some("replace") => Conflict::Replace,
-            Some("update") => Conflict::Update,
-            other => {
-                return Err(logic(format!(
-                    "Conflict option `{}` unrecognized (options are \"error\", \"replace\" and \"update\").",
-                    other.unwrap_or_default()
-                )))
+        // RethinkDB's `parse_conflict_optarg`: `as_str`, then `rfail_target` on the
+        // optarg, so both failures are charged to it.
+        Some(v) => {
+            let d = ev.to_datum(v).at_opt("conflict")?;
+            match crate::eval::expect_str(&d).at_opt("conflict")? {
+                "error" => Conflict::Error,
+                "replace" => Conflict::Replace,
+                "update" => Conflict::Update,
+                other => {
+                    return Err(logic(format!(
+                        "Conflict option `{other}` unrecognized (options are \"error\", \"replace\" and \"update\")."
+                    )))
+                    .at_opt("conflict")
+                }
             }
-        },
+        }
     };
     let docs = ev.arg(1)?;
     let mut stats = Stats::default();
