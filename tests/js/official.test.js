@@ -186,6 +186,32 @@ test('errors: compile error for an unknown optional argument', async () => {
   assert.equal(lines[2].trimEnd(), ' '.repeat(at) + '^^^^');
 });
 
+test('noreplyWait waits for earlier noreply writes, not for a later long query', async () => {
+  const c = await r.connect({ host: '127.0.0.1', port: server.port });
+  try {
+    await r.tableCreate('nr').run(c);
+    for (let i = 0; i < 50; i++) r.table('nr').insert({ id: i }).run(c, { noreply: true });
+    const waited = c.noreplyWait();
+    // Sent after the wait: would run for minutes, ends when the connection closes.
+    r.range(1e9).map((x) => x.mul(2)).sum().run(c, { noreply: true });
+    await within(waited, 20000, 'noreplyWait');
+    assert.equal(await r.table('nr').count().run(conn), 50);
+  } finally {
+    await c.close({ noreplyWait: false });
+  }
+});
+
+test('closing a cursor twice, and after it ended, is harmless', async () => {
+  const cur = await r.table('many').run(conn, { maxBatchRows: 10 });
+  await cur.next();
+  await cur.close();
+  await cur.close();
+  const done = await r.range(3).run(conn);
+  assert.deepEqual(await done.toArray(), [0, 1, 2]);
+  await done.close();
+  assert.equal(await r.expr(1).run(conn), 1);
+});
+
 test('a cursor\'s each ends with an error when the connection dies', async () => {
   const proxy = await frameProxy(server.port);
   try {
