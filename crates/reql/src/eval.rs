@@ -44,6 +44,13 @@ thread_local! {
     static PRODUCER: std::cell::RefCell<Option<Path>> = const { std::cell::RefCell::new(None) };
 }
 
+/// Records `term` as the producer of the value just made, when someone wants to know.
+fn note_producer(term: &Term) {
+    if WANT_PRODUCER.with(|w| w.get() > 0) {
+        PRODUCER.with(|p| *p.borrow_mut() = Some(term.path.clone()));
+    }
+}
+
 /// Terms whose value is the value of another term they evaluate last.
 fn passes_value_on(t: &Term) -> bool {
     matches!(t.tt, T::BRANCH | T::FUNCALL)
@@ -80,8 +87,8 @@ pub(crate) fn eval_flagged(
     literal_ok: bool,
 ) -> Result<Val> {
     let r = eval_unblamed(ctx, env, term, literal_ok);
-    if r.is_ok() && !passes_value_on(term) && WANT_PRODUCER.with(|w| w.get() > 0) {
-        PRODUCER.with(|p| *p.borrow_mut() = Some(term.path.clone()));
+    if r.is_ok() && !passes_value_on(term) {
+        note_producer(term);
     }
     match r {
         Ok(Val::Seq(s)) => Ok(Val::Seq(blame_stream(s, term))),
@@ -460,6 +467,15 @@ fn call_flagged(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>, literal_ok: bool) 
                     if func.params.len() == 1 { "" } else { "s" },
                 )));
             }
+            // The compiled body answers or gives up (`compiled`); only for a datum
+            // argument, since a selection passed through must stay a selection.
+            if let (Some(c), [Val::Datum(x)]) = (&func.compiled, args.as_slice()) {
+                if let Some(out) = c.run(x, ctx.array_limit) {
+                    // No compiled term passes its value on: the body made it.
+                    note_producer(&func.body);
+                    return Ok(Val::Datum(out));
+                }
+            }
             let mut env = func.env.clone();
             if args.len() == 1 && func.implicit {
                 if let Some(a) = args.first().and_then(Val::share) {
@@ -511,15 +527,19 @@ pub fn make_func(ev: &Ev) -> Result<Val> {
         .get(1)
         .cloned()
         .ok_or_else(|| logic("FUNC without body"))?;
+    let compiled = match params.as_slice() {
+        [p] => crate::compiled::compile(*p, &body).map(Arc::new),
+        _ => None,
+    };
     Ok(Val::Func(Func {
         params: Arc::new(params),
         implicit: body.uses_implicit_var(),
         body,
         env: ev.env.clone(),
+        compiled,
     }))
 }
 
-/// "Expected type X but found Y." for a datum.
 /// RethinkDB's `open_bool`: a `left_bound`/`right_bound` value, true for `open`. A
 /// non-string fails converting the optarg (charged to it); another string is the term's
 /// own check.
@@ -536,6 +556,7 @@ pub fn open_bound(name: &str, d: &Datum) -> Result<bool> {
     }
 }
 
+/// "Expected type X but found Y." for a datum.
 pub fn type_error(expected: &str, found: &Datum) -> crate::error::ReqlError {
     let kind = if matches!(found, Datum::Null) {
         crate::error::ErrorKind::NonExistence

@@ -8,6 +8,7 @@
 //! backtrace; the server maps it to the wire in one place.
 
 pub mod access;
+pub mod compiled;
 pub mod ctx;
 pub mod error;
 pub mod eval;

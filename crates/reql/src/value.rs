@@ -131,6 +131,8 @@ pub struct Func {
     /// Whether the body reads `r.row` (`Term::uses_implicit_var`), decided once when
     /// the function is made: a one-argument call binds it only then.
     pub implicit: bool,
+    /// The body compiled for one-argument calls, when it is in `compiled`'s subset.
+    pub compiled: Option<Arc<crate::compiled::Body>>,
 }
 
 /// A value produced by evaluating a term.

@@ -98,6 +98,7 @@ fn js_func(source: String, timeout: Option<Datum>, env: &Env) -> Func {
             path: Default::default(),
         }),
         env: env.clone(),
+        compiled: None,
         implicit: false,
     }
 }
