@@ -133,7 +133,7 @@ struct RunArgs {
     /// Pin started servers to 1..N cores in turn with taskset (e.g. 1,2).
     #[arg(long, value_delimiter = ',')]
     cores: Vec<usize>,
-    /// Repetitions of the analytic query.
+    /// Repetitions of the analytic query (and of each optimizer query, at least 3).
     #[arg(long, default_value_t = 5)]
     analytic_reps: usize,
     /// PostgreSQL synchronous_commit for --start.

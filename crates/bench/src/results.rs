@@ -86,6 +86,8 @@ pub enum PhaseKind {
     Run,
     /// The analytic query.
     Analytic,
+    /// The optimizer's queries, on and off (`workloads::optimizer`).
+    Optimizer,
 }
 
 /// Correctness checks made while running.
@@ -124,6 +126,32 @@ pub struct AnalyticResult {
     pub secs: Vec<f64>,
     /// Documents per second of the median repetition.
     pub docs_per_sec: f64,
+}
+
+/// One query of the `optimizer` workload, timed in two forms.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OptimizerCase {
+    /// The case (`filter-eq`, `count-gt`, `order-limit`, ...).
+    pub name: String,
+    /// What it is compared with (`optimizer off`, `order_by(index=)`).
+    pub versus: String,
+    /// Documents answered (or counted).
+    pub docs: u64,
+    /// Wall time of each run as the optimizer answers it.
+    pub on_secs: Vec<f64>,
+    /// Wall time of each run of the other form.
+    pub other_secs: Vec<f64>,
+    /// Median other time over median optimizer time.
+    pub ratio: f64,
+}
+
+/// The `optimizer` workload's result.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OptimizerResult {
+    /// Seconds to create the index and wait for its build (0-ish when it existed).
+    pub index_build_secs: f64,
+    /// Each query.
+    pub cases: Vec<OptimizerCase>,
 }
 
 /// One measured phase: one workload on one system at one concurrency.
@@ -170,6 +198,9 @@ pub struct Phase {
     /// The analytic query's result, for analytic phases.
     #[serde(default)]
     pub analytic: Option<AnalyticResult>,
+    /// The optimizer workload's result, for optimizer phases.
+    #[serde(default)]
+    pub optimizer: Option<OptimizerResult>,
     /// A few distinct error messages.
     #[serde(default)]
     pub error_samples: Vec<String>,

@@ -16,6 +16,7 @@ use crate::results::{host_info, PhaseKind, ResultFile, SystemInfo};
 use crate::servers::{start, Server, StartOptions};
 use crate::targets::{Conn, Durability, Endpoint, SystemKind};
 use crate::workloads::load::{analytic, load};
+use crate::workloads::optimizer::optimizer;
 use crate::workloads::runner::{run, DataState, RunError, RunSpec};
 use crate::workloads::{DataSpec, Workload};
 use crate::zipf::Distribution;
@@ -135,7 +136,11 @@ fn groups(workloads: &[Workload]) -> Vec<(DataSpec, Vec<Workload>)> {
 }
 
 fn supports(kind: SystemKind, w: Workload) -> bool {
-    kind != SystemKind::Redis || w.supported_by_redis()
+    match kind {
+        SystemKind::Ponder => true,
+        SystemKind::Postgres => w.supported_by_postgres(),
+        SystemKind::Redis => w.supported_by_redis(),
+    }
 }
 
 /// Runs a session and returns its results; every started server is stopped.
@@ -261,6 +266,29 @@ async fn session_body(
                 }
                 continue;
             }
+            if w == Workload::Optimizer {
+                for &kind in &opts.systems {
+                    let Some(d) = data.get(&kind).filter(|_| supports(kind, w)) else {
+                        continue;
+                    };
+                    let ep = opts.endpoint(kind);
+                    let p = optimizer(&ep, d, opts.analytic_reps, pid(kind)).await?;
+                    for c in p.optimizer.iter().flat_map(|o| &o.cases) {
+                        eprintln!(
+                            "{:>8} optimizer {}: {:.3} ms vs {:.3} ms ({}), {:.1}x, {} docs",
+                            kind.name(),
+                            c.name,
+                            crate::stats::median(&c.on_secs) * 1e3,
+                            crate::stats::median(&c.other_secs) * 1e3,
+                            c.versus,
+                            c.ratio,
+                            c.docs
+                        );
+                    }
+                    file.phases.push(p);
+                }
+                continue;
+            }
             // Pure inserts choose no existing key: one distribution is enough.
             let dists: &[Distribution] = if w.mix().insert == 100 {
                 &opts.distributions[..1]
@@ -378,7 +406,12 @@ mod tests {
         assert_eq!(g.len(), 5, "ycsb, small kv, 1 KB kv, large kv, yugabyte");
         assert_eq!(
             g[0].1,
-            vec![Workload::Analytic, Workload::YcsbC, Workload::YcsbA]
+            vec![
+                Workload::Analytic,
+                Workload::Optimizer,
+                Workload::YcsbC,
+                Workload::YcsbA
+            ]
         );
         assert_eq!(g[1].1.len(), 4);
         assert_eq!(g[2].1, vec![Workload::Insert1k, Workload::Insert1kStrong]);

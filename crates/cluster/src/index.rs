@@ -31,7 +31,7 @@ use parking_lot::RwLock;
 use reql::error::op_failed;
 use reql::terms::index::IndexFunction;
 use reql::{IndexSpec, IndexStatus, ReqlError, WriteHook};
-use store::{IndexFn, SecondaryIndex, Shard};
+use store::{IndexFn, NoKeys, SecondaryIndex, Shard, Unkeyed};
 
 use crate::catalog::{Catalog, CatalogCommand, TableEntry};
 use crate::table::store_err;
@@ -47,27 +47,49 @@ struct ReqlIndexFn {
 }
 
 impl IndexFn for ReqlIndexFn {
-    fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, String> {
-        let v = self.func.eval(doc).map_err(|e| e.message)?;
-        let values = match v {
+    fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, NoKeys> {
+        let v = self.func.eval(doc).map_err(|e| NoKeys::Failed(e.message))?;
+        let values = match &v {
             Datum::Array(a) if self.multi => a.to_vec(),
-            v => vec![v],
+            v => vec![v.clone()],
         };
         values
             .iter()
             .map(|d| {
                 if self.geo {
-                    // Geospatial entries keep the geometry itself (as its JSON text).
+                    // Geospatial entries keep the geometry itself (as its JSON text); the
+                    // optimizer never reads a geospatial index, so no marker.
                     if d.reql_type() != Some("GEOMETRY") {
-                        return Err("Expected geometry".to_string());
+                        return Err(NoKeys::Failed("Expected geometry".to_string()));
                     }
                     return datum::keys::encode_secondary(&Datum::str(&d.to_json_string()))
-                        .map_err(|e| e.message().to_string());
+                        .map_err(|e| NoKeys::Failed(e.message().to_string()));
                 }
-                datum::keys::encode_secondary(d).map_err(|e| e.message().to_string())
+                // The class of the whole value: the one a predicate on it compares.
+                datum::keys::encode_secondary(d).map_err(|_| NoKeys::Unkeyable(Unkeyed::of(&v)))
             })
             .collect()
     }
+}
+
+/// An index built before indexes kept markers (`store::unkeyed`): backfills them in the
+/// background (rewriting its entries as they are), then counts them. Until then the
+/// optimizer plans without them.
+fn spawn_markers(index: Arc<SecondaryIndex>, shards: Vec<Arc<Shard>>) {
+    let _ = std::thread::Builder::new()
+        .name("index-markers".into())
+        .spawn(move || {
+            for shard in &shards {
+                if shard.build_index(&index).is_err() || index.is_cancelled() {
+                    return;
+                }
+            }
+            if let Some(s) = shards.first() {
+                if s.set_unkeyed_complete(&index).is_ok() {
+                    let _ = store::track_entries(&shards, &index);
+                }
+            }
+        });
 }
 
 /// One index: its definition and its store-side state.
@@ -148,6 +170,13 @@ impl TableIndexes {
             );
             if d.ready {
                 store::track_entries(shards, &index).map_err(|e| e.to_string())?;
+                let complete = match shards.first() {
+                    Some(s) => s.unkeyed_complete(&index).map_err(|e| e.to_string())?,
+                    None => true,
+                };
+                if !complete {
+                    spawn_markers(index, shards.to_vec());
+                }
             } else {
                 self.spawn_build(d.id.clone(), index, shards.to_vec());
             }
@@ -230,6 +259,13 @@ impl TableIndexes {
         index.set_total(shards.iter().map(|s| s.count()).sum());
         for shard in shards {
             if shard.build_index(index).is_err() || index.is_cancelled() {
+                return;
+            }
+        }
+        // Every document has its marker now (`store::unkeyed`): written before the
+        // index is recorded ready, so a ready index lacking it is an older one.
+        if let Some(s) = shards.first() {
+            if s.set_unkeyed_complete(index).is_err() {
                 return;
             }
         }
@@ -325,6 +361,14 @@ impl TableIndexes {
                 ready: e.index.is_ready(),
                 progress: e.index.progress(),
                 entries: e.index.entry_count(),
+                unkeyed: e
+                    .index
+                    .unkeyed_counts()
+                    .map(|[null, array, object]| reql::Unkeyed {
+                        null,
+                        array,
+                        object,
+                    }),
             })
             .collect()
     }

@@ -209,6 +209,18 @@ impl reql::Table for TableHandle {
             .index_count(&idx, &lower, &upper)
             .map_err(store_err)
     }
+    fn index_count_upto(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        limit: u64,
+    ) -> reql::Result<u64> {
+        let idx = self.indexes.ready(name)?;
+        self.any_shard()
+            .index_count_upto(&idx, &lower, &upper, limit)
+            .map_err(store_err)
+    }
     fn index_values(
         &self,
         name: &str,

@@ -117,6 +117,15 @@ pub trait Table: Send + Sync {
     ) -> Result<DatumStream>;
     /// The number of index entries between two bounds (no document is read).
     fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64>;
+    /// `index_count`, counting no further than `limit`: an answer of `limit` or more
+    /// means "at least `limit`" (the optimizer's estimates stop at the best plan so far).
+    fn index_count_upto(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        limit: u64,
+    ) -> Result<u64>;
     /// The index values between two bounds, in index order (for `distinct(index=)`).
     fn index_values(
         &self,
@@ -205,6 +214,22 @@ pub struct IndexStatus {
     /// The number of index entries, kept up to date by every write once the index is
     /// ready (`None` while unknown): the query optimizer's statistics (`crate::optimize`).
     pub entries: Option<u64>,
+    /// The documents whose value this index cannot hold, by where the value sorts, kept
+    /// up to date by every write (`None` while unknown; never an under-count).
+    pub unkeyed: Option<Unkeyed>,
+}
+
+/// The documents an index holds no entry for although its function gave them a value
+/// (`IndexStatus::unkeyed`): a range read of the index misses them, so the optimizer
+/// reads a range that spans their part of ReQL's order only when there are none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unkeyed {
+    /// Null values.
+    pub null: u64,
+    /// Arrays holding an object (arrays sort before every other type).
+    pub array: u64,
+    /// Objects and geometry (between numbers and binary values).
+    pub object: u64,
 }
 
 /// RethinkDB's error for an unknown index.

@@ -310,6 +310,21 @@ impl<L: Layer> Table for Layered<L> {
         };
         self.through(call)?.index_count(name, lower, upper)
     }
+    fn index_count_upto(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        limit: u64,
+    ) -> Result<u64> {
+        let call = Call::IndexCount {
+            name,
+            lower: &lower,
+            upper: &upper,
+        };
+        self.through(call)?
+            .index_count_upto(name, lower, upper, limit)
+    }
     fn index_values(
         &self,
         name: &str,

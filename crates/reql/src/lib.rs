@@ -29,7 +29,7 @@ pub mod write_op;
 
 pub use access::{
     Change, Durability, IndexSpec, IndexStatus, NetworkPolicy, Table, TableAccess, TableOptions,
-    Ticket, WriteHook,
+    Ticket, Unkeyed, WriteHook,
 };
 pub use ctx::QueryCtx;
 pub use error::{ErrorKind, Frame, ReqlError, Result};

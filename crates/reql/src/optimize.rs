@@ -18,19 +18,23 @@
 //!   order) that a document's value must lie in for the predicate to be truthy; a field
 //!   the document lacks makes the predicate fail, i.e. not match.
 //! - An index serves a field only when its function is exactly `row(field)` (or, for a
-//!   compound index, `[row(f1), row(f2), ...]`) and every value in the intervals is one
-//!   an index can hold: null, objects and arrays that hold objects have no index entry,
-//!   so an interval may only span the bands of types that are always indexable (`Band`):
-//!   booleans, numbers, or binary/times/strings up to the end of the order. Equality with
-//!   an indexable constant is always safe. Primary keys are always keys, so any interval
-//!   is safe on the primary key.
+//!   compound index, `[row(f1), row(f2), ...]`) and every document whose value lies in
+//!   the intervals has an entry: null, objects and arrays that hold objects have none,
+//!   so an interval may span their part of ReQL's order only when the index's
+//!   statistics (kept by every write, never an under-count) say no document holds such a
+//!   value there; otherwise only the bands of always-indexable types (`bands`).
+//!   Equality with an indexable constant is always safe. Primary keys are always keys,
+//!   so any interval is safe on the primary key.
 //! - A multi index holds each element of an array value: it serves only intervals that
 //!   hold no arrays (the shell removes documents read twice).
+//! - `count()` of a served `filter` counts index entries without reading documents only
+//!   when the predicate is *exactly* "these fields present with values in these sets"
+//!   (`Analysis::exact`) and the index is on exactly those fields, one entry per
+//!   document (not multi).
 //!
-//! Truncated index keys need nothing here: index reads compare the whole value
-//! (`store::index`), and the predicate is re-applied anyway.
+//! Truncated index keys need nothing here: index reads and counts compare the whole
+//! value (`store::index`), and the predicate is re-applied to documents anyway.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -40,154 +44,14 @@ use serde_json::Value as Json;
 
 use crate::term::Term;
 use crate::value::IMPLICIT_VAR_ID;
+use crate::Unkeyed;
 
-/// An interval of datums in ReQL's order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Interval {
-    /// The lower bound (`Unbounded` below everything).
-    pub lo: Bound<Datum>,
-    /// The upper bound (`Unbounded` above everything).
-    pub hi: Bound<Datum>,
-}
+mod bands;
+mod interval;
 
-impl Interval {
-    /// Every datum.
-    pub fn all() -> Interval {
-        Interval {
-            lo: Bound::Unbounded,
-            hi: Bound::Unbounded,
-        }
-    }
-
-    /// Exactly `d`.
-    pub fn point(d: Datum) -> Interval {
-        Interval {
-            lo: Bound::Included(d.clone()),
-            hi: Bound::Included(d),
-        }
-    }
-
-    /// The values `v` with `v op c` (`op` one of EQ, LT, LE, GT, GE).
-    fn of(op: T, c: Datum) -> Option<Interval> {
-        let (lo, hi) = match op {
-            T::EQ => return Some(Interval::point(c)),
-            T::LT => (Bound::Unbounded, Bound::Excluded(c)),
-            T::LE => (Bound::Unbounded, Bound::Included(c)),
-            T::GT => (Bound::Excluded(c), Bound::Unbounded),
-            T::GE => (Bound::Included(c), Bound::Unbounded),
-            _ => return None,
-        };
-        Some(Interval { lo, hi })
-    }
-
-    /// True when no datum lies in it.
-    pub fn is_empty(&self) -> bool {
-        match (&self.lo, &self.hi) {
-            (Bound::Included(a), Bound::Included(b)) => a > b,
-            (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b))
-            | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-            _ => false,
-        }
-    }
-
-    /// The values in both.
-    fn intersect(&self, o: &Interval) -> Interval {
-        Interval {
-            lo: tighter(&self.lo, &o.lo, Ordering::Greater),
-            hi: tighter(&self.hi, &o.hi, Ordering::Less),
-        }
-    }
-
-    /// True when this is exactly one value.
-    pub fn as_point(&self) -> Option<&Datum> {
-        match (&self.lo, &self.hi) {
-            (Bound::Included(a), Bound::Included(b)) if a == b => Some(a),
-            _ => None,
-        }
-    }
-}
-
-/// The tighter of two bounds: the larger lower bound (`want` Greater) or the smaller
-/// upper bound (`want` Less); at equal values the exclusive one.
-fn tighter(a: &Bound<Datum>, b: &Bound<Datum>, want: Ordering) -> Bound<Datum> {
-    match (a, b) {
-        (Bound::Unbounded, x) | (x, Bound::Unbounded) => x.clone(),
-        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
-            match x.cmp(y) {
-                o if o == want => a.clone(),
-                Ordering::Equal if matches!(a, Bound::Excluded(_)) => a.clone(),
-                Ordering::Equal => b.clone(),
-                _ => b.clone(),
-            }
-        }
-    }
-}
-
-fn lower_cmp(a: &Bound<Datum>, b: &Bound<Datum>) -> Ordering {
-    match (a, b) {
-        (Bound::Unbounded, Bound::Unbounded) => Ordering::Equal,
-        (Bound::Unbounded, _) => Ordering::Less,
-        (_, Bound::Unbounded) => Ordering::Greater,
-        (Bound::Included(x), Bound::Excluded(y)) if x == y => Ordering::Less,
-        (Bound::Excluded(x), Bound::Included(y)) if x == y => Ordering::Greater,
-        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
-            x.cmp(y)
-        }
-    }
-}
-
-/// True when an interval ending at `hi` overlaps or touches one starting at `lo`.
-fn reaches(hi: &Bound<Datum>, lo: &Bound<Datum>) -> bool {
-    match (hi, lo) {
-        (Bound::Unbounded, _) | (_, Bound::Unbounded) => true,
-        (Bound::Excluded(h), Bound::Excluded(l)) => h > l,
-        (Bound::Included(h) | Bound::Excluded(h), Bound::Included(l) | Bound::Excluded(l)) => {
-            h >= l
-        }
-    }
-}
-
-/// A union of intervals, sorted and disjoint (`normalize`).
-pub type Set = Vec<Interval>;
-
-/// Sorts, drops empty intervals and merges overlapping ones.
-pub fn normalize(mut s: Set) -> Set {
-    s.retain(|i| !i.is_empty());
-    s.sort_by(|a, b| lower_cmp(&a.lo, &b.lo));
-    let mut out: Set = Vec::with_capacity(s.len());
-    for i in s {
-        match out.last_mut() {
-            Some(last) if reaches(&last.hi, &i.lo) => last.hi = looser_upper(&last.hi, &i.hi),
-            _ => out.push(i),
-        }
-    }
-    out
-}
-
-/// The larger of two upper bounds; at equal values the inclusive one.
-fn looser_upper(a: &Bound<Datum>, b: &Bound<Datum>) -> Bound<Datum> {
-    match (a, b) {
-        (Bound::Unbounded, _) | (_, Bound::Unbounded) => Bound::Unbounded,
-        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
-            match x.cmp(y) {
-                Ordering::Greater => a.clone(),
-                Ordering::Less => b.clone(),
-                Ordering::Equal if matches!(a, Bound::Included(_)) => a.clone(),
-                Ordering::Equal => b.clone(),
-            }
-        }
-    }
-}
-
-fn intersect_sets(a: &Set, b: &Set) -> Set {
-    let mut out = Vec::new();
-    for x in a {
-        for y in b {
-            out.push(x.intersect(y));
-        }
-    }
-    normalize(out)
-}
+pub use bands::{none_unkeyed, primary_bounds, served};
+use interval::intersect_sets;
+pub use interval::{normalize, Interval, Set};
 
 /// For each field: the values the field must hold (it must be present) for the
 /// predicate to be truthy. A field not listed is unconstrained.
@@ -273,13 +137,20 @@ fn holds(op: T, a: &Datum, b: &Datum) -> bool {
     }
 }
 
-/// What a truthy result of `t` implies, or `None` when `t` is outside the language.
-fn implied_in(row: &Row, t: &Term) -> Option<Implied> {
+/// What a truthy result of `t` implies, and whether exactly (`Analysis::exact`), or
+/// `None` when `t` is outside the language.
+fn implied_in(row: &Row, t: &Term) -> Option<Analysis> {
     if !t.optargs.is_empty() {
         return None;
     }
+    let loose = |implied| {
+        Some(Analysis {
+            implied,
+            exact: false,
+        })
+    };
     match t.tt {
-        T::DATUM => Some(Implied::new()),
+        T::DATUM => loose(Implied::new()),
         T::EQ | T::NE | T::LT | T::LE | T::GT | T::GE => {
             if t.args.len() != 2 {
                 return None;
@@ -299,24 +170,33 @@ fn implied_in(row: &Row, t: &Term) -> Option<Implied> {
                             m.insert(f.to_string(), vec![Interval::all()]);
                         }
                     }
-                    return Some(m);
+                    return loose(m);
                 }
             };
             // A missing field with a default compares the default: if that can be
             // truthy, the predicate says nothing about the field.
             if default.is_some_and(|d| holds(op, d, c)) {
-                return Some(Implied::new());
+                return loose(Implied::new());
             }
-            let set = match Interval::of(op, c.clone()) {
-                Some(i) => vec![i],
-                None => vec![Interval::all()],
+            let (set, exact) = match Interval::of(op, c.clone()) {
+                // A lacking field fails the comparison (without a truthy default, as
+                // here), which `filter` takes as no match: exactly "present and in".
+                Some(i) => (vec![i], default.is_none()),
+                None => (vec![Interval::all()], false),
             };
-            Some(Implied::from([(field.to_string(), set)]))
+            Some(Analysis {
+                implied: Implied::from([(field.to_string(), set)]),
+                exact,
+            })
         }
         T::AND => {
+            // Truthy exactly when every part is (a failing part fails the whole).
             let mut m = Implied::new();
+            let mut exact = true;
             for a in &t.args {
-                for (f, s) in implied_in(row, a)? {
+                let part = implied_in(row, a)?;
+                exact &= part.exact;
+                for (f, s) in part.implied {
                     let merged = match m.remove(&f) {
                         Some(old) => intersect_sets(&old, &s),
                         None => s,
@@ -324,7 +204,7 @@ fn implied_in(row: &Row, t: &Term) -> Option<Implied> {
                     m.insert(f, merged);
                 }
             }
-            Some(m)
+            Some(Analysis { implied: m, exact })
         }
         T::OR => {
             let mut parts = Vec::with_capacity(t.args.len());
@@ -333,11 +213,11 @@ fn implied_in(row: &Row, t: &Term) -> Option<Implied> {
             }
             let (first, rest) = parts.split_first()?;
             let mut m = Implied::new();
-            for (f, s) in first {
+            for (f, s) in &first.implied {
                 let mut u = s.clone();
                 let mut everywhere = true;
                 for p in rest {
-                    match p.get(f) {
+                    match p.implied.get(f) {
                         Some(s2) => u.extend(s2.iter().cloned()),
                         None => everywhere = false,
                     }
@@ -346,28 +226,50 @@ fn implied_in(row: &Row, t: &Term) -> Option<Implied> {
                     m.insert(f.clone(), normalize(u));
                 }
             }
-            Some(m)
+            // Exact when every part is exact about one and the same field: truthy
+            // exactly when the field is present and in one of the parts' sets.
+            let one_field = |p: &Analysis| p.exact && p.implied.len() == 1;
+            let exact = parts.iter().all(one_field)
+                && m.len() == 1
+                && parts.iter().all(|p| p.implied.keys().eq(m.keys()));
+            Some(Analysis { implied: m, exact })
         }
         T::NOT => {
             if t.args.len() != 1 {
                 return None;
             }
-            implied_in(row, t.args.first()?).map(|_| Implied::new())
+            implied_in(row, t.args.first()?).and_then(|_| loose(Implied::new()))
         }
         T::DEFAULT => match operand(row, t)? {
-            Operand::Defaulted(..) => Some(Implied::new()),
+            Operand::Defaulted(..) => loose(Implied::new()),
             _ => None,
         },
         // A bare field as the verdict: it must be present.
         _ => row
             .field(t)
-            .map(|f| Implied::from([(f.to_string(), vec![Interval::all()])])),
+            .and_then(|f| loose(Implied::from([(f.to_string(), vec![Interval::all()])]))),
     }
+}
+
+/// What a predicate implies for the fields of a matching document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysis {
+    /// For each constrained field, the values it must hold (it must be present).
+    pub implied: Implied,
+    /// True when the predicate is truthy for *exactly* the documents holding every
+    /// field of `implied` with a value in its set (no residual test is needed, so an
+    /// index read of those sets can be counted without reading documents).
+    pub exact: bool,
 }
 
 /// What a `filter` predicate (argument 1 of FILTER, as compiled) implies for the fields
 /// of a matching document, or `None` when the predicate is outside the language.
 pub fn implied(pred: &Term) -> Option<Implied> {
+    analyze(pred).map(|a| a.implied)
+}
+
+/// `implied`, with whether the implication is exact.
+pub fn analyze(pred: &Term) -> Option<Analysis> {
     match pred.tt {
         // `filter({'f': v, ...})`: each field present and equal (an object value is
         // matched as a pattern: present, nothing more is said).
@@ -377,14 +279,18 @@ pub fn implied(pred: &Term) -> Option<Implied> {
                 return None;
             }
             let mut m = Implied::new();
+            let mut exact = true;
             for (k, v) in o.iter() {
                 let set = match v {
-                    Datum::Object(_) => vec![Interval::all()],
+                    Datum::Object(_) => {
+                        exact = false;
+                        vec![Interval::all()]
+                    }
                     v => vec![Interval::point(v.clone())],
                 };
                 m.insert(k.to_string(), set);
             }
-            Some(m)
+            Some(Analysis { implied: m, exact })
         }
         T::FUNC => {
             let params = pred.args.first()?;
@@ -464,56 +370,6 @@ pub fn index_shape(function: &Json) -> Option<Shape> {
     fields.filter(|f| !f.is_empty()).map(Shape::Compound)
 }
 
-/// Runs of ReQL's type order whose values an index always holds (`Band`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Band {
-    /// Arrays (those holding objects are not indexable), null and objects.
-    Unsafe,
-    Bool,
-    Number,
-    /// Binary, times and strings: the end of the order.
-    Tail,
-}
-
-fn band(d: &Datum) -> Band {
-    match d {
-        Datum::Bool(_) => Band::Bool,
-        Datum::Number(_) => Band::Number,
-        Datum::String(_) => Band::Tail,
-        Datum::Object(_) => match d.reql_type() {
-            Some("TIME" | "BINARY") => Band::Tail,
-            _ => Band::Unsafe,
-        },
-        _ => Band::Unsafe,
-    }
-}
-
-/// True when every document whose value lies in `i` has an entry in the index (or in
-/// each element's place, for a `multi` index holding no arrays).
-pub fn indexable(i: &Interval, multi: bool) -> bool {
-    if let Some(p) = i.as_point() {
-        return datum::keys::encode_secondary(p).is_ok()
-            && !(multi && matches!(p, Datum::Array(_)));
-    }
-    let lo = match &i.lo {
-        Bound::Unbounded => Band::Unsafe,
-        Bound::Included(d) | Bound::Excluded(d) => band(d),
-    };
-    let hi = match &i.hi {
-        Bound::Unbounded => Band::Tail,
-        Bound::Included(d) | Bound::Excluded(d) => band(d),
-    };
-    lo != Band::Unsafe && lo == hi
-}
-
-/// True when `i`'s bounds can be encoded as primary-key bounds.
-pub fn primary_bounds(i: &Interval) -> bool {
-    [&i.lo, &i.hi].iter().all(|b| match b {
-        Bound::Unbounded => true,
-        Bound::Included(d) | Bound::Excluded(d) => datum::keys::encode_bound(d).is_ok(),
-    })
-}
-
 /// An index the optimizer may read, as the catalog describes it.
 #[derive(Debug, Clone)]
 pub struct IndexFact {
@@ -525,6 +381,8 @@ pub struct IndexFact {
     pub multi: bool,
     /// Its entries, when counted (`IndexStatus::entries`).
     pub entries: Option<u64>,
+    /// Its documents without entries by class, when counted (`IndexStatus::unkeyed`).
+    pub unkeyed: Option<Unkeyed>,
 }
 
 /// Where a plan reads.
@@ -548,28 +406,43 @@ pub struct Candidate {
     pub source: Source,
     /// The ranges of index values read (disjoint, ascending).
     pub ranges: Set,
+    /// True when the documents of these ranges are exactly the predicate's matches,
+    /// each read once: counting the ranges' entries counts the matches.
+    pub exact: bool,
 }
 
-/// Every index (and the primary key, first) that can answer a predicate with these
-/// implications. An empty list: only a scan.
-pub fn candidates(imp: &Implied, primary_key: &str, indexes: &[IndexFact]) -> Vec<Candidate> {
+/// Every index (and the primary key, first) that can answer a predicate with this
+/// analysis. An empty list: only a scan.
+pub fn candidates(a: &Analysis, primary_key: &str, indexes: &[IndexFact]) -> Vec<Candidate> {
+    let imp = &a.implied;
+    // Exact for an index on exactly the constrained fields (one entry per document).
+    let exact_on = |fields: &[&str]| {
+        a.exact && imp.len() == fields.len() && fields.iter().all(|f| imp.contains_key(*f))
+    };
     let mut out = Vec::new();
     if let Some(set) = imp.get(primary_key) {
         if !set.iter().any(|i| *i == Interval::all()) && set.iter().all(primary_bounds) {
             out.push(Candidate {
                 source: Source::Primary,
                 ranges: set.clone(),
+                exact: exact_on(&[primary_key]),
             });
         }
     }
     for ix in indexes {
-        let ranges = match &ix.shape {
+        let stats = ix.unkeyed.as_ref();
+        let (ranges, exact) = match &ix.shape {
             Shape::Field(f) => match imp.get(f) {
-                Some(set) if set.iter().all(|i| indexable(i, ix.multi)) => set.clone(),
+                Some(set) if set.iter().all(|i| served(i, ix.multi, stats)) => {
+                    (set.clone(), !ix.multi && exact_on(&[f.as_str()]))
+                }
                 _ => continue,
             },
-            Shape::Compound(fields) if !ix.multi => match compound_ranges(imp, fields) {
-                Some(r) => r,
+            Shape::Compound(fields) if !ix.multi => match compound_ranges(imp, fields, stats) {
+                Some(r) => {
+                    let names: Vec<&str> = fields.iter().map(String::as_str).collect();
+                    (r, exact_on(&names))
+                }
                 None => continue,
             },
             Shape::Compound(_) => continue,
@@ -580,22 +453,31 @@ pub fn candidates(imp: &Implied, primary_key: &str, indexes: &[IndexFact]) -> Ve
                 multi: ix.multi,
             },
             ranges,
+            exact,
         });
     }
     out
 }
 
 /// A compound index's ranges: one value for every field but the last, whose intervals
-/// must each be indexable; every field must be constrained (a document lacking one has
-/// no entry).
-fn compound_ranges(imp: &Implied, fields: &[String]) -> Option<Set> {
+/// must each be served; every field must be constrained (a document lacking one has no
+/// entry). A compound value is an array, which an index holds unless an element is an
+/// object: when the statistics say no document's value is unindexable, any prefix value
+/// an array may hold and any interval of the last field is served.
+fn compound_ranges(imp: &Implied, fields: &[String], stats: Option<&Unkeyed>) -> Option<Set> {
+    let all_keyed = none_unkeyed(stats);
     let (last, init) = fields.split_last()?;
     let mut prefix = Vec::with_capacity(init.len());
     for f in init {
         let set = imp.get(f)?;
         let [one] = set.as_slice() else { return None };
         let p = one.as_point()?;
-        if !indexable(one, false) {
+        let ok = if all_keyed {
+            datum::keys::encode_secondary(&Datum::array(vec![p.clone()])).is_ok()
+        } else {
+            served(one, false, None)
+        };
+        if !ok {
             return None;
         }
         prefix.push(p.clone());
@@ -603,7 +485,7 @@ fn compound_ranges(imp: &Implied, fields: &[String]) -> Option<Set> {
     let set = imp.get(last)?;
     let mut out = Vec::with_capacity(set.len());
     for i in set {
-        if !indexable(i, false) {
+        if !all_keyed && !served(i, false, None) {
             return None;
         }
         let wrap = |b: &Bound<Datum>, end: Datum| -> Bound<Datum> {

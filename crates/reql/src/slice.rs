@@ -157,6 +157,15 @@ impl Table for TableSlice {
     fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
         self.base.index_count(name, lower, upper)
     }
+    fn index_count_upto(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        limit: u64,
+    ) -> Result<u64> {
+        self.base.index_count_upto(name, lower, upper, limit)
+    }
     fn index_values(
         &self,
         name: &str,

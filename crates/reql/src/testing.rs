@@ -156,6 +156,15 @@ impl Table for MemTable {
     fn index_count(&self, name: &str, _lower: Bound<Datum>, _upper: Bound<Datum>) -> Result<u64> {
         Err(index_not_found(name, self.db(), self.name()))
     }
+    fn index_count_upto(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        _limit: u64,
+    ) -> Result<u64> {
+        self.index_count(name, lower, upper)
+    }
     fn index_values(
         &self,
         name: &str,

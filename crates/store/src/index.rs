@@ -18,7 +18,9 @@
 //! - The backfill writes the entries of the *current* document (re-read under its stripe
 //!   lock), never of the snapshot's copy, so it cannot resurrect deleted or changed
 //!   documents; it only adds entries, which later writes delete as usual.
-//! - A document whose index function fails has no entries in that index.
+//! - A document whose index function fails has no entries in that index; one whose
+//!   value no index can hold has a marker instead (`crate::unkeyed`), maintained the
+//!   same way.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -29,13 +31,15 @@ use datum::keys::{self, SECONDARY_TRUNC_BYTES};
 use datum::Datum;
 use storage::{Bytes, KvIter, Snapshot};
 
+use crate::unkeyed::{self, NoKeys, Unkeyed};
 use crate::StoreError;
 
 /// Computes the index values of a document.
 pub trait IndexFn: Send + Sync {
     /// The encoded values (`datum::keys::encode_secondary`) the document is indexed
-    /// under, one per element for a multi index. An error leaves the document out.
-    fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, String>;
+    /// under, one per element for a multi index. An error leaves the document out, and
+    /// says whether it had a value the index cannot hold (`crate::unkeyed`).
+    fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, NoKeys>;
 }
 
 /// One secondary index of a shard, and the state of its construction.
@@ -50,6 +54,22 @@ pub struct SecondaryIndex {
     /// The number of entries, once `track_entries` counted them (-1 before): kept up to
     /// date by every write under its stripe lock, for the query optimizer's estimates.
     entry_count: std::sync::atomic::AtomicI64,
+    /// The documents of each `Unkeyed` class (-1 before `track_entries` counted them),
+    /// kept like `entry_count` (`crate::unkeyed` states the invariant).
+    unkeyed: [std::sync::atomic::AtomicI64; 3],
+}
+
+/// Entry keys, each with the whole index value when the key holds a truncated one.
+type EntryKeys = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Entries: key and value.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// A write's change in an index's statistics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Delta {
+    entries: i64,
+    unkeyed: [i64; 3],
 }
 
 impl SecondaryIndex {
@@ -64,6 +84,7 @@ impl SecondaryIndex {
             total: AtomicU64::new(0),
             cancelled: AtomicBool::new(false),
             entry_count: std::sync::atomic::AtomicI64::new(-1),
+            unkeyed: std::array::from_fn(|_| std::sync::atomic::AtomicI64::new(-1)),
         })
     }
 
@@ -102,13 +123,15 @@ impl SecondaryIndex {
     }
 
     /// The entry keys of a document with encoded primary key `pk`, each with the whole
-    /// index value when the key holds a truncated one.
-    fn entry_keys(&self, pk: &[u8], doc: &Datum) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    /// index value when the key holds a truncated one; without entries, the class of a
+    /// value the index cannot hold.
+    fn entry_keys(&self, pk: &[u8], doc: &Datum) -> (EntryKeys, Option<Unkeyed>) {
         let values = match self.func.keys(doc) {
             Ok(v) => v,
-            Err(_) => return Vec::new(),
+            Err(NoKeys::Failed(_)) => return (Vec::new(), None),
+            Err(NoKeys::Unkeyable(c)) => return (Vec::new(), Some(c)),
         };
-        values
+        let keys = values
             .into_iter()
             .enumerate()
             .map(|(i, sec)| {
@@ -116,15 +139,24 @@ impl SecondaryIndex {
                 let (key, truncated) = keys::secondary_entry(&sec, pk, tag);
                 (key, truncated.then_some(sec))
             })
-            .collect()
+            .collect();
+        (keys, None)
     }
 
-    /// The entries (key, value) of a document whose stored JSON is `json`.
-    pub(crate) fn entries(&self, pk: &[u8], doc: &Datum, json: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
-        self.entry_keys(pk, doc)
+    /// The entries (key, value) of a document whose stored JSON is `json`, and its
+    /// marker's class when it has none (`crate::unkeyed`).
+    pub(crate) fn entries(
+        &self,
+        pk: &[u8],
+        doc: &Datum,
+        json: &[u8],
+    ) -> (Entries, Option<Unkeyed>) {
+        let (keys, class) = self.entry_keys(pk, doc);
+        let entries = keys
             .into_iter()
             .map(|(key, whole)| (key, EntryValue::encode(whole.as_deref(), json)))
-            .collect()
+            .collect();
+        (entries, class)
     }
 
     /// The number of entries, when tracked (`track_entries`); exact between writes.
@@ -132,10 +164,26 @@ impl SecondaryIndex {
         u64::try_from(self.entry_count.load(Ordering::SeqCst)).ok()
     }
 
-    /// Adds a write's change in entries (under its stripe lock, once applied).
-    pub(crate) fn note_entries(&self, delta: i64) {
-        if delta != 0 && self.entry_count.load(Ordering::SeqCst) >= 0 {
-            self.entry_count.fetch_add(delta, Ordering::SeqCst);
+    /// The documents of each `Unkeyed` class (in `Unkeyed::ALL` order), when counted
+    /// (`track_entries`); exact between writes, never an under-count (`crate::unkeyed`).
+    pub fn unkeyed_counts(&self) -> Option<[u64; 3]> {
+        let mut out = [0u64; 3];
+        for (o, c) in out.iter_mut().zip(&self.unkeyed) {
+            *o = u64::try_from(c.load(Ordering::SeqCst)).ok()?;
+        }
+        Some(out)
+    }
+
+    /// Adds a write's change in statistics (under its stripe lock, once applied).
+    pub(crate) fn note(&self, delta: Delta) {
+        let add = |count: &std::sync::atomic::AtomicI64, d: i64| {
+            if d != 0 && count.load(Ordering::SeqCst) >= 0 {
+                count.fetch_add(d, Ordering::SeqCst);
+            }
+        };
+        add(&self.entry_count, delta.entries);
+        for (c, d) in self.unkeyed.iter().zip(delta.unkeyed) {
+            add(c, d);
         }
     }
 
@@ -159,14 +207,28 @@ pub(crate) fn stage_changes(
     old: Option<&Datum>,
     new: Option<(&Datum, &[u8])>,
     batch: &mut storage::WriteBatch,
-) -> Vec<i64> {
+) -> Vec<Delta> {
     let mut deltas = Vec::with_capacity(indexes.len());
     for idx in indexes {
-        let old_keys = old.map(|d| idx.entry_keys(pk, d)).unwrap_or_default();
-        let new_e = new
+        let (old_keys, old_class) = old.map(|d| idx.entry_keys(pk, d)).unwrap_or_default();
+        let (new_e, new_class) = new
             .map(|(d, json)| idx.entries(pk, d, json))
             .unwrap_or_default();
-        deltas.push(new_e.len() as i64 - old_keys.len() as i64);
+        let mut delta = Delta {
+            entries: new_e.len() as i64 - old_keys.len() as i64,
+            unkeyed: [0; 3],
+        };
+        if old_class != new_class {
+            if let Some(c) = old_class {
+                batch.delete(&idx.space, unkeyed::marker(c, pk));
+                delta.unkeyed[c as usize] -= 1;
+            }
+            if let Some(c) = new_class {
+                batch.put(&idx.space, unkeyed::marker(c, pk), Vec::new());
+                delta.unkeyed[c as usize] += 1;
+            }
+        }
+        deltas.push(delta);
         for (k, _) in old_keys {
             if !new_e.iter().any(|(n, _)| *n == k) {
                 batch.delete(&idx.space, k);
@@ -183,7 +245,9 @@ pub(crate) fn stage_changes(
 /// (`SecondaryIndex::entry_count`): the count is taken while no write to any of `shards`
 /// (every shard the index is registered with) can apply, and every later write adds its
 /// change under its stripe lock, so the count stays exact. Blocks writes to the table
-/// for one count of the index (at start-up and when a build finishes).
+/// for one count of the index (at start-up and when a build finishes). The markers of
+/// each `Unkeyed` class are counted the same way, once they are complete
+/// (`crate::unkeyed`); until then their counts stay unknown.
 pub fn track_entries(shards: &[Arc<crate::Shard>], idx: &SecondaryIndex) -> Result<(), StoreError> {
     let Some(first) = shards.first() else {
         return Ok(());
@@ -192,6 +256,14 @@ pub fn track_entries(shards: &[Arc<crate::Shard>], idx: &SecondaryIndex) -> Resu
         let n = first.index_count(idx, &Bound::Unbounded, &Bound::Unbounded)?;
         idx.entry_count
             .store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
+        let snap = first.engine.snapshot();
+        if snap.get(&idx.space, &unkeyed::COMPLETE)?.is_some() {
+            for (count, class) in idx.unkeyed.iter().zip(Unkeyed::ALL) {
+                let (lo, hi) = unkeyed::class_bounds(class);
+                let n = snap.count_range(&idx.space, lo, hi, &|_| true)?;
+                count.store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
+            }
+        }
         Ok(())
     })
 }
@@ -304,7 +376,8 @@ impl IndexRange {
 
     fn key_bounds(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
         let lo = match &self.lower {
-            None => Bound::Unbounded,
+            // Past the markers (`crate::unkeyed`), which sort before every entry.
+            None => Bound::Included(vec![unkeyed::FIRST_ENTRY]),
             Some((s, inc)) => Bound::Included(keys::secondary_lower(s, *inc)),
         };
         let hi = match &self.upper {
@@ -583,6 +656,36 @@ impl crate::Shard {
         Ok(snap.count_range(&idx.space, lo, hi, &keep)?)
     }
 
+    /// `index_count`, stopping at `limit` (an answer of `limit` means "at least").
+    pub fn index_count_upto(
+        &self,
+        idx: &SecondaryIndex,
+        lower: &Bound<Datum>,
+        upper: &Bound<Datum>,
+        limit: u64,
+    ) -> Result<u64, StoreError> {
+        if limit == u64::MAX {
+            return self.index_count(idx, lower, upper);
+        }
+        let range = IndexRange::new(lower, upper)?;
+        let (lo, hi) = range.key_bounds();
+        let snap = self.engine.snapshot();
+        let mut n = 0u64;
+        for kv in snap.range(&idx.space, lo, hi, false)? {
+            if n >= limit {
+                break;
+            }
+            let (_, v) = kv?;
+            let keep = match EntryValue::parse(&v) {
+                Ok(EntryValue { whole: Some(w), .. }) => range.contains(w),
+                // Counted; a read of the range reports the damage.
+                _ => true,
+            };
+            n += u64::from(keep);
+        }
+        Ok(n)
+    }
+
     /// The number of documents whose primary keys lie between two bounds, without
     /// decoding them.
     pub fn count_range(
@@ -639,8 +742,12 @@ impl crate::Shard {
                 if let Some(v) = self.engine.get(&self.space, pk)? {
                     let v = Bytes::from(v);
                     let doc = decode_doc(v.clone())?;
-                    for (k, v) in idx.entries(pk, &doc, &v) {
+                    let (entries, class) = idx.entries(pk, &doc, &v);
+                    for (k, v) in entries {
                         batch.put(&idx.space, k, v);
+                    }
+                    if let Some(c) = class {
+                        batch.put(&idx.space, unkeyed::marker(c, pk), Vec::new());
                     }
                 }
             }
@@ -657,209 +764,21 @@ impl crate::Shard {
             idx.add_done(pks.len() as u64);
         }
     }
+
+    /// True when every document has its marker in `idx` (`crate::unkeyed`).
+    pub fn unkeyed_complete(&self, idx: &SecondaryIndex) -> Result<bool, StoreError> {
+        Ok(self.engine.get(&idx.space, &unkeyed::COMPLETE)?.is_some())
+    }
+
+    /// Records that every document has its marker in `idx`: call only after a backfill
+    /// (`build_index`) over every shard finished, the index registered throughout.
+    pub fn set_unkeyed_complete(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
+        let mut b = storage::WriteBatch::new();
+        b.put(&idx.space, unkeyed::COMPLETE.to_vec(), Vec::new());
+        Ok(self.engine.apply(b)?)
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{GroupCommit, Shard, StoreChange};
-    use storage::{Engine, Memory};
-
-    /// Indexes field `v` (numbers and strings), multi over arrays when asked.
-    struct Field(bool);
-
-    impl IndexFn for Field {
-        fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, String> {
-            let v = doc.get("v").ok_or("no field")?;
-            let vals: Vec<Datum> = match (self.0, v) {
-                (true, Datum::Array(a)) => a.to_vec(),
-                _ => vec![v.clone()],
-            };
-            vals.iter()
-                .map(|d| keys::encode_secondary(d).map_err(|e| e.message().to_string()))
-                .collect()
-        }
-    }
-
-    fn doc(id: f64, v: &str) -> Datum {
-        datum::from_json_slice(format!("{{\"id\":{id},\"v\":{v}}}").as_bytes()).unwrap()
-    }
-
-    fn shard() -> Shard {
-        let e: Arc<dyn Engine> = Arc::new(Memory::new());
-        let gc = GroupCommit::start(e.clone());
-        Shard::open(e, "t", gc).unwrap()
-    }
-
-    fn put(s: &Shard, id: f64, v: &str) {
-        let d = doc(id, v);
-        s.write(&Datum::Number(id), StoreChange::Put(d.clone()))
-            .unwrap();
-    }
-
-    fn ids(
-        s: &Shard,
-        idx: &SecondaryIndex,
-        lo: Bound<Datum>,
-        hi: Bound<Datum>,
-        rev: bool,
-    ) -> Vec<f64> {
-        s.index_docs(idx, &lo, &hi, rev)
-            .unwrap()
-            .map(|d| d.unwrap().get("id").unwrap().as_f64().unwrap())
-            .collect()
-    }
-
-    #[test]
-    fn maintained_in_the_write_batch() {
-        let s = shard();
-        let idx = SecondaryIndex::new("i", Arc::new(Field(false)), false, true);
-        s.add_index(idx.clone()).unwrap();
-        put(&s, 1.0, "5");
-        put(&s, 2.0, "3");
-        put(&s, 3.0, "\"x\"");
-        put(&s, 4.0, "null");
-        let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
-        assert_eq!(all, vec![2.0, 1.0, 3.0]);
-        put(&s, 1.0, "1");
-        s.write(&Datum::Number(2.0), StoreChange::Delete).unwrap();
-        let lo = Bound::Included(Datum::Number(0.0));
-        let hi = Bound::Excluded(Datum::Number(10.0));
-        assert_eq!(ids(&s, &idx, lo.clone(), hi.clone(), false), vec![1.0]);
-        assert_eq!(s.index_count(&idx, &lo, &hi).unwrap(), 1);
-        assert_eq!(
-            ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, true),
-            vec![3.0, 1.0]
-        );
-    }
-
-    #[test]
-    fn multi_and_truncated_values() {
-        let s = shard();
-        let idx = SecondaryIndex::new("m", Arc::new(Field(true)), true, true);
-        s.add_index(idx.clone()).unwrap();
-        put(&s, 1.0, "[1,2,2]");
-        put(&s, 2.0, "[2,3]");
-        let two = Bound::Included(Datum::Number(2.0));
-        assert_eq!(ids(&s, &idx, two.clone(), two, false), vec![1.0, 1.0, 2.0]);
-        // Long strings sharing a prefix longer than the truncation come out in order.
-        let s2 = shard();
-        let t = SecondaryIndex::new("t", Arc::new(Field(false)), false, true);
-        s2.add_index(t.clone()).unwrap();
-        let long = |c: &str, n: u32| format!("\"{}{:03}\"", "a".repeat(300) + c, n);
-        for (id, n) in [(1.0, 5), (2.0, 1), (3.0, 9), (4.0, 3)] {
-            put(&s2, id, &long("", n));
-        }
-        put(&s2, 5.0, "\"b\"");
-        assert_eq!(
-            ids(&s2, &t, Bound::Unbounded, Bound::Unbounded, false),
-            vec![2.0, 4.0, 1.0, 3.0, 5.0]
-        );
-        assert_eq!(
-            ids(&s2, &t, Bound::Unbounded, Bound::Unbounded, true),
-            vec![5.0, 3.0, 1.0, 4.0, 2.0]
-        );
-        let lo = Bound::Excluded(datum::from_json_slice(long("", 1).as_bytes()).unwrap());
-        let hi = Bound::Included(datum::from_json_slice(long("", 5).as_bytes()).unwrap());
-        assert_eq!(ids(&s2, &t, lo, hi, false), vec![4.0, 1.0]);
-    }
-
-    #[test]
-    fn entry_values_round_trip() {
-        let doc = br#"{"id":1}"#;
-        for whole in [None, Some(&[0x70u8, b'a', 0, 0][..])] {
-            let v = EntryValue::encode(whole, doc);
-            let p = EntryValue::parse(&v).unwrap();
-            assert_eq!(p.whole, whole);
-            assert_eq!(p.doc, Some(&doc[..]));
-        }
-        // Older entries: empty, or just the whole value.
-        assert_eq!(EntryValue::parse(&[]).unwrap().doc, None);
-        let old = EntryValue::parse(&[0x70, b'a', 0, 0]).unwrap();
-        assert_eq!((old.whole, old.doc), (Some(&[0x70, b'a', 0, 0][..]), None));
-        // A length past the end is damage, not a panic.
-        assert!(EntryValue::parse(&[ENTRY_WITH_DOC, 0, 0, 0, 9, 1]).is_err());
-        assert!(EntryValue::parse(&[ENTRY_WITH_DOC, 0]).is_err());
-    }
-
-    #[test]
-    fn entries_carry_their_documents() {
-        let s = shard();
-        let idx = SecondaryIndex::new("i", Arc::new(Field(false)), false, true);
-        s.add_index(idx.clone()).unwrap();
-        put(&s, 1.0, "5");
-        put(&s, 2.0, "7");
-        // Remove the primary copies behind the index's back: reads still find the
-        // documents, so they come from the entries, not from primary-key lookups.
-        let mut b = storage::WriteBatch::new();
-        for id in [1.0, 2.0] {
-            b.delete("t", keys::encode_primary(&Datum::Number(id)).unwrap());
-        }
-        s.engine.apply(b).unwrap();
-        let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
-        assert_eq!(all, vec![1.0, 2.0]);
-        // An update rewrites the copy even when the index value is unchanged.
-        let d = datum::from_json_slice(br#"{"id":1,"v":5,"w":true}"#).unwrap();
-        s.write(&Datum::Number(1.0), StoreChange::Put(d.clone()))
-            .unwrap();
-        let five = Bound::Included(Datum::Number(5.0));
-        let got: Vec<Datum> = s
-            .index_docs(&idx, &five, &five, false)
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(got, vec![d]);
-    }
-
-    #[test]
-    fn entries_without_documents_are_still_read() {
-        // Entries as written before they carried documents: empty values, and the whole
-        // value alone for truncated keys.
-        let s = shard();
-        put(&s, 1.0, "5");
-        put(&s, 2.0, "3");
-        let long = format!("\"{}\"", "a".repeat(300));
-        put(&s, 3.0, &long);
-        let idx = SecondaryIndex::new("old", Arc::new(Field(false)), false, true);
-        s.engine.create_space("old").unwrap();
-        let mut b = storage::WriteBatch::new();
-        for (id, v) in [(1.0, "5"), (2.0, "3"), (3.0, long.as_str())] {
-            let pk = keys::encode_primary(&Datum::Number(id)).unwrap();
-            let d = doc(id, v);
-            for (k, whole) in idx.entry_keys(&pk, &d) {
-                b.put("old", k, whole.unwrap_or_default());
-            }
-        }
-        s.engine.apply(b).unwrap();
-        let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
-        assert_eq!(all, vec![2.0, 1.0, 3.0]);
-        let lo = Bound::Included(Datum::Number(4.0));
-        assert_eq!(s.index_count(&idx, &lo, &Bound::Unbounded).unwrap(), 2);
-        let hi = Bound::Excluded(Datum::str(&"a".repeat(299)));
-        assert_eq!(s.index_count(&idx, &lo, &hi).unwrap(), 1);
-    }
-
-    #[test]
-    fn backfill_sees_current_documents() {
-        let s = shard();
-        for i in 0..1000 {
-            put(&s, f64::from(i), &format!("{}", i % 10));
-        }
-        let idx = SecondaryIndex::new("b", Arc::new(Field(false)), false, false);
-        s.add_index(idx.clone()).unwrap();
-        // Writes after registration are maintained; the backfill must not undo them.
-        s.write(&Datum::Number(5.0), StoreChange::Delete).unwrap();
-        put(&s, 6.0, "100");
-        s.build_index(&idx).unwrap();
-        idx.set_ready();
-        let all = ids(&s, &idx, Bound::Unbounded, Bound::Unbounded, false);
-        assert_eq!(all.len(), 999);
-        let hundred = Bound::Included(Datum::Number(100.0));
-        assert_eq!(ids(&s, &idx, hundred.clone(), hundred, false), vec![6.0]);
-        let six = Bound::Included(Datum::Number(6.0));
-        assert_eq!(s.index_count(&idx, &six, &six).unwrap(), 99);
-        assert_eq!(idx.progress(), 1.0);
-        s.remove_index(&idx).unwrap();
-        assert!(s.indexes.read().is_empty());
-    }
-}
+#[path = "index_tests.rs"]
+mod tests;

@@ -21,6 +21,7 @@ mod index;
 mod range;
 mod sample;
 mod shard;
+mod unkeyed;
 
 pub use cache::CacheBudget;
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
@@ -29,6 +30,7 @@ pub use index::{track_entries, EntryIter, IndexEntry, IndexFn, IndexRange, Secon
 pub use range::KeyRange;
 pub use sample::split_sorted;
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};
+pub use unkeyed::{NoKeys, Unkeyed};
 
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]

@@ -285,7 +285,7 @@ impl Shard {
         applied?;
         // Under the stripe lock, like the document count (`index::track_entries`).
         for (idx, d) in indexes.iter().zip(deltas) {
-            idx.note_entries(d);
+            idx.note(d);
         }
         drop(indexes);
         let ticket = self.commit.ticket();

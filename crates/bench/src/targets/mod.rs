@@ -12,12 +12,14 @@
 //! `synchronous_commit`; Redis has only its server-wide `appendfsync`.
 
 mod ponder;
+pub use ponder::{DB as PONDER_DB, USERTABLE};
 mod postgres;
 mod redis;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// A system under test.
 #[derive(
@@ -199,6 +201,16 @@ impl Conn {
         value: &str,
     ) -> Result<(), TargetError> {
         each!(self, c => c.ycsb_update(key, field, value).await)
+    }
+
+    /// Runs a ReQL term (JSON wire form) with global optargs: Ponder only (the
+    /// `optimizer` workload's queries).
+    pub async fn reql(&self, term: Value, optargs: Value) -> Result<Value, TargetError> {
+        match self {
+            Conn::Ponder(c) => c.run_raw(term, optargs).await,
+            Conn::Postgres(_) => Err(TargetError::Unsupported("ReQL queries", "postgres")),
+            Conn::Redis(_) => Err(TargetError::Unsupported("ReQL queries", "redis")),
+        }
     }
 
     /// `table.map(r.row('field0').split('.').count()).sum()` or its equivalent.

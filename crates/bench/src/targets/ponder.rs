@@ -173,6 +173,10 @@ impl PonderConn {
         })
     }
 
+    pub(super) async fn run_raw(&self, term: Value, optargs: Value) -> Result<Value, TargetError> {
+        Ok(self.conn.run(term, optargs).await?)
+    }
+
     pub(super) async fn analytic(&self) -> Result<u64, TargetError> {
         let q = term::sum(term::map(
             self.table(USERTABLE),

@@ -7,6 +7,7 @@
 //! | `ycsb-a` | YCSB usertable | 50% read, 50% update of one field | hard |
 //! | `ycsb-c` | YCSB usertable | 100% read | — |
 //! | `analytic` | YCSB usertable | `map(split('.').count()).sum()` | — |
+//! | `optimizer` | YCSB usertable | indexed `filter`, `count`, `order_by.limit`, optimizer on/off (Ponder) | — |
 //! | `kv-canonical` | small KV | 70% get, 15% update, 10% insert, 5% delete | hard |
 //! | `kv-select` | small KV | 100% get | — |
 //! | `kv-insert` | small KV | 100% insert of new keys | soft |
@@ -21,6 +22,7 @@
 
 pub mod check;
 pub mod load;
+pub mod optimizer;
 pub mod runner;
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +40,8 @@ pub enum Workload {
     YcsbC,
     /// The analytic map-reduce query over the whole usertable.
     Analytic,
+    /// Queries the query optimizer answers from an index, on and off (Ponder only).
+    Optimizer,
     /// Mixed gets, updates, inserts and deletes on small values.
     KvCanonical,
     /// Gets only.
@@ -157,8 +161,9 @@ impl DataSpec {
 
 impl Workload {
     /// Every workload, in the order a full run measures them.
-    pub const ALL: [Workload; 12] = [
+    pub const ALL: [Workload; 13] = [
         Workload::Analytic,
+        Workload::Optimizer,
         Workload::YcsbC,
         Workload::YcsbA,
         Workload::KvSelect,
@@ -178,6 +183,7 @@ impl Workload {
             Workload::YcsbA => "ycsb-a",
             Workload::YcsbC => "ycsb-c",
             Workload::Analytic => "analytic",
+            Workload::Optimizer => "optimizer",
             Workload::KvCanonical => "kv-canonical",
             Workload::KvSelect => "kv-select",
             Workload::KvInsert => "kv-insert",
@@ -193,7 +199,9 @@ impl Workload {
     /// Its data.
     pub fn data(self) -> DataSpec {
         match self {
-            Workload::YcsbA | Workload::YcsbC | Workload::Analytic => DataSpec::Ycsb,
+            Workload::YcsbA | Workload::YcsbC | Workload::Analytic | Workload::Optimizer => {
+                DataSpec::Ycsb
+            }
             Workload::KvCanonical
             | Workload::KvSelect
             | Workload::KvInsert
@@ -214,9 +222,11 @@ impl Workload {
         };
         match self {
             Workload::YcsbA | Workload::KvLarge => m(50, 50, 0, 0),
-            Workload::YcsbC | Workload::Analytic | Workload::KvSelect | Workload::YbRead => {
-                m(100, 0, 0, 0)
-            }
+            Workload::YcsbC
+            | Workload::Analytic
+            | Workload::Optimizer
+            | Workload::KvSelect
+            | Workload::YbRead => m(100, 0, 0, 0),
             Workload::KvCanonical => m(70, 15, 10, 5),
             Workload::KvInsert
             | Workload::KvInsertStrong
@@ -236,7 +246,12 @@ impl Workload {
 
     /// Whether Redis has an equivalent.
     pub fn supported_by_redis(self) -> bool {
-        self != Workload::Analytic
+        !matches!(self, Workload::Analytic | Workload::Optimizer)
+    }
+
+    /// Whether PostgreSQL has an equivalent (the optimizer's queries are ReQL).
+    pub fn supported_by_postgres(self) -> bool {
+        self != Workload::Optimizer
     }
 }
 

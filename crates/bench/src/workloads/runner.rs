@@ -541,6 +541,7 @@ pub async fn run(
         server,
         client,
         analytic: None,
+        optimizer: None,
         error_samples: total.samples,
     })
 }

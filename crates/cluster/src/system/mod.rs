@@ -295,6 +295,15 @@ impl reql::Table for SystemTable {
     ) -> reql::Result<u64> {
         Err(index_not_found(name, self.db(), self.name()))
     }
+    fn index_count_upto(
+        &self,
+        name: &str,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        _limit: u64,
+    ) -> reql::Result<u64> {
+        self.index_count(name, lower, upper)
+    }
     fn index_values(
         &self,
         name: &str,

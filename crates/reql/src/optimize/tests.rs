@@ -18,7 +18,20 @@ fn fact(name: &str, field: &str, multi: bool) -> IndexFact {
         shape: Shape::Field(field.into()),
         multi,
         entries: None,
+        unkeyed: None,
     }
+}
+
+/// An analysis that is not exact (as `implied` gives).
+fn loose(implied: Implied) -> Analysis {
+    Analysis {
+        implied,
+        exact: false,
+    }
+}
+
+fn indexable(i: &Interval, multi: bool) -> bool {
+    served(i, multi, None)
 }
 
 #[test]
@@ -116,7 +129,7 @@ fn one_sided_ranges_are_served_only_where_every_value_is_indexable() {
     assert!(!indexable(&Interval::point(arr), true));
     // the primary key takes any interval
     let imp = Implied::from([("id".to_string(), vec![lt(n(30.0))])]);
-    let cands = candidates(&imp, "id", &[]);
+    let cands = candidates(&loose(imp), "id", &[]);
     assert_eq!(cands.first().map(|c| &c.source), Some(&Source::Primary));
 }
 
@@ -148,16 +161,75 @@ fn compound_indexes_need_every_field() {
         shape: Shape::Compound(vec!["a".into(), "b".into()]),
         multi: false,
         entries: None,
+        unkeyed: None,
     };
     let only_a = Implied::from([("a".to_string(), vec![Interval::point(n(1.0))])]);
-    assert!(candidates(&only_a, "id", std::slice::from_ref(&ix)).is_empty());
+    assert!(candidates(&loose(only_a), "id", std::slice::from_ref(&ix)).is_empty());
     let both = Implied::from([
         ("a".to_string(), vec![Interval::point(n(1.0))]),
         ("b".to_string(), vec![Interval::point(Datum::str("x"))]),
     ]);
-    let c = candidates(&both, "id", &[ix]);
+    let c = candidates(&loose(both.clone()), "id", std::slice::from_ref(&ix));
     let want = Interval::point(Datum::array(vec![n(1.0), Datum::str("x")]));
     assert_eq!(c.first().map(|c| c.ranges.clone()), Some(vec![want]));
+    // A one-sided range of the last field spans objects: served only when the
+    // statistics say no compound value holds one.
+    let ranged = Implied::from([
+        ("a".to_string(), vec![Interval::point(n(1.0))]),
+        ("b".to_string(), vec![Interval::of(T::GT, n(5.0)).unwrap()]),
+    ]);
+    assert!(candidates(&loose(ranged.clone()), "id", std::slice::from_ref(&ix)).is_empty());
+    let mut known = ix.clone();
+    known.unkeyed = Some(Unkeyed::default());
+    let c = candidates(&loose(ranged.clone()), "id", std::slice::from_ref(&known));
+    let lo = Bound::Excluded(Datum::array(vec![n(1.0), n(5.0)]));
+    let hi = Bound::Included(Datum::array(vec![n(1.0), Datum::MaxVal]));
+    assert_eq!(
+        c.first().map(|c| c.ranges.clone()),
+        Some(vec![Interval { lo, hi }])
+    );
+    known.unkeyed = Some(Unkeyed {
+        array: 1,
+        ..Unkeyed::default()
+    });
+    assert!(candidates(&loose(ranged), "id", &[known]).is_empty());
+}
+
+#[test]
+fn exact_predicates() {
+    let exact = |s: &str| analyze(&c(s)).unwrap().exact;
+    // 30 <= age < 40, age == 1 or age == 2, age > 30, {'age': 30}
+    assert!(exact(
+        r#"[69,[[2,[1]],[67,[[22,[[170,[[13,[]],"age"]],30]],[19,[[170,[[13,[]],"age"]],40]]]]]]"#
+    ));
+    assert!(exact(
+        r#"[69,[[2,[1]],[66,[[17,[[170,[[13,[]],"age"]],1]],[17,[[170,[[13,[]],"age"]],2]]]]]]"#
+    ));
+    assert!(exact(r#"[69,[[2,[7]],[21,[[31,[[10,[7]],"age"]],30]]]]"#));
+    assert!(exact(r#"{"age":30,"name":"a"}"#));
+    // or over two fields, a default, ne, not, a bare field, an object pattern
+    for s in [
+        r#"[69,[[2,[1]],[66,[[17,[[170,[[13,[]],"age"]],1]],[17,[[170,[[13,[]],"name"]],"a"]]]]]]"#,
+        r#"[69,[[2,[1]],[17,[[92,[[170,[[13,[]],"age"]],0]],30]]]]"#,
+        r#"[69,[[2,[1]],[18,[[170,[[13,[]],"age"]],30]]]]"#,
+        r#"[69,[[2,[1]],[23,[[17,[[170,[[13,[]],"age"]],30]]]]]]"#,
+        r#"[69,[[2,[1]],[170,[[13,[]],"age"]]]]"#,
+        r#"{"age":{"x":1}}"#,
+    ] {
+        assert!(!exact(s), "{s}");
+    }
+}
+
+#[test]
+fn exact_only_on_an_index_of_exactly_the_fields() {
+    let a = analyze(&c(r#"{"age":30}"#)).unwrap();
+    let ixs = [fact("age", "age", false), fact("tags", "age", true)];
+    let cands = candidates(&a, "id", &ixs);
+    let exact: Vec<bool> = cands.iter().map(|c| c.exact).collect();
+    // A multi index may hold a document twice: never counted from keys.
+    assert_eq!(exact, vec![true, false]);
+    let two = analyze(&c(r#"{"age":30,"name":"a"}"#)).unwrap();
+    assert!(candidates(&two, "id", &ixs).iter().all(|c| !c.exact));
 }
 
 #[test]
@@ -169,7 +241,7 @@ fn normalize_merges_and_drops() {
     let s = normalize(vec![i(5.0, 7.0), i(1.0, 3.0), i(2.0, 4.0), i(9.0, 9.0)]);
     assert_eq!(s, vec![i(1.0, 4.0), i(5.0, 7.0)]);
     let pick = candidates(
-        &Implied::from([("v".to_string(), s)]),
+        &loose(Implied::from([("v".to_string(), s)])),
         "id",
         &[fact("v", "v", false), fact("w", "w", false)],
     );

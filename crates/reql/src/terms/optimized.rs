@@ -134,6 +134,7 @@ fn facts(t: &Arc<dyn Table>) -> Result<Vec<IndexFact>> {
                 name: s.name,
                 multi: s.spec.multi,
                 entries: s.entries,
+                unkeyed: s.unkeyed,
             })
         })
         .collect())
@@ -185,6 +186,81 @@ fn default_drops_missing(term: &Term) -> bool {
     }
 }
 
+/// Every candidate plan of `filter` term `filter` over the whole table `t` (none with
+/// the optimizer off or outside the planner's language).
+fn filter_candidates(ctx: &QueryCtx, filter: &Term, t: &Arc<dyn Table>) -> Result<Vec<Candidate>> {
+    if !ctx.optimizer || t.db() == "rethinkdb" || !default_drops_missing(filter) {
+        return Ok(Vec::new());
+    }
+    let Some(analysis) = filter.args.get(1).and_then(|p| optimize::analyze(p)) else {
+        return Ok(Vec::new());
+    };
+    let facts = facts(t)?;
+    Ok(optimize::candidates(&analysis, t.primary_key(), &facts))
+}
+
+/// The entries (documents, for the primary key) in a candidate's ranges, counting no
+/// further than `cap` (an answer of `cap` or more means "at least `cap`").
+fn entries_in(t: &Arc<dyn Table>, c: &Candidate, cap: u64) -> Result<u64> {
+    match &c.source {
+        Source::Primary => sum_ranges(&c.ranges, |lo, hi| t.count_range(lo, hi)),
+        Source::Index { name, .. } => {
+            let mut n = 0u64;
+            for r in &c.ranges {
+                let left = cap.saturating_sub(n);
+                if left == 0 {
+                    break;
+                }
+                n = n.saturating_add(t.index_count_upto(name, r.lo.clone(), r.hi.clone(), left)?);
+            }
+            Ok(n)
+        }
+    }
+}
+
+/// The candidate with the fewest entries in its ranges, with that number. A secondary
+/// index is a plan only below `cap` entries (past that the scan is cheaper); the primary
+/// key always is (its ranges are a part of the scan). Each count stops at the best so
+/// far, so the cost of choosing is bounded by the cheapest plan's, not the widest's;
+/// candidates whose index holds fewer entries overall (a count every write keeps) are
+/// counted first, so that a selective one bounds the rest early.
+fn cheapest(
+    t: &Arc<dyn Table>,
+    mut cands: Vec<Candidate>,
+    cap: u64,
+) -> Result<Option<(u64, Candidate)>> {
+    let facts = facts(t)?;
+    let total = |c: &Candidate| match &c.source {
+        Source::Primary => 0,
+        Source::Index { name, .. } => facts
+            .iter()
+            .find(|f| f.name == *name)
+            .and_then(|f| f.entries)
+            .unwrap_or(u64::MAX),
+    };
+    cands.sort_by_key(total);
+    let mut best: Option<(u64, Candidate)> = None;
+    for c in cands {
+        let best_est = best.as_ref().map(|(b, _)| *b);
+        if c.source == Source::Primary {
+            let est = entries_in(t, &c, u64::MAX)?;
+            if best_est.is_none_or(|b| est < b) {
+                best = Some((est, c));
+            }
+            continue;
+        }
+        let bound = best_est.map_or(cap, |b| b.min(cap));
+        if bound == 0 {
+            continue;
+        }
+        let est = entries_in(t, &c, bound)?;
+        if est < bound {
+            best = Some((est, c));
+        }
+    }
+    Ok(best)
+}
+
 /// The plan `filter` term `filter` over the whole table `t` would run: the candidate
 /// read, or `None` for the table scan. Reads index keys for the estimates, no document.
 pub fn choose_filter(
@@ -192,50 +268,19 @@ pub fn choose_filter(
     filter: &Term,
     t: &Arc<dyn Table>,
 ) -> Result<Option<Candidate>> {
-    if !ctx.optimizer {
-        return Ok(None);
-    }
-    let Some(pred) = filter.args.get(1) else {
-        return Ok(None);
-    };
-    if !default_drops_missing(filter) {
-        return Ok(None);
-    }
-    let Some(imp) = optimize::implied(pred) else {
-        return Ok(None);
-    };
-    if t.db() == "rethinkdb" {
-        return Ok(None);
-    }
-    let facts = facts(t)?;
-    let mut cands = optimize::candidates(&imp, t.primary_key(), &facts);
+    let mut cands = filter_candidates(ctx, filter, t)?;
     if cands.len() <= 1 && cands.first().is_some_and(|c| c.source == Source::Primary) {
         // Alone, the primary key needs no estimate: its ranges are a part of the scan.
         return Ok(cands.pop());
     }
-    // Estimates: the entries of each candidate's ranges (index keys, no document read).
-    let mut best: Option<(u64, Candidate)> = None;
-    for c in cands {
-        let est = match &c.source {
-            Source::Primary => sum_ranges(&c.ranges, |lo, hi| t.count_range(lo, hi))?,
-            Source::Index { name, .. } => {
-                sum_ranges(&c.ranges, |lo, hi| t.index_count(name, lo, hi))?
-            }
-        };
-        if best.as_ref().is_none_or(|(b, _)| est < *b) {
-            best = Some((est, c));
-        }
-    }
-    let Some((est, chosen)) = best else {
+    if cands.is_empty() {
         return Ok(None);
-    };
-    if let Source::Index { .. } = chosen.source {
-        // Not selective: the scan reads each document once, in order already.
-        if est > t.count()? / 2 || est > ctx.array_limit as u64 {
-            return Ok(None);
-        }
     }
-    Ok(Some(chosen))
+    // Not selective past this: the scan reads each document once, in order already.
+    let cap = (t.count()? / 2)
+        .min(ctx.array_limit as u64)
+        .saturating_add(1);
+    Ok(cheapest(t, cands, cap)?.map(|(_, c)| c))
 }
 
 fn plan_filter(ev: &Ev, t: &Arc<dyn Table>, began: Instant) -> Result<Option<DatumStream>> {
@@ -291,10 +336,18 @@ fn plan_filter(ev: &Ev, t: &Arc<dyn Table>, began: Instant) -> Result<Option<Dat
 
 /// True when the aggregation `term` over the whole table `t` is better answered by the
 /// optimizer than in parallel ranges (`crate::parallel`): a `min`/`max` of a field an
-/// index orders, or a chain whose first step is a `filter` an index answers.
+/// index orders, a `count()` of a `filter` counted from index keys (`count_filter`), or
+/// a chain whose first step is a `filter` an index answers.
 pub fn preempts_parallel(ctx: &QueryCtx, term: &Term, t: &Arc<dyn Table>) -> Result<bool> {
     if !ctx.optimizer {
         return Ok(false);
+    }
+    if let Some(filter) = counted_filter(term) {
+        if filter.args.first().is_some_and(|a| a.tt == T::TABLE)
+            && filter_candidates(ctx, filter, t)?.iter().any(|c| c.exact)
+        {
+            return Ok(true);
+        }
     }
     if matches!(term.tt, T::MIN | T::MAX) && term.args.len() == 2 {
         let field = term
@@ -406,18 +459,24 @@ fn order_by(ev: &Ev, order_by: &Term, limit: Option<usize>) -> Result<Option<Val
         let stream = t.index_scan(&name, Bound::Unbounded, Bound::Unbounded, desc)?;
         let mut last: Option<Datum> = None;
         for d in stream {
-            let d = d?;
-            let v = d.get(&field).cloned().unwrap_or(Datum::Null);
             // Past `want`, read on only through the tie with the last one kept (a
-            // descending order puts ties back into primary-key order below).
-            if docs.len() >= want && (!desc || last.as_ref() != Some(&v)) {
+            // descending order puts ties back into primary-key order below); an
+            // ascending read stops at once, without decoding a document's fields.
+            if docs.len() >= want && !desc {
                 break;
+            }
+            let d = d?;
+            if desc {
+                let v = d.get(&field).cloned().unwrap_or(Datum::Null);
+                if docs.len() >= want && last.as_ref() != Some(&v) {
+                    break;
+                }
+                last = Some(v);
             }
             read += 1;
             if docs.len() >= cap {
                 return Ok(None);
             }
-            last = Some(v);
             docs.push(d);
         }
         if desc {
@@ -469,8 +528,60 @@ pub fn before_arg0(ev: &Ev) -> Result<Option<Val>> {
             order_by(ev, inner, Some(n))
         }
         T::MIN | T::MAX => min_max(ev),
+        T::COUNT => count_filter(ev),
         _ => Ok(None),
     }
+}
+
+/// The `filter` term of a `count()` term without a predicate (`filter(...).count()`).
+fn counted_filter(count: &Term) -> Option<&Term> {
+    if count.tt != T::COUNT || count.args.len() != 1 || !count.optargs.is_empty() {
+        return None;
+    }
+    count
+        .args
+        .first()
+        .map(|f| &**f)
+        .filter(|f| f.tt == T::FILTER)
+}
+
+/// `table.filter(pred).count()` from index keys alone, when a plan reads exactly the
+/// matching documents once each (`Candidate::exact`): then the number of entries in its
+/// ranges is the answer, and no document is read. Entries holding a truncated value are
+/// checked against the range with their whole value (`Table::index_count`). The
+/// cheapest exact plan is taken however many entries it holds: counting keys is cheaper
+/// than reading documents. `None`: count as usual (maybe from an index plan).
+fn count_filter(ev: &Ev) -> Result<Option<Val>> {
+    let Some(filter) = counted_filter(ev.term) else {
+        return Ok(None);
+    };
+    let Some(table_term) = filter.args.first() else {
+        return Ok(None);
+    };
+    let began = Instant::now();
+    let Some(t) = plain_table(ev, table_term)? else {
+        return Ok(None);
+    };
+    let exact: Vec<Candidate> = filter_candidates(ev.ctx, filter, &t)?
+        .into_iter()
+        .filter(|c| c.exact)
+        .collect();
+    let Some((n, chosen)) = cheapest(&t, exact, u64::MAX)? else {
+        return Ok(None);
+    };
+    let what = match &chosen.source {
+        Source::Primary => format!("primary key `{}`", t.primary_key()),
+        Source::Index { name, .. } => format!("index `{name}`"),
+    };
+    ev.ctx.plans.push(
+        format!(
+            "Optimizer: count() of {what} of {}, {}, counted from index keys",
+            table_name(&t),
+            optimize::describe_ranges(&chosen.ranges)
+        ),
+        ms_since(began),
+    );
+    Ok(Some(Val::Datum(Datum::Number(n as f64))))
 }
 
 /// `min(field)`/`max(field)` on a whole table from an index (see the module note), or
