@@ -55,9 +55,10 @@ pub struct ServeArgs {
     /// Password of the `admin` user, set when the data directory is created.
     #[arg(long)]
     pub initial_password: Option<String>,
-    /// Storage cache size in MB.
-    #[arg(long, default_value_t = 256)]
-    pub cache_size: u64,
+    /// Storage cache size in MB, or `auto`: RethinkDB's default, half of the memory
+    /// available at start-up less 1024 MB, at least 100 MB.
+    #[arg(long, default_value = "auto", value_parser = parse_cache_size)]
+    pub cache_size: CacheSize,
     /// This server's name.
     #[arg(short = 'n', long, default_value = "ponder")]
     pub server_name: String,
@@ -171,7 +172,8 @@ impl ServeArgs {
             directory: self.directory.clone(),
             server_name: self.server_name.clone(),
             initial_password: self.initial_password.clone().unwrap_or_default(),
-            cache_size_mb: self.cache_size,
+            cache_size_mb: self.cache_size.mb(),
+            cache_size_auto: self.cache_size == CacheSize::Auto,
             min_free_disk_mb: self.min_free_disk_mb,
             soft_flush_interval: Duration::from_millis(self.soft_flush_ms),
             max_connections: self.max_connections,
@@ -290,6 +292,9 @@ pub struct Config {
     /// Cache size in MB: half for the engine's block cache, half for the shards'
     /// caches of decoded documents (this server's `store::CacheBudget`).
     pub cache_size_mb: u64,
+    /// Whether `cache_size_mb` was chosen by RethinkDB's `auto` rule (shown as "auto"
+    /// in `rethinkdb.server_config`).
+    pub cache_size_auto: bool,
     /// Free disk space (MB) that writes may not eat into (0 turns the check off).
     pub min_free_disk_mb: u64,
     /// Longest time a soft-durability write stays unflushed.
@@ -330,6 +335,7 @@ impl Config {
             server_name: "ponder".into(),
             initial_password: String::new(),
             cache_size_mb: 256,
+            cache_size_auto: false,
             min_free_disk_mb: 64,
             soft_flush_interval: Duration::from_millis(100),
             max_connections: 10_000,
@@ -366,5 +372,68 @@ impl Config {
 
     fn cache_bytes(&self) -> u64 {
         self.cache_size_mb.saturating_mul(1 << 20)
+    }
+}
+
+/// `--cache-size`: a number of MB, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheSize {
+    /// RethinkDB's rule, applied when the server starts.
+    Auto,
+    /// This many MB.
+    Mb(u64),
+}
+
+impl CacheSize {
+    /// The size in MB (for `Auto`, from the memory available now).
+    pub fn mb(self) -> u64 {
+        match self {
+            CacheSize::Mb(n) => n,
+            CacheSize::Auto => auto_cache_mb(available_memory_mb()),
+        }
+    }
+}
+
+fn parse_cache_size(s: &str) -> Result<CacheSize, String> {
+    if s == "auto" {
+        return Ok(CacheSize::Auto);
+    }
+    s.parse::<u64>()
+        .map(CacheSize::Mb)
+        .map_err(|_| format!("expected a number of MB or `auto`, got `{s}`"))
+}
+
+/// RethinkDB's automatic cache size: `(available - 1024 MB) / 2`, at least 100 MB.
+fn auto_cache_mb(available_mb: u64) -> u64 {
+    (available_mb.saturating_sub(1024) / 2).max(100)
+}
+
+/// Memory available to a new process (Linux's `MemAvailable`, which counts the disk
+/// cache the kernel can drop, as RethinkDB's `get_avail_mem_size` does); 0 when unknown,
+/// which gives the 100 MB minimum.
+fn available_memory_mb() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
+
+#[cfg(test)]
+mod cache_size_tests {
+    use super::*;
+
+    #[test]
+    fn auto_follows_rethinkdbs_rule() {
+        assert_eq!(auto_cache_mb(24_000), 11_488);
+        assert_eq!(auto_cache_mb(1_224), 100);
+        assert_eq!(auto_cache_mb(0), 100);
+        assert_eq!(parse_cache_size("auto"), Ok(CacheSize::Auto));
+        assert_eq!(parse_cache_size("512"), Ok(CacheSize::Mb(512)));
+        assert!(parse_cache_size("lots").is_err());
+        assert!(CacheSize::Auto.mb() >= 100);
     }
 }

@@ -108,6 +108,18 @@ impl Server {
         );
         log(config.log_file.as_deref(), &listening);
         cluster.log("notice", &listening);
+        // RethinkDB logs the cache size it settled on (users of `auto` look for it).
+        let cache = format!(
+            "Using a cache size of {} MB{}",
+            config.cache_size_mb,
+            if config.cache_size_auto {
+                " (auto)"
+            } else {
+                ""
+            }
+        );
+        log(config.log_file.as_deref(), &cache);
+        cluster.log("notice", &cache);
         let (stop, stop_rx) = Stop::new();
         let http = match http {
             None => None,
@@ -148,6 +160,7 @@ impl Server {
             hostname: config.hostname.clone(),
             argv: config.argv.clone(),
             cache_size_mb: config.cache_size_mb as f64,
+            cache_size_auto: config.cache_size_auto,
         });
         let limit = Limit {
             slots: Arc::new(Semaphore::new(config.max_connections)),

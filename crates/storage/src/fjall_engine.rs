@@ -29,6 +29,7 @@
 //!   are free. Nothing is written, so writes resume by themselves once space
 //!   is freed. The reserve also leaves fjall room to flush memtables.
 
+use crate::accounting::{Charged, EngineScope};
 use crate::{
     check_space_name, key_unstorable, range_is_empty, Bytes, Engine, KvIter, Snapshot,
     StorageError, WriteBatch,
@@ -270,7 +271,11 @@ impl Engine for Fjall {
         if key_unstorable(key) {
             return Ok(None);
         }
-        Ok(ks.get(key)?.map(|v| v.to_vec()))
+        let v = {
+            let _engine = EngineScope::enter();
+            ks.get(key)?
+        };
+        Ok(v.map(|v| v.to_vec()))
     }
 
     fn snapshot(&self) -> Box<dyn Snapshot> {
@@ -288,6 +293,8 @@ impl Engine for Fjall {
         }
         batch.validate()?;
         self.space.admit(&self.path, batch.approx_bytes())?;
+        // The memtable's growth is the engine's memory, not the writer's.
+        let _engine = EngineScope::enter();
         let guard = self.spaces.read();
         let mut fb = self.db.batch();
         for (space, ops) in batch.into_spaces() {
@@ -331,12 +338,33 @@ impl Engine for Fjall {
 /// the analytic scan's time (docs/performance.md).
 const SHARE_MIN: usize = 1024;
 
-/// A range value as `Bytes`: shared when long, copied when short (see [`SHARE_MIN`]).
+/// A range value as `Bytes`: shared when long (and then charged to its holder, see
+/// `accounting`), copied when short (see [`SHARE_MIN`]).
 fn shared_value(v: fjall::Slice) -> Bytes {
     if v.len() >= SHARE_MIN {
-        Bytes::from_owner(v)
+        Bytes::from_owner(Charged::new(v))
     } else {
         Bytes::copy_from_slice(&v)
+    }
+}
+
+/// A fjall iterator whose advancing (block reads, cache fills) is the engine's work
+/// (`accounting`); what the caller makes of the items is the caller's.
+struct InEngine<I>(I);
+
+impl<I: Iterator<Item = fjall::Guard>> Iterator for InEngine<I> {
+    type Item = fjall::Result<fjall::KvPair>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let _engine = EngineScope::enter();
+        self.0.next().map(fjall::Guard::into_inner)
+    }
+}
+
+impl<I: DoubleEndedIterator<Item = fjall::Guard>> DoubleEndedIterator for InEngine<I> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        let _engine = EngineScope::enter();
+        self.0.next_back().map(fjall::Guard::into_inner)
     }
 }
 
@@ -360,7 +388,11 @@ impl Snapshot for FjallSnapshot {
         if key_unstorable(key) {
             return Ok(None);
         }
-        Ok(self.snap.get(ks, key)?.map(|v| v.to_vec()))
+        let v = {
+            let _engine = EngineScope::enter();
+            self.snap.get(ks, key)?
+        };
+        Ok(v.map(|v| v.to_vec()))
     }
 
     fn range(
@@ -374,20 +406,21 @@ impl Snapshot for FjallSnapshot {
         if range_is_empty(&lower, &upper) {
             return Ok(Box::new(std::iter::empty()));
         }
-        let conv = |g: fjall::Guard| {
-            g.into_inner()
-                .map(|(k, v)| (k.to_vec(), shared_value(v)))
+        let conv = |kv: fjall::Result<fjall::KvPair>| {
+            kv.map(|(k, v)| (k.to_vec(), shared_value(v)))
                 .map_err(StorageError::from)
         };
         if reverse {
             return Ok(Box::new(
-                self.snap.range(ks, (lower, upper)).rev().map(conv),
+                InEngine(self.snap.range(ks, (lower, upper)))
+                    .rev()
+                    .map(conv),
             ));
         }
         // Forward: a bounded fjall range also seeks the upper bound in every table it
         // reads (for reverse iteration), ~20% of a short index read; stopping at the
         // bound here skips those seeks.
-        let iter = self.snap.range(ks, (lower, Bound::Unbounded)).map(conv);
+        let iter = InEngine(self.snap.range(ks, (lower, Bound::Unbounded))).map(conv);
         Ok(Box::new(iter.take_while(move |kv| match (kv, &upper) {
             (Err(_), _) | (_, Bound::Unbounded) => true,
             (Ok((k, _)), Bound::Included(u)) => k <= u,
@@ -407,6 +440,7 @@ impl Snapshot for FjallSnapshot {
             return Ok(0);
         }
         let mut n = 0;
+        let _engine = EngineScope::enter();
         for g in self.snap.range(ks, (lower, upper)) {
             let (_, v) = g.into_inner().map_err(StorageError::from)?;
             if keep(&v) {

@@ -46,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+pub mod accounting;
 mod batch;
 mod error;
 mod faulty;

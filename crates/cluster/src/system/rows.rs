@@ -138,10 +138,10 @@ fn server_config_row(c: &Cluster) -> Datum {
     obj(vec![
         (
             "cache_size_mb",
-            if info.cache_size_mb > 0.0 {
-                Datum::Number(info.cache_size_mb)
-            } else {
+            if info.cache_size_auto || info.cache_size_mb <= 0.0 {
                 Datum::str("auto")
+            } else {
+                Datum::Number(info.cache_size_mb)
             },
         ),
         ("id", Datum::str(&c.admin.server_id)),

@@ -31,6 +31,8 @@ pub struct ServerInfo {
     pub argv: Vec<String>,
     /// Cache size in MB.
     pub cache_size_mb: f64,
+    /// Whether the size was chosen automatically (`--cache-size auto`).
+    pub cache_size_auto: bool,
 }
 
 /// Document counters of one table.
