@@ -61,3 +61,19 @@ def test_the_budget_must_be_positive(tmp_path):
                        capture_output=True, timeout=30)
     assert p.returncode != 0
     assert b"query-memory-mb" in p.stderr
+
+
+def test_filling_the_storage_cache_is_not_the_querys_memory(make_server):
+    """A scan fills the engine's block cache; that memory belongs to the server (bounded
+    by --cache-size), not to the query: a table of ~80 MB, more than a memtable holds,
+    is scanned under a 32 MiB query budget with a 512 MB cache."""
+    s = make_server(extra=["--query-memory-mb", "32", "--cache-size", "512"])
+    c = s.connect()
+    r.table_create("big").run(c)
+    pad = "x" * 1000
+    for start in range(0, 80_000, 5_000):
+        r.table("big").insert(r.range(start, start + 5_000).map(lambda i: {"id": i, "p": pad}),
+                              durability="soft").run(c)
+    for _ in range(2):
+        assert r.table("big").map(lambda d: d["p"].count()).sum().run(c) == 80_000 * 1000
+    assert r.table("big").count().run(c) == 80_000
