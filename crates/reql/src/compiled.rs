@@ -166,14 +166,7 @@ impl Body {
             }
             Body::Cmp(op, a, b) => {
                 let ord = a.run(x, array_limit)?.cmp(&b.run(x, array_limit)?);
-                Datum::Bool(match op {
-                    T::EQ => ord.is_eq(),
-                    T::NE => ord.is_ne(),
-                    T::LT => ord.is_lt(),
-                    T::LE => ord.is_le(),
-                    T::GT => ord.is_gt(),
-                    _ => ord.is_ge(),
-                })
+                Datum::Bool(crate::terms::math::holds(*op, ord))
             }
             Body::And(parts) => {
                 let mut last = Datum::Bool(true);

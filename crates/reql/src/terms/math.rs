@@ -46,6 +46,19 @@ pub fn finite(n: f64) -> Result<Datum> {
     }
 }
 
+/// Whether two values in order `ord` satisfy the comparison `tt` (EQ, NE, LT, LE, GT,
+/// GE) of two operands.
+pub fn holds(tt: T, ord: std::cmp::Ordering) -> bool {
+    match tt {
+        T::EQ => ord.is_eq(),
+        T::NE => ord.is_ne(),
+        T::LT => ord.is_lt(),
+        T::LE => ord.is_le(),
+        T::GT => ord.is_gt(),
+        _ => ord.is_ge(),
+    }
+}
+
 /// EQ, NE, LT, LE, GT, GE (chained over all arguments).
 pub fn compare(ev: &Ev) -> Result<Val> {
     let mut prev = ev.datum(0)?;
@@ -53,15 +66,7 @@ pub fn compare(ev: &Ev) -> Result<Val> {
     let mut result = true;
     for i in 1..ev.nargs() {
         let cur = ev.datum(i)?;
-        let ord = prev.cmp(&cur);
-        let ok = match tt {
-            T::EQ => ord.is_eq(),
-            T::NE => ord.is_ne(),
-            T::LT => ord.is_lt(),
-            T::LE => ord.is_le(),
-            T::GT => ord.is_gt(),
-            _ => ord.is_ge(),
-        };
+        let ok = holds(tt, prev.cmp(&cur));
         if tt == T::NE {
             // r.ne(a, b, c) is not(a == b == c).
             result = result && !ok;
