@@ -479,8 +479,13 @@ mod tests {
                 vec![1.0, 5.0, 9.0, 13.0, 17.0]
             );
             assert_eq!(
-                t.index_count("m", Bound::Included(Datum::Number(100.0)), Bound::Unbounded)
-                    .unwrap(),
+                t.index_count_upto(
+                    "m",
+                    Bound::Included(Datum::Number(100.0)),
+                    Bound::Unbounded,
+                    u64::MAX
+                )
+                .unwrap(),
                 20
             );
             reql::write_op::overwrite(t.as_ref(), &Datum::Number(5.0), Change::Delete).unwrap();

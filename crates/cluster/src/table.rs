@@ -198,17 +198,6 @@ impl reql::Table for TableHandle {
             pending: 0,
         }))
     }
-    fn index_count(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
-    ) -> reql::Result<u64> {
-        let idx = self.indexes.ready(name)?;
-        self.any_shard()
-            .index_count(&idx, &lower, &upper)
-            .map_err(store_err)
-    }
     fn index_count_upto(
         &self,
         name: &str,

@@ -115,10 +115,9 @@ pub trait Table: Send + Sync {
         upper: Bound<Datum>,
         reverse: bool,
     ) -> Result<DatumStream>;
-    /// The number of index entries between two bounds (no document is read).
-    fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64>;
-    /// `index_count`, counting no further than `limit`: an answer of `limit` or more
-    /// means "at least `limit`" (the optimizer's estimates stop at the best plan so far).
+    /// The number of index entries between two bounds (no document is read), counting
+    /// no further than `limit`: an answer of `limit` or more means "at least `limit`"
+    /// (the optimizer's estimates stop at the best plan so far; `u64::MAX` counts all).
     fn index_count_upto(
         &self,
         name: &str,

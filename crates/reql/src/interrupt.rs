@@ -152,7 +152,10 @@ mod tests {
         assert_eq!(t.count().err(), interrupted);
         assert_eq!(t.split_points(2).err(), interrupted);
         assert_eq!(t.count_range(all().0, all().1).err(), interrupted);
-        assert_eq!(t.index_count("a", all().0, all().1).err(), interrupted);
+        assert_eq!(
+            t.index_count_upto("a", all().0, all().1, u64::MAX).err(),
+            interrupted
+        );
         let op = crate::write_op::WriteOp {
             key: Datum::from(1.0),
             expect: None,

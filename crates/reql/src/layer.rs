@@ -302,14 +302,6 @@ impl<L: Layer> Table for Layered<L> {
             .layer
             .stream(t.index_scan(name, lower, upper, reverse)?))
     }
-    fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
-        let call = Call::IndexCount {
-            name,
-            lower: &lower,
-            upper: &upper,
-        };
-        self.through(call)?.index_count(name, lower, upper)
-    }
     fn index_count_upto(
         &self,
         name: &str,
@@ -472,7 +464,7 @@ mod tests {
             t.index_rename("a", "b", false).err(),
             t.index_status().err(),
             drain(t.index_scan("a", all().0, all().1, false)).err(),
-            t.index_count("a", all().0, all().1).err(),
+            t.index_count_upto("a", all().0, all().1, u64::MAX).err(),
             drain(t.index_values("a", all().0, all().1, false)).err(),
             t.index_pairs("a", all().0, all().1)
                 .and_then(|s| s.collect::<Result<Vec<_>>>())

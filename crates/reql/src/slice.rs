@@ -86,9 +86,10 @@ impl TableSlice {
             None => self
                 .base
                 .count_range(self.lower.clone(), self.upper.clone()),
-            Some(name) => self
-                .base
-                .index_count(name, self.lower.clone(), self.upper.clone()),
+            Some(name) => {
+                self.base
+                    .index_count_upto(name, self.lower.clone(), self.upper.clone(), u64::MAX)
+            }
         }
     }
 
@@ -153,9 +154,6 @@ impl Table for TableSlice {
         reverse: bool,
     ) -> Result<DatumStream> {
         self.base.index_scan(name, lower, upper, reverse)
-    }
-    fn index_count(&self, name: &str, lower: Bound<Datum>, upper: Bound<Datum>) -> Result<u64> {
-        self.base.index_count(name, lower, upper)
     }
     fn index_count_upto(
         &self,

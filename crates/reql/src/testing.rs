@@ -153,17 +153,14 @@ impl Table for MemTable {
     fn index_status(&self) -> Result<Vec<IndexStatus>> {
         Ok(Vec::new())
     }
-    fn index_count(&self, name: &str, _lower: Bound<Datum>, _upper: Bound<Datum>) -> Result<u64> {
-        Err(index_not_found(name, self.db(), self.name()))
-    }
     fn index_count_upto(
         &self,
         name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
+        _lower: Bound<Datum>,
+        _upper: Bound<Datum>,
         _limit: u64,
     ) -> Result<u64> {
-        self.index_count(name, lower, upper)
+        Err(index_not_found(name, self.db(), self.name()))
     }
     fn index_values(
         &self,

@@ -698,7 +698,9 @@ mod tests {
         assert_eq!(st[0].name, "v");
         wait_ready(&u);
         let three = std::ops::Bound::Included(Datum::from(3.0));
-        let n = u.index_count("v", three.clone(), three).unwrap();
+        let n = u
+            .index_count_upto("v", three.clone(), three, u64::MAX)
+            .unwrap();
         assert_eq!(n, (0..docs).filter(|i| i % 7 == 3).count() as u64);
         c.shutdown();
     }

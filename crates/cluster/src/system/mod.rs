@@ -287,22 +287,14 @@ impl reql::Table for SystemTable {
     ) -> reql::Result<DatumStream> {
         Err(index_not_found(name, self.db(), self.name()))
     }
-    fn index_count(
+    fn index_count_upto(
         &self,
         name: &str,
         _lower: Bound<Datum>,
         _upper: Bound<Datum>,
-    ) -> reql::Result<u64> {
-        Err(index_not_found(name, self.db(), self.name()))
-    }
-    fn index_count_upto(
-        &self,
-        name: &str,
-        lower: Bound<Datum>,
-        upper: Bound<Datum>,
         _limit: u64,
     ) -> reql::Result<u64> {
-        self.index_count(name, lower, upper)
+        Err(index_not_found(name, self.db(), self.name()))
     }
     fn index_values(
         &self,

@@ -87,10 +87,11 @@ pub fn get_all(ev: &Ev) -> Result<Val> {
                     false,
                 )?),
                 None => {
-                    t.index_count(
+                    t.index_count_upto(
                         &name,
                         Bound::Included(Datum::MaxVal),
                         Bound::Included(Datum::MaxVal),
+                        1,
                     )?;
                     None
                 }
@@ -474,10 +475,11 @@ pub fn eq_join(
 ) -> Result<Val> {
     // Fails now for a missing, unready or geospatial index.
     geo_misuse(table, &Some(name.to_string()))?;
-    table.index_count(
+    table.index_count_upto(
         name,
         Bound::Included(Datum::MaxVal),
         Bound::Included(Datum::MaxVal),
+        1,
     )?;
     let table = table.clone();
     let name = name.to_string();
