@@ -86,12 +86,9 @@ pub fn compile(param: i64, body: &Term) -> Option<Body> {
             (T::DATUM, Datum::Null) => Body::Split(arg(0)?, None),
             _ => return None,
         },
-        T::COUNT if n == 1 => match arg(0)? {
-            b if matches!(*b, Body::Split(..)) => match *b {
-                Body::Split(s, d) => Body::CountSplit(s, d),
-                _ => return None,
-            },
-            b => Body::Count(b),
+        T::COUNT if n == 1 => match *arg(0)? {
+            Body::Split(s, d) => Body::CountSplit(s, d),
+            b => Body::Count(Box::new(b)),
         },
         T::ADD | T::SUB | T::MUL | T::DIV if n == 2 => Body::Arith(body.tt, arg(0)?, arg(1)?),
         T::EQ | T::NE | T::LT | T::LE | T::GT | T::GE if n == 2 => {
@@ -130,19 +127,11 @@ impl Body {
             }
             Body::Split(s, d) => {
                 let s = s.run(x, array_limit)?;
-                let parts = crate::terms::strings::split_str(s.as_str()?, d.as_deref(), None);
-                if parts.len() > array_limit {
-                    return None;
-                }
+                let parts = pieces(&s, d, array_limit)?;
                 Datum::array(parts.into_iter().map(Datum::str).collect())
             }
             Body::CountSplit(s, d) => {
-                let s = s.run(x, array_limit)?;
-                let n = crate::terms::strings::split_str(s.as_str()?, d.as_deref(), None).len();
-                if n > array_limit {
-                    return None;
-                }
-                Datum::from(n)
+                Datum::from(pieces(&s.run(x, array_limit)?, d, array_limit)?.len())
             }
             Body::Count(v) => match v.run(x, array_limit)? {
                 Datum::String(s) => Datum::from(s.chars().count()),
@@ -191,6 +180,13 @@ impl Body {
             Body::Not(v) => Datum::Bool(!v.run(x, array_limit)?.truthy()),
         })
     }
+}
+
+/// `split`'s pieces of a string (the evaluator's `split_str`); None for a non-string or
+/// more pieces than an array may hold (the evaluator then gives the error).
+fn pieces<'s>(s: &'s Datum, delim: &Option<Str>, array_limit: usize) -> Option<Vec<&'s str>> {
+    let parts = crate::terms::strings::split_str(s.as_str()?, delim.as_deref(), None);
+    (parts.len() <= array_limit).then_some(parts)
 }
 
 #[cfg(test)]
