@@ -51,6 +51,7 @@ mod batch;
 mod error;
 mod faulty;
 mod fjall_engine;
+mod idle_flush;
 mod memory;
 
 #[cfg(test)]
@@ -78,6 +79,9 @@ pub const MAX_SPACE_NAME_LEN: usize = 255;
 /// bytes: an engine may hand out a view of its own buffers instead of a copy (see
 /// [`Fjall`] for when it does, and what that keeps alive).
 pub type KvIter = Box<dyn Iterator<Item = Result<(Vec<u8>, Bytes), StorageError>> + Send + 'static>;
+
+/// A lazy scan of values only (`Snapshot::values`).
+pub type ValueIter = Box<dyn Iterator<Item = Result<Bytes, StorageError>> + Send + 'static>;
 
 /// A transactional key-value store made of named spaces.
 pub trait Engine: Send + Sync + 'static {
@@ -113,6 +117,19 @@ pub trait Snapshot: Send + Sync + 'static {
         upper: Bound<Vec<u8>>,
         reverse: bool,
     ) -> Result<KvIter, StorageError>;
+
+    /// The values of `range`, without their keys (engines override this to skip
+    /// copying each key out).
+    fn values(
+        &self,
+        space: &str,
+        lower: Bound<Vec<u8>>,
+        upper: Bound<Vec<u8>>,
+        reverse: bool,
+    ) -> Result<ValueIter, StorageError> {
+        let kvs = self.range(space, lower, upper, reverse)?;
+        Ok(Box::new(kvs.map(|kv| kv.map(|(_, v)| v))))
+    }
 
     /// The number of keys within `(lower, upper)` whose value passes `keep`, without
     /// copying keys out (engines override this for speed).

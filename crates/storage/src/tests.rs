@@ -22,7 +22,22 @@ fn put(e: &dyn Engine, space: &str, k: &[u8], v: &[u8]) {
 
 fn scan(e: &dyn Engine, space: &str, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, rev: bool) -> Vec<Kv> {
     let snap = e.snapshot();
-    snap.range(space, lo, hi, rev).unwrap().map(owned).collect()
+    let kvs: Vec<Kv> = snap
+        .range(space, lo.clone(), hi.clone(), rev)
+        .unwrap()
+        .map(owned)
+        .collect();
+    // `values` is `range` without the keys, on every engine.
+    let values: Vec<Vec<u8>> = snap
+        .values(space, lo, hi, rev)
+        .unwrap()
+        .map(|v| v.unwrap().to_vec())
+        .collect();
+    assert_eq!(
+        values,
+        kvs.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>()
+    );
+    kvs
 }
 
 fn all(e: &dyn Engine, space: &str) -> Vec<Kv> {

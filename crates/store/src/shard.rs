@@ -173,13 +173,10 @@ impl Shard {
         };
         let snap = self.engine.snapshot();
         let it = match self.range.clamp(enc(lower)?, enc(upper)?) {
-            Some((lo, hi)) => Some(snap.range(&self.space, lo, hi, reverse)?),
+            Some((lo, hi)) => Some(snap.values(&self.space, lo, hi, reverse)?),
             None => None,
         };
-        Ok(it.into_iter().flatten().map(|kv| {
-            let (_, v) = kv?;
-            Self::decode(v)
-        }))
+        Ok(it.into_iter().flatten().map(|v| Self::decode(v?)))
     }
 
     /// The primary keys this shard owns.
