@@ -21,7 +21,7 @@ use std::sync::Arc;
 use crate::value::{Datum, Object, Str};
 
 mod validate;
-pub(crate) use validate::{find_member, member, validate_canonical};
+pub(crate) use validate::{count_in_member_string, find_member, member, validate_canonical};
 
 /// Nesting beyond this is left to serde (whose own limit is 128): as deep as a stored
 /// document may be (`MAX_NESTING`), so that every stored document decodes here.
@@ -600,6 +600,36 @@ mod tests {
             let map = parse_canonical_object(&b).expect("canonical");
             for k in map.keys().map(|k| k.to_string()).chain([probe]) {
                 prop_assert_eq!(member(&b, &k), map.get(k.as_str()).cloned(), "{}", k);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// A byte counted in the text equals its count in the decoded string, whenever
+        /// the text answers; and it answers for every punctuation byte it can.
+        #[test]
+        fn byte_counts_in_text_agree_with_the_string(
+            s in "[.,a-c\"\\\\/\u{1}\n\u{7f}é u0-9 ]{0,24}",
+            other in "[.a\"]{0,4}",
+        ) {
+            let doc = Datum::object(
+                [("a", Datum::Number(1.0)), ("k", Datum::str(&s)), ("z", Datum::str(&other))]
+                    .into_iter()
+                    .map(|(k, v)| (Str::from(k), v))
+                    .collect(),
+            )
+            .to_json_bytes();
+            for b in [b'.', b',', b' ', b'/', b'"', b'\\', b'a', b'u', b'0', b'e'] {
+                let want = s.bytes().filter(|&c| c == b).count();
+                match count_in_member_string(&doc, "k", b) {
+                    Some(n) => prop_assert_eq!(n, want, "{:?} {}", s, b as char),
+                    None => prop_assert!(!b.is_ascii_punctuation() && b != b' '
+                        || matches!(b, b'"' | b'\\' | b'/'), "{}", b as char),
+                }
+                prop_assert_eq!(count_in_member_string(&doc, "a", b), None);
+                prop_assert_eq!(count_in_member_string(&doc, "missing", b), None);
             }
         }
     }

@@ -102,6 +102,14 @@ impl Object {
         }
     }
 
+    /// How many times byte `b` occurs in the string member `key`, counted in the
+    /// object's text without decoding the string (a scan's `count(split(...))`). `None`
+    /// when it cannot be answered that way: no text, no such member, not a string, or a
+    /// byte that could be part of an escape (see `fast::count_in_member_string`).
+    pub fn count_byte_in_str_member(&self, key: &str, b: u8) -> Option<usize> {
+        crate::fast::count_in_member_string(self.raw.as_deref()?, key, b)
+    }
+
     /// Whether the object has member `key`, without building an unbuilt map.
     pub fn has(&self, key: &str) -> bool {
         match (self.map.get(), &self.raw) {

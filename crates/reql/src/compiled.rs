@@ -131,7 +131,12 @@ impl Body {
                 Datum::array(parts.into_iter().map(Datum::str).collect())
             }
             Body::CountSplit(s, d) => {
-                Datum::from(pieces(&s.run(x, array_limit)?, d, array_limit)?.len())
+                if let Some(n) = count_split_in_text(s, d, x) {
+                    return (n <= array_limit).then(|| Datum::from(n));
+                }
+                let s = s.run(x, array_limit)?;
+                let n = crate::terms::strings::count_pieces(s.as_str()?, d.as_deref());
+                Datum::from((n <= array_limit).then_some(n)?)
             }
             Body::Count(v) => match v.run(x, array_limit)? {
                 Datum::String(s) => Datum::from(s.chars().count()),
@@ -182,6 +187,21 @@ impl Body {
     }
 }
 
+/// `count(split(x('f'), d))` with a one-byte delimiter, answered from a stored
+/// document's text without decoding the string (`Object::count_byte_in_str_member`);
+/// None when that does not apply, and the general path answers.
+fn count_split_in_text(s: &Body, d: &Option<Str>, x: &Datum) -> Option<usize> {
+    let (Body::Field(o, f), Some(&[b])) = (s, d.as_deref().map(str::as_bytes)) else {
+        return None;
+    };
+    match (&**o, x) {
+        (Body::Arg, Datum::Object(m)) if !x.is_ptype() => {
+            m.count_byte_in_str_member(f, b).map(|n| n + 1)
+        }
+        _ => None,
+    }
+}
+
 /// `split`'s pieces of a string (the evaluator's `split_str`); None for a non-string or
 /// more pieces than an array may hold (the evaluator then gives the error).
 fn pieces<'s>(s: &'s Datum, delim: &Option<Str>, array_limit: usize) -> Option<Vec<&'s str>> {
@@ -221,6 +241,15 @@ mod tests {
         ]
         .iter()
         .map(|j| datum::from_json_slice(j.as_bytes()).expect("datum"))
+        // Stored documents: canonical text, read without building the map.
+        .chain(
+            [
+                r#"{"a":"x.\\\".y\\.","e":"\u0001.","n":3}"#,
+                r#"{"a":".","e":"..","s":"x"}"#,
+            ]
+            .iter()
+            .map(|j| datum::from_json_owned(j.as_bytes().to_vec()).expect("datum")),
+        )
         .collect()
     }
 
@@ -271,6 +300,9 @@ mod tests {
             &[
                 (0, 0),
                 (0, 1),
+                (0, 8),
+                (0, 9),
+                (4, 8),
                 (1, 0),
                 (2, 0),
                 (3, 0),
@@ -286,6 +318,20 @@ mod tests {
                 (16, 0),
             ],
         );
+    }
+
+    #[test]
+    fn stored_text_is_counted_without_decoding() {
+        let xs = inputs();
+        let body = term(&r#"[43,[[149,[[170,[X,"a"]],"."]]]]"#.replace("X", X));
+        let Some(Body::CountSplit(s, d)) = compile(1, &body) else {
+            panic!("not compiled");
+        };
+        // `x.\".y\.` has three dots: four pieces, read from the text.
+        assert_eq!(count_split_in_text(&s, &d, &xs[8]), Some(4));
+        assert_eq!(count_split_in_text(&s, &d, &xs[9]), Some(2));
+        // A decoded object has no text to read.
+        assert_eq!(count_split_in_text(&s, &d, &xs[0]), None);
     }
 
     #[test]

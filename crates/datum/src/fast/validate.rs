@@ -69,6 +69,32 @@ pub(crate) fn member(bytes: &[u8], key: &str) -> Option<Datum> {
     p.value()
 }
 
+/// How many times byte `b` occurs in the decoded string value of member `key` of
+/// canonical object text, counted in the text itself: `None` when there is no such
+/// member, it is not a string, or `b` could be part of an escape sequence. Canonical
+/// escapes stand for quotes, backslashes and control characters only, and are spelled
+/// with letters, digits and `\`; so an ASCII punctuation byte other than `"`, `\\`
+/// and `/` (never escaped in canonical text, but escapable) occurs in the text exactly
+/// where it occurs in the string.
+pub(crate) fn count_in_member_string(bytes: &[u8], key: &str, b: u8) -> Option<usize> {
+    if !(b.is_ascii_punctuation() || b == b' ') || matches!(b, b'"' | b'\\' | b'/') {
+        return None;
+    }
+    let body = bytes.get(find_member(bytes, key)?..)?.strip_prefix(b"\"")?;
+    // The literal ends at the first quote that is not escaped.
+    let mut i = 0;
+    let end = loop {
+        let rest = body.get(i..)?;
+        let stop = i + plain_run(rest);
+        match body.get(stop)? {
+            b'"' => break stop,
+            b'\\' => i = stop + 2,
+            _ => return None,
+        }
+    };
+    Some(memchr::memchr_iter(b, body.get(..end)?).count())
+}
+
 /// The state of `validate_canonical`: `parse`'s grammar with every non-canonical form
 /// (whitespace, unsorted or repeated keys, escapes or numbers `write_json` would print
 /// otherwise) rejected instead of noted.

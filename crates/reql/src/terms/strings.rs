@@ -385,6 +385,17 @@ fn next_char(s: &str, at: usize) -> usize {
         .map_or(s.len(), |c| at + c.len_utf8())
 }
 
+/// How many pieces `split_str(s, delim, None)` gives, without building them: with a
+/// non-empty delimiter every (non-overlapping) occurrence ends a piece, and the last
+/// piece follows the last occurrence, empty or not.
+pub fn count_pieces(s: &str, delim: Option<&str>) -> usize {
+    match delim.map(str::as_bytes) {
+        Some([b]) => memchr::memchr_iter(*b, s.as_bytes()).count() + 1,
+        Some(d) if !d.is_empty() => memchr::memmem::find_iter(s.as_bytes(), d).count() + 1,
+        _ => split_str(s, delim, None).len(),
+    }
+}
+
 /// RethinkDB's `utf8_aware_split`; `max` is the most splits (None = unlimited).
 /// The pieces borrow from `s`.
 pub fn split_str<'s>(s: &'s str, delim: Option<&str>, max: Option<usize>) -> Vec<&'s str> {
@@ -538,6 +549,34 @@ mod tests {
         assert_eq!(sp("e\u{301}x", Some(""), None), ["e\u{301}", "x"]);
         assert_eq!(sp("a\u{3000}b", None, None), ["a", "b"]);
         assert_eq!(sp("a<>b<>", Some("<>"), None), ["a", "b", ""]);
+    }
+
+    #[test]
+    fn count_pieces_is_the_number_of_pieces() {
+        let words = [
+            "", ".", "..", "a.b", ".a.", "aaa", "aa", "a", "<>", "a<><>b", " x  y ", "é.é",
+        ];
+        let delims = [
+            None,
+            Some(""),
+            Some("."),
+            Some("a"),
+            Some("aa"),
+            Some("<>"),
+            Some("é"),
+        ];
+        for a in words {
+            for b in words {
+                let s = format!("{a}{b}{a}");
+                for d in delims {
+                    assert_eq!(
+                        count_pieces(&s, d),
+                        split_str(&s, d, None).len(),
+                        "{s:?} {d:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
