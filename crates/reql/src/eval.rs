@@ -438,6 +438,30 @@ pub fn call(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Datum>) -> Result<Val> {
     call_vals(ctx, f, args.into_iter().map(Val::Datum).collect())
 }
 
+/// Calls a function value of one datum argument (`call` with one argument): a compiled
+/// body answers without the argument vectors a general call builds per document.
+pub fn call1(ctx: &Arc<QueryCtx>, f: &Val, x: Datum) -> Result<Val> {
+    if let Val::Func(func) = f {
+        if !ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(out) = run_compiled(ctx, func, &x) {
+                return Ok(Val::Datum(out));
+            }
+        }
+    }
+    call_flagged(ctx, f, vec![Val::Datum(x)], false)
+}
+
+/// The compiled body's answer for a call with the one datum argument `x`, when it has
+/// one (`compiled`); the caller evaluates the body otherwise. Only for a datum argument,
+/// since a selection passed through must stay a selection.
+fn run_compiled(ctx: &QueryCtx, func: &Func, x: &Datum) -> Option<Datum> {
+    let c = func.compiled.as_ref().filter(|_| func.params.len() == 1)?;
+    let out = c.run(x, ctx.array_limit)?;
+    // No compiled term passes its value on: the body made it.
+    note_producer(&func.body);
+    Some(out)
+}
+
 /// Calls a function value whose body may use `r.literal` (the functions of `merge` and
 /// `update`, RethinkDB's `f->call(env, args, LITERAL_OK)`).
 pub fn call_literal_ok(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Datum>) -> Result<Val> {
@@ -467,12 +491,8 @@ fn call_flagged(ctx: &Arc<QueryCtx>, f: &Val, args: Vec<Val>, literal_ok: bool) 
                     if func.params.len() == 1 { "" } else { "s" },
                 )));
             }
-            // The compiled body answers or gives up (`compiled`); only for a datum
-            // argument, since a selection passed through must stay a selection.
-            if let (Some(c), [Val::Datum(x)]) = (&func.compiled, args.as_slice()) {
-                if let Some(out) = c.run(x, ctx.array_limit) {
-                    // No compiled term passes its value on: the body made it.
-                    note_producer(&func.body);
+            if let [Val::Datum(x)] = args.as_slice() {
+                if let Some(out) = run_compiled(ctx, func, x) {
                     return Ok(Val::Datum(out));
                 }
             }

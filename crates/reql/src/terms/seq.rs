@@ -66,7 +66,7 @@ fn shared(v: &Val) -> Result<Val> {
 
 /// Calls `f` on one item and returns a datum.
 pub fn apply(ctx: &Arc<QueryCtx>, f: &Val, d: Datum) -> Result<Datum> {
-    let r = call(ctx, f, vec![d])?;
+    let r = crate::eval::call1(ctx, f, d)?;
     to_datum(ctx, r)
 }
 
