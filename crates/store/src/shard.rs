@@ -256,12 +256,23 @@ impl Shard {
         // Held until applied: registering an index waits for this write (index.rs).
         let indexes = self.indexes.read();
         let deltas;
+        // What the cache keeps of the new document: one that carries its stored text, so
+        // that reads answer it by copying that text rather than printing the map again
+        // (a document shared with the writer cannot take the text; a copy of the text,
+        // decoded lazily, stands in for it).
+        let mut cached = None;
         let new = match change {
             StoreChange::Keep => return Ok(Applied::Done((old.clone(), old, None))),
             StoreChange::Put(mut d) => {
                 let json = d.to_json_bytes_kept();
                 let new = Some((&d, json.as_slice()));
                 deltas = crate::index::stage_changes(&indexes, &k, old.as_ref(), new, &mut batch);
+                cached = Some(match &d {
+                    Datum::Object(o) if o.raw_json().is_none() => {
+                        Self::decode(storage::Bytes::copy_from_slice(&json))?
+                    }
+                    _ => d.clone(),
+                });
                 batch.put(&self.space, k.clone(), json);
                 Some(d)
             }
@@ -278,7 +289,7 @@ impl Shard {
         let applied = self.engine.apply(batch);
         // On failure the engine's state is unknown: cache nothing for the key.
         self.cache
-            .end_write(stripe, &k, new.as_ref().filter(|_| applied.is_ok()));
+            .end_write(stripe, &k, cached.as_ref().filter(|_| applied.is_ok()));
         applied?;
         // Under the stripe lock, like the document count (`index::track_entries`).
         for (idx, d) in indexes.iter().zip(deltas) {
@@ -362,7 +373,11 @@ mod tests {
                 ("id", Datum::Number(7.0)),
                 ("v", Datum::Number(f64::from(v))),
             ]);
+            // Held elsewhere too (as a write's caller keeps it for its result): the
+            // document itself cannot take the text, and the cache still keeps text.
+            let shared = (v % 2 == 1).then(|| d.clone());
             s.write(&key, StoreChange::Put(d)).unwrap();
+            drop(shared);
             for _ in 0..2 {
                 let d = s.get(&key).unwrap().unwrap();
                 assert_eq!(d.get("v").and_then(Datum::as_f64), Some(f64::from(v)));
