@@ -668,7 +668,7 @@ fn run_start(
     let mut job = Some(Box::new(state.cluster.register_job(
         &who.user,
         &who.peer,
-        &q.term.as_ref().map(|t| t.to_string()).unwrap_or_default(),
+        q.term.as_ref(),
         cancel.clone(),
         on_cancel,
     )));

@@ -393,6 +393,43 @@ impl Default for AdminState {
     }
 }
 
+/// Characters of a query's JSON that `rethinkdb.jobs` shows.
+const JOB_QUERY_CHARS: usize = 200;
+
+/// `term`'s JSON cut after `JOB_QUERY_CHARS` characters (then an ellipsis), printed only
+/// that far: listing a 1 MB insert costs no more than listing a point read.
+fn abbreviated(term: &serde_json::Value) -> String {
+    /// Takes bytes until it has room for no more, then refuses (ending the print).
+    struct Cut(Vec<u8>);
+    impl std::io::Write for Cut {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            // Enough bytes for JOB_QUERY_CHARS characters and one more to tell a cut.
+            let room = (JOB_QUERY_CHARS + 1) * 4 - self.0.len();
+            if room == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            let n = b.len().min(room);
+            self.0.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut cut = Cut(Vec::new());
+    let _ = serde_json::to_writer(&mut cut, term);
+    // The print may stop inside a character: keep the whole ones.
+    let text = match std::str::from_utf8(&cut.0) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(&cut.0[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    let mut q: String = text.chars().take(JOB_QUERY_CHARS).collect();
+    if q.len() < text.len() {
+        q.push('…');
+    }
+    q
+}
+
 impl crate::Cluster {
     /// Registers a query for `rethinkdb.jobs`; it is listed until the guard drops (the
     /// query's owner keeps the guard for as long as its cursor lives) or `cancel` is
@@ -401,15 +438,12 @@ impl crate::Cluster {
         &self,
         user: &str,
         client: &str,
-        query: &str,
+        query: Option<&serde_json::Value>,
         cancel: Arc<AtomicBool>,
         on_cancel: Arc<dyn Fn() + Send + Sync>,
     ) -> JobGuard {
         let id = uuid::Uuid::new_v4().to_string();
-        let mut q: String = query.chars().take(200).collect();
-        if q.len() < query.len() {
-            q.push('…');
-        }
+        let q = query.map(abbreviated).unwrap_or_default();
         self.admin.jobs.jobs.lock().insert(
             id.clone(),
             Job {
@@ -512,6 +546,21 @@ impl crate::Cluster {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_query_is_printed_up_to_its_cut() {
+        let small = serde_json::json!([1, [[15, ["t"]]], {}]);
+        assert_eq!(abbreviated(&small), small.to_string());
+        for unit in ["x", "é", "😀"] {
+            let big = serde_json::json!([56, [[15, ["t"]], unit.repeat(100_000)]]);
+            let full = big.to_string();
+            let want: String = full.chars().take(JOB_QUERY_CHARS).chain(['…']).collect();
+            assert_eq!(abbreviated(&big), want, "{unit}");
+        }
+        // Exactly as long as the cut: nothing to mark.
+        let edge = serde_json::json!("x".repeat(JOB_QUERY_CHARS - 2));
+        assert_eq!(abbreviated(&edge).chars().count(), JOB_QUERY_CHARS);
+        assert!(!abbreviated(&edge).ends_with('…'));
+    }
     #[test]
     fn latencies_fall_into_cumulative_buckets() {
         let l = Latency::default();
