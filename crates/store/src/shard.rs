@@ -256,10 +256,12 @@ impl Shard {
         // Held until applied: registering an index waits for this write (index.rs).
         let indexes = self.indexes.read();
         let deltas;
-        // What the cache keeps of the new document: one that carries its stored text, so
-        // that reads answer it by copying that text rather than printing the map again
-        // (a document shared with the writer cannot take the text; a copy of the text,
-        // decoded lazily, stands in for it).
+        // What the cache keeps of the new document: only one that carries its stored
+        // text, so that reads answer it by copying that text rather than printing the
+        // map again. A document shared with the writer (an insert keeps it for its
+        // result) cannot take the text: the key is left uncached, and the first read
+        // caches what it reads from the engine, text included (copying the text here
+        // would cost every write of a bulk load an allocation and a copy).
         let mut cached = None;
         let new = match change {
             StoreChange::Keep => return Ok(Applied::Done((old.clone(), old, None))),
@@ -267,12 +269,10 @@ impl Shard {
                 let json = d.to_json_bytes_kept();
                 let new = Some((&d, json.as_slice()));
                 deltas = crate::index::stage_changes(&indexes, &k, old.as_ref(), new, &mut batch);
-                cached = Some(match &d {
-                    Datum::Object(o) if o.raw_json().is_none() => {
-                        Self::decode(storage::Bytes::copy_from_slice(&json))?
-                    }
-                    _ => d.clone(),
-                });
+                cached = d
+                    .as_object()
+                    .and_then(datum::Object::raw_json)
+                    .map(|_| d.clone());
                 batch.put(&self.space, k.clone(), json);
                 Some(d)
             }
