@@ -1,0 +1,147 @@
+//! The receiving side of the transport: [`Router`] hands each incoming request to its
+//! group's Raft node, and assembles streamed snapshots.
+//!
+//! A connection carries frames (`codec`) of `(GroupId, RaftRequest)` one way and
+//! `RaftResponse` the other, answered in order ([`Router::serve`], [`call_on`]).
+//!
+//! Invariants: at most one snapshot is being received per group (a chunk of a new
+//! stream abandons the previous one, whose staged spaces are dropped); no lock is held
+//! across an `.await`.
+
+use std::collections::HashMap;
+
+use openraft::Snapshot;
+use parking_lot::{Mutex, RwLock};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::codec::{decode_message, encode_message, read_frame, write_frame};
+use crate::error::TransportError;
+use crate::network::{RaftRequest, RaftResponse};
+use crate::snapshot::SnapshotData;
+use crate::types::{GroupId, Raft};
+
+/// A snapshot being received: its stream id and staged data.
+struct Reception {
+    stream: u64,
+    data: Box<SnapshotData>,
+}
+
+/// Routes incoming Raft requests to the local members of their groups.
+#[derive(Default)]
+pub struct Router {
+    groups: RwLock<HashMap<GroupId, Raft>>,
+    receptions: Mutex<HashMap<GroupId, Reception>>,
+}
+
+impl Router {
+    /// An empty router.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Serves `group` with `raft` from now on (replacing an earlier node of the group).
+    pub fn add_group(&self, group: GroupId, raft: Raft) {
+        self.groups.write().insert(group, raft);
+    }
+
+    /// Stops serving `group`; returns its node.
+    pub fn remove_group(&self, group: GroupId) -> Option<Raft> {
+        self.receptions.lock().remove(&group);
+        self.groups.write().remove(&group)
+    }
+
+    /// Answers one request for `group`.
+    pub async fn handle(&self, group: GroupId, request: RaftRequest) -> RaftResponse {
+        let Some(raft) = self.groups.read().get(&group).cloned() else {
+            return RaftResponse::Refused(format!("no member of group {group} here"));
+        };
+        match request {
+            RaftRequest::AppendEntries(rpc) => match raft.append_entries(rpc).await {
+                Ok(r) => RaftResponse::AppendEntries(r),
+                Err(e) => RaftResponse::Refused(e.to_string()),
+            },
+            RaftRequest::Vote(rpc) => match raft.vote(rpc).await {
+                Ok(r) => RaftResponse::Vote(r),
+                Err(e) => RaftResponse::Refused(e.to_string()),
+            },
+            RaftRequest::SnapshotChunk { stream, chunk } => {
+                let mut reception = match self.take_reception(group, stream, &raft).await {
+                    Ok(r) => r,
+                    Err(why) => return RaftResponse::Refused(why),
+                };
+                let written = match &mut *reception.data {
+                    SnapshotData::Staged(staged) => staged.write_chunk(&chunk),
+                    SnapshotData::View(_) => {
+                        return RaftResponse::Refused("snapshot reception is a view".into())
+                    }
+                };
+                match written {
+                    Ok(()) => {
+                        self.receptions.lock().insert(group, reception);
+                        RaftResponse::ChunkStored
+                    }
+                    Err(e) => RaftResponse::Refused(format!("storing a snapshot chunk: {e}")),
+                }
+            }
+            RaftRequest::SnapshotDone { stream, vote, meta } => {
+                let reception = match self.take_reception(group, stream, &raft).await {
+                    Ok(r) => r,
+                    Err(why) => return RaftResponse::Refused(why),
+                };
+                let snapshot = Snapshot {
+                    meta,
+                    snapshot: reception.data,
+                };
+                match raft.install_full_snapshot(vote, snapshot).await {
+                    Ok(r) => RaftResponse::Snapshot(r),
+                    Err(e) => RaftResponse::Refused(e.to_string()),
+                }
+            }
+        }
+    }
+
+    /// The reception of `stream` for `group`, started if it is new (abandoning another).
+    async fn take_reception(
+        &self,
+        group: GroupId,
+        stream: u64,
+        raft: &Raft,
+    ) -> Result<Reception, String> {
+        let current = self.receptions.lock().remove(&group);
+        match current {
+            Some(r) if r.stream == stream => Ok(r),
+            _ => {
+                let data = raft
+                    .begin_receiving_snapshot()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Reception { stream, data })
+            }
+        }
+    }
+
+    /// Serves one connection: answers each request frame in order until the peer
+    /// closes it. A malformed frame ends the connection.
+    pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        mut conn: S,
+    ) -> Result<(), TransportError> {
+        while let Some(body) = read_frame(&mut conn).await? {
+            let (group, request): (GroupId, RaftRequest) = decode_message(&body)?;
+            let response = self.handle(group, request).await;
+            write_frame(&mut conn, &encode_message(&response)?).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Sends one request over `conn` (served by [`Router::serve`]) and reads the answer.
+pub async fn call_on<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut S,
+    group: GroupId,
+    request: &RaftRequest,
+) -> Result<RaftResponse, TransportError> {
+    write_frame(conn, &encode_message(&(group, request))?).await?;
+    let body = read_frame(conn).await?.ok_or(TransportError::Closed)?;
+    Ok(decode_message(&body)?)
+}
