@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::error::{CodecError, TransportError};
+pub use crate::error::CodecError;
+use crate::error::TransportError;
 
 /// The version byte in front of every record this crate stores.
 pub const FORMAT_VERSION: u8 = 1;

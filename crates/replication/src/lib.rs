@@ -30,6 +30,7 @@
 pub mod codec;
 mod durability;
 mod error;
+pub mod kv;
 mod log_store;
 mod network;
 mod router;
@@ -47,7 +48,7 @@ pub use log_store::LogStore;
 pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
 pub use openraft;
 pub use router::{call_on, Router};
-pub use sm_store::{SnapshotBuilder, StateMachineStore};
+pub use sm_store::{applied_log_id, state_spaces, SnapshotBuilder, StateMachineStore};
 pub use snapshot::{
     Chunk, ChunkReader, Record, SnapshotData, SnapshotView, StagedSnapshot, DEFAULT_CHUNK_BYTES,
 };

@@ -315,3 +315,31 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
         self.shared.current().map_err(ReplicationError::read)
     }
 }
+
+/// The spaces holding the state of the machine stored under `prefix` now, by kind (for
+/// readers outside `apply`; a snapshot install moves them, see [`StateMachine::attach`]).
+pub fn state_spaces(
+    engine: &dyn Engine,
+    prefix: &str,
+    kinds: &[String],
+) -> Result<Vec<String>, ReplicationError> {
+    let generation: u64 = match engine.get(&format!("{prefix}.sm"), GENERATION)? {
+        Some(bytes) => decode_record(&bytes)?,
+        None => 0,
+    };
+    Ok(kinds
+        .iter()
+        .map(|k| format!("{prefix}.d{generation}.{k}"))
+        .collect())
+}
+
+/// The last log id applied by the state machine stored under `prefix`.
+pub fn applied_log_id(
+    engine: &dyn Engine,
+    prefix: &str,
+) -> Result<Option<LogId>, ReplicationError> {
+    match engine.get(&format!("{prefix}.sm"), APPLIED)? {
+        Some(bytes) => Ok(Some(decode_record(&bytes)?)),
+        None => Ok(None),
+    }
+}
