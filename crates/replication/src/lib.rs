@@ -37,6 +37,7 @@ mod router;
 mod sm_store;
 mod snapshot;
 mod state_machine;
+mod tcp;
 mod types;
 
 #[cfg(test)]
@@ -47,12 +48,14 @@ pub use error::{CodecError, ReplicationError, TransportError};
 pub use log_store::LogStore;
 pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
 pub use openraft;
+pub use router::MAX_IN_FLIGHT;
 pub use router::{call_on, Router};
 pub use sm_store::{applied_log_id, state_spaces, SnapshotBuilder, StateMachineStore};
 pub use snapshot::{
     Chunk, ChunkReader, Record, SnapshotData, SnapshotView, StagedSnapshot, DEFAULT_CHUNK_BYTES,
 };
 pub use state_machine::{ApplyCtx, StateMachine};
+pub use tcp::{serve_tcp, TcpTransport};
 pub use types::{
     Command, Entry, GroupId, LogId, Node, NodeId, Raft, RaftStorageError, Reply, SnapshotMeta,
     StoredMembership, TypeConfig, Vote,

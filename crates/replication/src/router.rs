@@ -1,24 +1,29 @@
 //! The receiving side of the transport: [`Router`] hands each incoming request to its
 //! group's Raft node, and assembles streamed snapshots.
 //!
-//! A connection carries frames (`codec`) of `(GroupId, RaftRequest)` one way and
-//! `RaftResponse` the other, answered in order ([`Router::serve`], [`call_on`]).
+//! A connection carries frames (`codec`) of `(request id, GroupId, RaftRequest)` one
+//! way and `(request id, RaftResponse)` the other ([`Router::serve`]).
 //!
 //! Invariants: at most one snapshot is being received per group (a chunk of a new
 //! stream abandons the previous one, whose staged spaces are dropped); no lock is held
 //! across an `.await`.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use openraft::Snapshot;
 use parking_lot::{Mutex, RwLock};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, Semaphore};
 
 use crate::codec::{decode_message, encode_message, read_frame, write_frame};
 use crate::error::TransportError;
 use crate::network::{RaftRequest, RaftResponse};
 use crate::snapshot::SnapshotData;
 use crate::types::{GroupId, Raft};
+
+/// Requests of one connection handled at once (bounds a connection's memory).
+pub const MAX_IN_FLIGHT: usize = 64;
 
 /// A snapshot being received: its stream id and staged data.
 struct Reception {
@@ -120,28 +125,60 @@ impl Router {
         }
     }
 
-    /// Serves one connection: answers each request frame in order until the peer
-    /// closes it. A malformed frame ends the connection.
-    pub async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
-        &self,
-        mut conn: S,
-    ) -> Result<(), TransportError> {
-        while let Some(body) = read_frame(&mut conn).await? {
-            let (group, request): (GroupId, RaftRequest) = decode_message(&body)?;
-            let response = self.handle(group, request).await;
-            write_frame(&mut conn, &encode_message(&response)?).await?;
-        }
-        Ok(())
+    /// Serves one connection until the peer closes it: requests (`(id, group,
+    /// request)` frames) are handled concurrently, at most [`MAX_IN_FLIGHT`] at a time,
+    /// and answered as `(id, response)` frames in the order they finish. A malformed
+    /// frame ends the connection.
+    pub async fn serve<S>(self: Arc<Self>, conn: S) -> Result<(), TransportError>
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (mut rd, mut wr) = tokio::io::split(conn);
+        let (answers, mut queue) = mpsc::channel::<Vec<u8>>(MAX_IN_FLIGHT);
+        let writer = tokio::spawn(async move {
+            while let Some(body) = queue.recv().await {
+                write_frame(&mut wr, &body).await?;
+            }
+            Ok::<(), TransportError>(())
+        });
+        let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let read = async {
+            while let Some(body) = read_frame(&mut rd).await? {
+                let (id, group, request): (u64, GroupId, RaftRequest) = decode_message(&body)?;
+                let Ok(permit) = permits.clone().acquire_owned().await else {
+                    break;
+                };
+                let (router, answers) = (self.clone(), answers.clone());
+                tokio::spawn(async move {
+                    let response = router.handle(group, request).await;
+                    if let Ok(body) = encode_message(&(id, response)) {
+                        let _ = answers.send(body).await;
+                    }
+                    drop(permit);
+                });
+            }
+            Ok::<(), TransportError>(())
+        };
+        let read = read.await;
+        drop(answers);
+        // Answers still being computed are written before the connection closes.
+        let written = writer
+            .await
+            .map_err(|e| TransportError::Unexpected(format!("writer task: {e}")))?;
+        read.and(written)
     }
 }
 
-/// Sends one request over `conn` (served by [`Router::serve`]) and reads the answer.
+/// Sends one request over `conn` (served by [`Router::serve`]) and reads its answer:
+/// one call at a time on a connection (the simulation's transport; [`crate::TcpTransport`]
+/// multiplexes).
 pub async fn call_on<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut S,
     group: GroupId,
     request: &RaftRequest,
 ) -> Result<RaftResponse, TransportError> {
-    write_frame(conn, &encode_message(&(group, request))?).await?;
+    write_frame(conn, &encode_message(&(0u64, group, request))?).await?;
     let body = read_frame(conn).await?.ok_or(TransportError::Closed)?;
-    Ok(decode_message(&body)?)
+    let (_, answer): (u64, RaftResponse) = decode_message(&body)?;
+    Ok(answer)
 }
