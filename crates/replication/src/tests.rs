@@ -91,7 +91,8 @@ async fn the_log_survives_a_restart_on_fjall() {
     let dir = tempfile::tempdir().unwrap();
     {
         let engine: Arc<dyn Engine> = Arc::new(Fjall::open(dir.path(), 8 << 20).unwrap());
-        let mut log = open_log(&engine);
+        // fsyncs on the blocking pool, as a server runs it.
+        let mut log = LogStore::open(engine.clone(), PREFIX, Durability::Blocking).unwrap();
         append(&mut log, (1..=10).map(|i| put(1, i, "k", "v")).collect()).await;
         log.save_vote(&Vote::new(3, 2)).await.unwrap();
         log.save_committed(Some(log_id(1, 6))).await.unwrap();
@@ -234,4 +235,50 @@ async fn an_abandoned_reception_leaves_no_space_behind() {
     assert_eq!(engine.space_names().unwrap().len(), names - 1);
     assert_eq!(map_of(&*engine).get("a").map(String::as_str), Some("1"));
     drop(sm);
+}
+
+/// The figures behind the wire and record format choice (docs/decisions.md). By hand:
+/// `cargo test --release -p replication measure_codecs -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, by hand"]
+fn measure_codecs() {
+    use openraft::raft::AppendEntriesRequest;
+    use std::time::Instant;
+    // 64 entries of 1 KiB commands: a busy shard's append batch.
+    let entries: Vec<Entry> = (1..=64)
+        .map(|i| Entry {
+            log_id: log_id(3, i),
+            payload: EntryPayload::Normal(Command((0..1024).map(|b| (b * 7 + i) as u8).collect())),
+        })
+        .collect();
+    let rpc = AppendEntriesRequest::<TypeConfig> {
+        vote: Vote::new_committed(3, 1),
+        prev_log_id: Some(log_id(3, 0)),
+        entries,
+        leader_commit: Some(log_id(3, 0)),
+    };
+    let rounds = 300;
+    let t = Instant::now();
+    let mut pc = Vec::new();
+    for _ in 0..rounds {
+        pc = codec::encode_message(&rpc).unwrap();
+        let back: AppendEntriesRequest<TypeConfig> = codec::decode_message(&pc).unwrap();
+        assert_eq!(back.entries.len(), 64);
+    }
+    let postcard = t.elapsed() / rounds;
+    let t = Instant::now();
+    let mut js = Vec::new();
+    for _ in 0..rounds {
+        js = serde_json::to_vec(&rpc).unwrap();
+        let back: AppendEntriesRequest<TypeConfig> = serde_json::from_slice(&js).unwrap();
+        assert_eq!(back.entries.len(), 64);
+    }
+    let json = t.elapsed() / rounds;
+    eprintln!(
+        "64 x 1 KiB entries: postcard {} bytes, {:?} per encode+decode; serde_json {} bytes, {:?}",
+        pc.len(),
+        postcard,
+        js.len(),
+        json
+    );
 }
