@@ -34,6 +34,7 @@ pub mod kv;
 mod log_store;
 mod network;
 mod router;
+mod runtime;
 mod sm_store;
 mod snapshot;
 mod state_machine;
@@ -50,6 +51,7 @@ pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
 pub use openraft;
 pub use router::MAX_IN_FLIGHT;
 pub use router::{call_on, Router};
+pub use runtime::{seed_thread_rng, Runtime};
 pub use sm_store::{applied_log_id, state_spaces, SnapshotBuilder, StateMachineStore};
 pub use snapshot::{
     Chunk, ChunkReader, Record, SnapshotData, SnapshotView, StagedSnapshot, DEFAULT_CHUNK_BYTES,

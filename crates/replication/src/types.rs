@@ -64,7 +64,7 @@ openraft::declare_raft_types!(
         Node = Node,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = crate::snapshot::SnapshotData,
-        AsyncRuntime = openraft::TokioRuntime,
+        AsyncRuntime = crate::runtime::Runtime,
 );
 
 /// A Raft node of Ponder's type configuration.
