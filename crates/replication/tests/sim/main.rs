@@ -1,8 +1,10 @@
 //! Deterministic simulation of a 3-node Raft group (turmoil: simulated hosts, network
-//! and time) under random faults: partitions, crash and restart of a node, message loss
-//! (links that break connections) and held (delayed) links.
+//! and time) under random faults: partitions, crash and restart of a node, power loss
+//! (a crash that also loses every write not yet fsynced), message loss (links that
+//! break connections) and held (delayed) links.
 //!
-//! Checks: a new leader is elected after the leader is partitioned away; after healing,
+//! Checks: never two leaders in one term; a new leader is elected after the leader is
+//! partitioned away; after healing,
 //! every acknowledged write is present on every replica, and the replicas converge to
 //! identical state and applied position.
 //!
@@ -17,6 +19,7 @@
 //! The long form, by hand: `PONDER_SIM_SEEDS=50 cargo test --release -p replication
 //! --test sim -- --ignored` (random seeds, longer fault phases).
 
+mod disk;
 mod node;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -167,20 +170,25 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
     }
 
     let mut faults: BTreeMap<&'static str, u32> = BTreeMap::new();
+    let mut watch = Watch {
+        seed,
+        cluster: cluster.clone(),
+        leaders: BTreeMap::new(),
+    };
     let names: Vec<String> = cluster.ids.iter().map(|id| host_name(*id)).collect();
 
     // 1. A leader is elected, then partitioned away: another node must take over.
-    let leader = run_until(&mut sim, Duration::from_secs(10), || {
+    let leader = run_until(&mut sim, &mut watch, Duration::from_secs(10), || {
         leader_of(&cluster, &BTreeSet::new())
     })
     .unwrap_or_else(|| panic!("seed {seed}: no leader within 10 s"));
     let old_term = term_of(&cluster, leader);
-    run_for(&mut sim, Duration::from_secs(1));
+    run_for(&mut sim, &mut watch, Duration::from_secs(1));
     isolate(&sim, &names, leader);
     *faults.entry("leader partition").or_default() += 1;
     let t0 = sim.elapsed();
     let excluded = BTreeSet::from([leader]);
-    let new_leader = run_until(&mut sim, Duration::from_secs(10), || {
+    let new_leader = run_until(&mut sim, &mut watch, Duration::from_secs(10), || {
         leader_of(&cluster, &excluded).filter(|l| term_of(&cluster, *l) > old_term)
     })
     .unwrap_or_else(|| panic!("seed {seed}: no new leader within 10 s of partitioning n{leader}"));
@@ -195,24 +203,34 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
         let victim = cluster.ids[rng.gen_range(0..cluster.ids.len())];
         let vname = host_name(victim);
         let length = Duration::from_millis(rng.gen_range(200..3000));
-        match rng.gen_range(0..4) {
+        match rng.gen_range(0..5) {
             0 => {
                 *faults.entry("partition").or_default() += 1;
                 isolate(&sim, &names, victim);
-                run_for(&mut sim, length);
+                run_for(&mut sim, &mut watch, length);
                 heal(&mut sim, &names, &mut crashed);
             }
             1 => {
                 *faults.entry("crash+restart").or_default() += 1;
                 sim.crash(vname.as_str());
                 crashed.insert(victim);
-                run_for(&mut sim, length);
+                run_for(&mut sim, &mut watch, length);
+                heal(&mut sim, &names, &mut crashed);
+            }
+            4 => {
+                *faults.entry("power loss").or_default() += 1;
+                sim.crash(vname.as_str());
+                cluster.disks[&victim]
+                    .lose_power()
+                    .expect("power loss on the in-memory disk");
+                crashed.insert(victim);
+                run_for(&mut sim, &mut watch, length);
                 heal(&mut sim, &names, &mut crashed);
             }
             2 => {
                 *faults.entry("message loss").or_default() += 1;
                 sim.set_fail_rate(0.005);
-                run_for(&mut sim, length);
+                run_for(&mut sim, &mut watch, length);
                 sim.set_fail_rate(0.0);
             }
             _ => {
@@ -220,18 +238,22 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
                 let other = cluster.ids[rng.gen_range(0..cluster.ids.len())];
                 if other != victim {
                     sim.hold(vname.as_str(), host_name(other).as_str());
-                    run_for(&mut sim, length.min(Duration::from_millis(800)));
+                    run_for(&mut sim, &mut watch, length.min(Duration::from_millis(800)));
                     sim.release(vname.as_str(), host_name(other).as_str());
                 }
             }
         }
-        run_for(&mut sim, Duration::from_millis(rng.gen_range(100..1500)));
+        run_for(
+            &mut sim,
+            &mut watch,
+            Duration::from_millis(rng.gen_range(100..1500)),
+        );
     }
 
     // 3. Healed and quiet: every replica converges and holds every acknowledged write.
     heal(&mut sim, &names, &mut crashed);
     stop.store(true, Ordering::Relaxed);
-    let converged = run_until(&mut sim, Duration::from_secs(30), || {
+    let converged = run_until(&mut sim, &mut watch, Duration::from_secs(30), || {
         let states: Vec<_> = cluster
             .ids
             .iter()
@@ -310,16 +332,42 @@ fn heal(sim: &mut turmoil::Sim<'_>, names: &[String], crashed: &mut BTreeSet<Nod
     }
 }
 
-fn run_for(sim: &mut turmoil::Sim<'_>, d: Duration) {
+/// Watches every step for two leaders in one term (Raft's election safety: it rests on
+/// votes being durable).
+struct Watch {
+    seed: u64,
+    cluster: Arc<Cluster>,
+    leaders: BTreeMap<u64, NodeId>,
+}
+
+impl Watch {
+    fn check(&mut self) {
+        for (id, raft) in self.cluster.rafts.lock().iter() {
+            let m = raft.metrics().borrow().clone();
+            if m.state == ServerState::Leader {
+                let first = *self.leaders.entry(m.current_term).or_insert(*id);
+                assert_eq!(
+                    first, *id,
+                    "seed {}: n{first} and n{id} both led term {}",
+                    self.seed, m.current_term
+                );
+            }
+        }
+    }
+}
+
+fn run_for(sim: &mut turmoil::Sim<'_>, watch: &mut Watch, d: Duration) {
     let end = sim.elapsed() + d;
     while sim.elapsed() < end {
         sim.step().expect("simulation step");
+        watch.check();
     }
 }
 
 /// Steps until `check` answers (checked every 10 ms of simulated time) or `limit` passes.
 fn run_until<T>(
     sim: &mut turmoil::Sim<'_>,
+    watch: &mut Watch,
     limit: Duration,
     mut check: impl FnMut() -> Option<T>,
 ) -> Option<T> {
@@ -328,7 +376,7 @@ fn run_until<T>(
         if let Some(t) = check() {
             return Some(t);
         }
-        run_for(sim, Duration::from_millis(10));
+        run_for(sim, watch, Duration::from_millis(10));
     }
     check()
 }

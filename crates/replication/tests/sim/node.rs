@@ -1,6 +1,6 @@
-//! A simulated Ponder node: one Raft group (a [`KvMachine`]) on an in-memory engine
-//! that outlives crashes (a process crash, not a power loss), served over turmoil's
-//! TCP; and the client side of its write port.
+//! A simulated Ponder node: one Raft group (a [`KvMachine`]) on an in-memory [`Disk`]
+//! that outlives crashes (and loses its unsynced writes on a power loss), served over
+//! turmoil's TCP; and the client side of its write port.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +13,9 @@ use replication::openraft::error::{ClientWriteError, RaftError};
 use replication::openraft::{Config, SnapshotPolicy};
 use replication::*;
 use serde::{Deserialize, Serialize};
-use storage::{Engine, Memory};
+use storage::Engine;
+
+use crate::disk::Disk;
 use turmoil::net::{TcpListener, TcpStream};
 
 pub const RAFT_PORT: u16 = 9000;
@@ -28,7 +30,7 @@ pub fn host_name(id: NodeId) -> String {
 /// What outlives a node's crashes, and what the test observes.
 pub struct Cluster {
     pub ids: Vec<NodeId>,
-    pub disks: HashMap<NodeId, Arc<dyn Engine>>,
+    pub disks: HashMap<NodeId, Arc<Disk>>,
     /// The node each host runs now (replaced at every restart).
     pub rafts: Mutex<HashMap<NodeId, Raft>>,
     /// Snapshot transfers that were installed by their receiver.
@@ -40,7 +42,7 @@ impl Cluster {
         let ids: Vec<NodeId> = (1..=n).collect();
         let disks = ids
             .iter()
-            .map(|id| (*id, Arc::new(Memory::new()) as Arc<dyn Engine>))
+            .map(|id| (*id, Arc::new(Disk::default())))
             .collect();
         Arc::new(Self {
             ids,
@@ -100,7 +102,7 @@ fn config() -> Arc<Config> {
 /// The host software of node `id`: opens its storage, starts Raft, serves peers and
 /// clients until crashed.
 pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn std::error::Error>> {
-    let engine = cluster.disks[&id].clone();
+    let engine: Arc<dyn Engine> = cluster.disks[&id].clone();
     let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline)?;
     let sm = StateMachineStore::open(engine, PREFIX, KvMachine::default(), Durability::Inline)?;
     let transport = Arc::new(SimTransport {
