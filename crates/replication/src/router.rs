@@ -182,3 +182,60 @@ pub async fn call_on<S: AsyncRead + AsyncWrite + Unpin>(
     let (_, answer): (u64, RaftResponse) = decode_message(&body)?;
     Ok(answer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::write_frame;
+    use crate::types::Vote;
+    use openraft::raft::VoteRequest;
+    use rand::{Rng, SeedableRng};
+
+    fn vote_request() -> RaftRequest {
+        RaftRequest::Vote(VoteRequest::new(Vote::new(1, 1), None))
+    }
+
+    #[tokio::test]
+    async fn an_unknown_group_is_refused_not_dropped() {
+        let router = Arc::new(Router::new());
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let serving = tokio::spawn(router.clone().serve(server));
+        let answer = call_on(&mut client, GroupId(9), &vote_request())
+            .await
+            .unwrap();
+        assert!(matches!(answer, RaftResponse::Refused(why) if why.contains("g9")));
+        drop(client);
+        serving.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_malformed_frame_ends_the_connection_with_an_error() {
+        let router = Arc::new(Router::new());
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let serving = tokio::spawn(router.serve(server));
+        write_frame(&mut client, b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x07")
+            .await
+            .unwrap();
+        assert!(serving.await.unwrap().is_err());
+    }
+
+    #[test]
+    fn random_bytes_never_panic_the_decoders() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        let valid = encode_message(&(7u64, GroupId(3), vote_request())).unwrap();
+        for _ in 0..20_000 {
+            let mut bytes = valid.clone();
+            // Mutate a valid message, or make one from nothing.
+            if rng.gen_bool(0.5) {
+                for _ in 0..rng.gen_range(1..4) {
+                    let i = rng.gen_range(0..bytes.len());
+                    bytes[i] = rng.gen();
+                }
+            } else {
+                bytes = (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect();
+            }
+            let _ = decode_message::<(u64, GroupId, RaftRequest)>(&bytes);
+            let _ = decode_message::<(u64, RaftResponse)>(&bytes);
+        }
+    }
+}

@@ -178,17 +178,92 @@ impl Transport for TcpTransport {
     }
 }
 
-/// Accepts peer connections on `listener` and serves each with `router` until the
-/// returned future is dropped.
+/// Accepts peer connections on `listener` and serves each with `router`. Dropping
+/// (or aborting) the returned future closes every connection it accepted.
 pub async fn serve_tcp(listener: TcpListener, router: Arc<Router>) -> std::io::Result<()> {
+    let mut conns = tokio::task::JoinSet::new();
     loop {
-        let (conn, _) = listener.accept().await?;
-        conn.set_nodelay(true)?;
-        let router = router.clone();
-        tokio::spawn(async move {
-            if let Err(e) = router.serve(conn).await {
-                tracing::debug!("peer connection ended: {e}");
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (conn, _) = accepted?;
+                conn.set_nodelay(true)?;
+                let router = router.clone();
+                conns.spawn(async move {
+                    if let Err(e) = router.serve(conn).await {
+                        tracing::debug!("peer connection ended: {e}");
+                    }
+                });
             }
-        });
+            // Reaps finished connections so the set does not grow.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Vote;
+    use openraft::raft::VoteRequest;
+
+    fn vote_request() -> RaftRequest {
+        RaftRequest::Vote(VoteRequest::new(Vote::new(1, 1), None))
+    }
+
+    async fn free_port() -> (TcpListener, String) {
+        for port in 27500..27600u16 {
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port)).await {
+                return (l, format!("127.0.0.1:{port}"));
+            }
+        }
+        panic!("no free port in 27500..27600");
+    }
+
+    #[tokio::test]
+    async fn a_call_to_a_dead_peer_fails_and_a_later_one_reconnects() {
+        let (listener, addr) = free_port().await;
+        drop(listener);
+        let transport = TcpTransport::new(Duration::from_millis(500));
+        let node = Node::new(addr.clone());
+        let refused = transport.call(2, &node, GroupId(1), vote_request()).await;
+        assert!(refused.is_err());
+
+        let listener = TcpListener::bind(addr.as_str()).await.unwrap();
+        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new())));
+        for _ in 0..3 {
+            let answer = transport
+                .call(2, &node, GroupId(1), vote_request())
+                .await
+                .unwrap();
+            assert!(matches!(answer, RaftResponse::Refused(_)), "{answer:?}");
+        }
+        assert_eq!(transport.connection_count(), 1);
+
+        // The peer goes away: calls fail, and the connection is not reused.
+        server.abort();
+        let _ = server.await;
+        let mut failed = false;
+        for _ in 0..20 {
+            if transport
+                .call(2, &node, GroupId(1), vote_request())
+                .await
+                .is_err()
+            {
+                failed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(failed, "calls to a stopped peer fail");
+
+        // It comes back: the next call connects again.
+        let listener = TcpListener::bind(addr.as_str()).await.unwrap();
+        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new())));
+        let answer = transport
+            .call(2, &node, GroupId(1), vote_request())
+            .await
+            .unwrap();
+        assert!(matches!(answer, RaftResponse::Refused(_)), "{answer:?}");
+        server.abort();
     }
 }
