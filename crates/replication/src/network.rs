@@ -10,7 +10,6 @@
 //! retries: a peer's answer is never trusted to have arrived.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use openraft::error::{
@@ -20,6 +19,7 @@ use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
+use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TransportError;
@@ -33,18 +33,22 @@ pub enum RaftRequest {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     /// An election.
     Vote(VoteRequest<NodeId>),
-    /// A piece of the snapshot `stream` (the first piece starts the stream; a new stream
-    /// of the group abandons the previous one).
+    /// Piece number `seq` of the snapshot `stream`. Piece 0 starts the stream (and
+    /// abandons any other of the group); a piece out of order is refused.
     SnapshotChunk {
-        /// The sender's id for this snapshot transfer.
+        /// The sender's random id for this snapshot transfer.
         stream: u64,
+        /// The piece's number, from 0.
+        seq: u64,
         /// The records.
         chunk: Chunk,
     },
-    /// The end of snapshot `stream`: install it.
+    /// The end of snapshot `stream`, after `chunks` pieces: install it.
     SnapshotDone {
-        /// The sender's id for this snapshot transfer.
+        /// The sender's random id for this snapshot transfer.
         stream: u64,
+        /// How many pieces were sent (the receiver checks it got exactly those).
+        chunks: u64,
         /// The leader's vote.
         vote: Vote,
         /// The snapshot's metadata.
@@ -84,17 +88,15 @@ pub trait Transport: Send + Sync + 'static {
 pub struct Network<T: Transport> {
     transport: Arc<T>,
     group: GroupId,
-    me: NodeId,
     chunk_bytes: usize,
 }
 
 impl<T: Transport> Network<T> {
-    /// The network of `group` as seen from node `me`.
-    pub fn new(transport: Arc<T>, group: GroupId, me: NodeId) -> Self {
+    /// The network of `group` over `transport`.
+    pub fn new(transport: Arc<T>, group: GroupId) -> Self {
         Self {
             transport,
             group,
-            me,
             chunk_bytes: DEFAULT_CHUNK_BYTES,
         }
     }
@@ -113,7 +115,6 @@ impl<T: Transport> RaftNetworkFactory<TypeConfig> for Network<T> {
         Peer {
             transport: self.transport.clone(),
             group: self.group,
-            me: self.me,
             target,
             node: node.clone(),
             chunk_bytes: self.chunk_bytes,
@@ -125,14 +126,10 @@ impl<T: Transport> RaftNetworkFactory<TypeConfig> for Network<T> {
 pub struct Peer<T: Transport> {
     transport: Arc<T>,
     group: GroupId,
-    me: NodeId,
     target: NodeId,
     node: Node,
     chunk_bytes: usize,
 }
-
-/// Distinguishes this process's snapshot streams (with the sender's id in the high bits).
-static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
 
 impl<T: Transport> Peer<T> {
     async fn call(
@@ -162,23 +159,31 @@ impl<T: Transport> Peer<T> {
                 "a snapshot being received cannot be sent".into(),
             ));
         };
-        let stream =
-            (self.me << 40) | (NEXT_STREAM.fetch_add(1, Ordering::Relaxed) & ((1 << 40) - 1));
+        // Random, so that a stream of a restarted sender never continues one that an
+        // earlier incarnation left half-sent (the RNG is seeded only in simulation).
+        let stream: u64 = crate::runtime::ThreadRng.gen();
         let mut chunks = view.chunks(self.chunk_bytes);
+        let mut seq = 0;
         while let Some(chunk) = chunks
             .next_chunk()
             .map_err(|e| TransportError::Unexpected(format!("reading the snapshot: {e}")))?
         {
-            match self
-                .call(RaftRequest::SnapshotChunk { stream, chunk }, option)
-                .await?
-            {
-                RaftResponse::ChunkStored => {}
+            let request = RaftRequest::SnapshotChunk { stream, seq, chunk };
+            match self.call(request, option).await? {
+                RaftResponse::ChunkStored => seq += 1,
                 other => return Err(unexpected(other)),
             }
         }
         match self
-            .call(RaftRequest::SnapshotDone { stream, vote, meta }, option)
+            .call(
+                RaftRequest::SnapshotDone {
+                    stream,
+                    chunks: seq,
+                    vote,
+                    meta,
+                },
+                option,
+            )
             .await?
         {
             RaftResponse::Snapshot(r) => Ok(r),

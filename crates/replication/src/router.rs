@@ -4,9 +4,10 @@
 //! A connection carries frames (`codec`) of `(request id, GroupId, RaftRequest)` one
 //! way and `(request id, RaftResponse)` the other ([`Router::serve`]).
 //!
-//! Invariants: at most one snapshot is being received per group (a chunk of a new
-//! stream abandons the previous one, whose staged spaces are dropped); no lock is held
-//! across an `.await`.
+//! Invariants: at most one snapshot is being received per group (the first piece of a
+//! new stream abandons the previous one, whose staged spaces are dropped); a snapshot is
+//! installed only if every piece of its stream arrived, in order, exactly once; no lock
+//! is held across an `.await`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,9 +26,10 @@ use crate::types::{GroupId, Raft};
 /// Requests of one connection handled at once (bounds a connection's memory).
 pub const MAX_IN_FLIGHT: usize = 64;
 
-/// A snapshot being received: its stream id and staged data.
+/// A snapshot being received: its stream id, the next piece expected, and the data.
 struct Reception {
     stream: u64,
+    next_seq: u64,
     data: Box<SnapshotData>,
 }
 
@@ -69,8 +71,8 @@ impl Router {
                 Ok(r) => RaftResponse::Vote(r),
                 Err(e) => RaftResponse::Refused(e.to_string()),
             },
-            RaftRequest::SnapshotChunk { stream, chunk } => {
-                let mut reception = match self.take_reception(group, stream, &raft).await {
+            RaftRequest::SnapshotChunk { stream, seq, chunk } => {
+                let mut reception = match self.reception(group, stream, seq, &raft).await {
                     Ok(r) => r,
                     Err(why) => return RaftResponse::Refused(why),
                 };
@@ -82,14 +84,21 @@ impl Router {
                 };
                 match written {
                     Ok(()) => {
+                        reception.next_seq += 1;
                         self.receptions.lock().insert(group, reception);
                         RaftResponse::ChunkStored
                     }
                     Err(e) => RaftResponse::Refused(format!("storing a snapshot chunk: {e}")),
                 }
             }
-            RaftRequest::SnapshotDone { stream, vote, meta } => {
-                let reception = match self.take_reception(group, stream, &raft).await {
+            RaftRequest::SnapshotDone {
+                stream,
+                chunks,
+                vote,
+                meta,
+            } => {
+                // `chunks` is where the next piece would be: the reception must be there.
+                let reception = match self.reception(group, stream, chunks, &raft).await {
                     Ok(r) => r,
                     Err(why) => return RaftResponse::Refused(why),
                 };
@@ -105,23 +114,33 @@ impl Router {
         }
     }
 
-    /// The reception of `stream` for `group`, started if it is new (abandoning another).
-    async fn take_reception(
+    /// Takes the reception of `stream` for `group` if it expects piece `seq` next; piece
+    /// 0 starts a new reception, abandoning any other. Anything else is refused (and the
+    /// reception is abandoned: the sender starts over with a new stream).
+    async fn reception(
         &self,
         group: GroupId,
         stream: u64,
+        seq: u64,
         raft: &Raft,
     ) -> Result<Reception, String> {
         let current = self.receptions.lock().remove(&group);
         match current {
-            Some(r) if r.stream == stream => Ok(r),
-            _ => {
+            Some(r) if r.stream == stream && r.next_seq == seq => Ok(r),
+            _ if seq == 0 => {
                 let data = raft
                     .begin_receiving_snapshot()
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(Reception { stream, data })
+                Ok(Reception {
+                    stream,
+                    next_seq: 0,
+                    data,
+                })
             }
+            _ => Err(format!(
+                "snapshot piece {seq} of stream {stream:x} does not follow what was received"
+            )),
         }
     }
 
@@ -217,6 +236,71 @@ mod tests {
             .await
             .unwrap();
         assert!(serving.await.unwrap().is_err());
+    }
+
+    /// A transport for a node that never calls out.
+    struct Nowhere;
+
+    impl crate::network::Transport for Nowhere {
+        async fn call(
+            &self,
+            _: crate::types::NodeId,
+            _: &crate::types::Node,
+            _: GroupId,
+            _: RaftRequest,
+        ) -> Result<RaftResponse, TransportError> {
+            Err(TransportError::Closed)
+        }
+    }
+
+    #[tokio::test]
+    async fn snapshot_pieces_out_of_order_are_refused() {
+        use crate::kv::KvMachine;
+        use crate::snapshot::{Chunk, Record};
+        use crate::{Durability, LogStore, Network, StateMachineStore};
+        let engine: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        let log = LogStore::open(engine.clone(), "g", Durability::Inline).unwrap();
+        let sm = StateMachineStore::open(
+            engine.clone(),
+            "g",
+            KvMachine::default(),
+            Durability::Inline,
+        )
+        .unwrap();
+        let config = Arc::new(openraft::Config::default().validate().unwrap());
+        let network = Network::new(Arc::new(Nowhere), GroupId(1));
+        let raft = Raft::new(1, config, network, log, sm).await.unwrap();
+        let router = Router::new();
+        router.add_group(GroupId(1), raft.clone());
+        let chunk = |seq| RaftRequest::SnapshotChunk {
+            stream: 5,
+            seq,
+            chunk: Chunk {
+                records: vec![Record {
+                    space: 0,
+                    key: b"k".to_vec(),
+                    value: b"v".to_vec(),
+                }],
+            },
+        };
+        let stored = |r: &RaftResponse| matches!(r, RaftResponse::ChunkStored);
+        assert!(!stored(&router.handle(GroupId(1), chunk(1)).await));
+        assert!(stored(&router.handle(GroupId(1), chunk(0)).await));
+        assert!(stored(&router.handle(GroupId(1), chunk(1)).await));
+        // A gap abandons the stream: its next pieces and its end are refused too.
+        assert!(!stored(&router.handle(GroupId(1), chunk(3)).await));
+        assert!(!stored(&router.handle(GroupId(1), chunk(2)).await));
+        let done = RaftRequest::SnapshotDone {
+            stream: 5,
+            chunks: 2,
+            vote: Vote::new_committed(1, 1),
+            meta: Default::default(),
+        };
+        assert!(matches!(
+            router.handle(GroupId(1), done).await,
+            RaftResponse::Refused(_)
+        ));
+        raft.shutdown().await.unwrap();
     }
 
     #[test]

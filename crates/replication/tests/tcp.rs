@@ -56,7 +56,7 @@ async fn start_node(id: NodeId, groups: &[GroupId]) -> TestNode {
             Durability::Inline,
         )
         .unwrap();
-        let network = Network::new(transport.clone(), g, id).with_chunk_bytes(256);
+        let network = Network::new(transport.clone(), g).with_chunk_bytes(256);
         let raft = Raft::new(id, config(), network, log, sm).await.unwrap();
         router.add_group(g, raft.clone());
         rafts.insert(g, raft);

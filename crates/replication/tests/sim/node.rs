@@ -109,7 +109,7 @@ pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn s
         cluster: cluster.clone(),
     });
     // Small chunks, so a snapshot takes several messages.
-    let network = Network::new(transport, GROUP, id).with_chunk_bytes(512);
+    let network = Network::new(transport, GROUP).with_chunk_bytes(512);
     let raft = Raft::new(id, config(), network, log, sm).await?;
     if id == 1 {
         let members: BTreeMap<NodeId, Node> = cluster
