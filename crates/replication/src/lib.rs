@@ -14,11 +14,17 @@
 //!   in bounded chunks and installed by switching a generation of spaces
 //!   ([`SnapshotData`]).
 //! * [`Transport`]: the peer seam (one request of one group to one peer, one answer);
-//!   [`Network`] is openraft's network over it, [`Router`] the receiving side, and
-//!   [`call_on`]/[`Router::serve`] the framing over any byte stream.
+//!   [`Network`] is openraft's network over it (snapshots streamed as numbered chunk
+//!   requests), [`Router`] the receiving side, [`TcpTransport`]/[`serve_tcp`] plain TCP
+//!   with one connection per peer for every group, and [`call_on`] one call over any
+//!   byte stream (the simulation's turmoil TCP).
+//! * [`Runtime`]: openraft's async runtime (tokio, with a seedable RNG for the election
+//!   timeouts, so a simulation seed fixes them).
+//! * [`kv::KvMachine`]: a small key-value state machine, the test double.
 //!
-//! What is not here yet: a production TCP transport (one connection per peer, TLS,
-//! authentication), wiring into the server and cluster, leader transfer.
+//! What is not here yet: TLS and authentication on the cluster port (until then it must
+//! only be reachable by the cluster's servers), wiring into the server and cluster,
+//! leader transfer, linearizable reads.
 //!
 //! Invariants that hold across the modules: a group's log and state machine share one
 //! engine (one journal orders their writes; see `sm_store`); nothing that comes from the
@@ -51,7 +57,7 @@ pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
 pub use openraft;
 pub use router::MAX_IN_FLIGHT;
 pub use router::{call_on, Router};
-pub use runtime::{seed_thread_rng, Runtime};
+pub use runtime::{seed_thread_rng, Runtime, ThreadRng};
 pub use sm_store::{applied_log_id, state_spaces, SnapshotBuilder, StateMachineStore};
 pub use snapshot::{
     Chunk, ChunkReader, Record, SnapshotData, SnapshotView, StagedSnapshot, DEFAULT_CHUNK_BYTES,
