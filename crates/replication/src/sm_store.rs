@@ -67,25 +67,27 @@ impl Shared {
         }
     }
 
-    /// The current state as a snapshot, or `None` before anything was applied.
-    fn current(&self) -> Result<Option<Snapshot<TypeConfig>>, ReplicationError> {
+    /// The current state as a snapshot (metadata read from the same engine snapshot as
+    /// the data; no log id before anything was applied).
+    fn current(&self) -> Result<Snapshot<TypeConfig>, ReplicationError> {
         let view: Arc<dyn storage::Snapshot> = Arc::from(self.engine.snapshot());
         let applied: Option<LogId> = self.read_meta(&*view, APPLIED)?;
-        let Some(applied) = applied else {
-            return Ok(None);
-        };
         let membership: StoredMembership = self.read_meta(&*view, MEMBERSHIP)?.unwrap_or_default();
         let generation: u64 = self.read_meta(&*view, GENERATION)?.unwrap_or(0);
+        let snapshot_id = match &applied {
+            Some(a) => format!("{}-{}", a.leader_id, a.index),
+            None => "empty".to_owned(),
+        };
         let meta = SnapshotMeta {
-            last_log_id: Some(applied),
+            last_log_id: applied,
             last_membership: membership,
-            snapshot_id: format!("{}-{}", applied.leader_id, applied.index),
+            snapshot_id,
         };
         let data = SnapshotView::new(view, self.spaces_of(generation));
-        Ok(Some(Snapshot {
+        Ok(Snapshot {
             meta,
             snapshot: Box::new(SnapshotData::View(data)),
-        }))
+        })
     }
 }
 
@@ -245,16 +247,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             .flush(&sh.engine)
             .await
             .map_err(ReplicationError::write)?;
-        match sh.current().map_err(ReplicationError::read)? {
-            Some(s) => Ok(s),
-            None => Ok(Snapshot {
-                meta: SnapshotMeta::default(),
-                snapshot: Box::new(SnapshotData::View(SnapshotView::new(
-                    Arc::from(sh.engine.snapshot()),
-                    sh.spaces_of(0),
-                ))),
-            }),
-        }
+        sh.current().map_err(ReplicationError::read)
     }
 }
 
@@ -312,7 +305,8 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, RaftStorageError> {
-        self.shared.current().map_err(ReplicationError::read)
+        let current = self.shared.current().map_err(ReplicationError::read)?;
+        Ok(current.meta.last_log_id.is_some().then_some(current))
     }
 }
 
