@@ -92,18 +92,15 @@ impl ChunkReader {
     pub fn next_chunk(&mut self) -> Result<Option<Chunk>, ReplicationError> {
         let mut chunk = Chunk::default();
         let mut bytes = 0;
-        while self.space < self.view.spaces.len() {
+        while let Some(name) = self.view.spaces.get(self.space) {
             let iter = match &mut self.iter {
                 Some(it) => it,
-                None => {
-                    let name = &self.view.spaces[self.space];
-                    self.iter.insert(self.view.snap.range(
-                        name,
-                        Bound::Unbounded,
-                        Bound::Unbounded,
-                        false,
-                    )?)
-                }
+                None => self.iter.insert(self.view.snap.range(
+                    name,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    false,
+                )?),
             };
             match iter.next() {
                 Some(kv) => {
