@@ -29,7 +29,10 @@ pub trait StateMachine: Send + Sync + 'static {
 
     /// Tells the machine where its state lives: called at open and after every snapshot
     /// install (the state was replaced wholesale; caches derived from it are stale).
-    /// `spaces[i]` is the space of kind `space_kinds()[i]`.
+    /// `spaces[i]` is the space of kind `space_kinds()[i]`. Readers outside `apply` must
+    /// learn the new names from here (e.g. a shared handle the machine updates): the
+    /// previous spaces are dropped right after this call, and only engine snapshots
+    /// taken before still see them.
     fn attach(&mut self, spaces: &[String]) {
         let _ = spaces;
     }
