@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use replication::kv::{read_map, KvCommand, KvMachine};
+use replication::openraft::storage::RaftLogStorage;
 use replication::openraft::{Config, SnapshotPolicy};
 use replication::*;
 use storage::{Engine, Fjall};
@@ -147,13 +148,19 @@ async fn a_node_reopened_from_fjall_keeps_its_state_and_catches_up() {
     // The others go on; enough entries to be snapshotted and purged past node 3.
     write(&nodes, 40..120).await;
 
-    // Reopened from its directory on the same address: its own state is back at once.
+    // Its directory holds its vote and state (read before any node runs on it).
+    {
+        let engine: Arc<dyn Engine> = Arc::new(Fjall::open(dirs[2].path(), 8 << 20).unwrap());
+        let mut log = LogStore::open(engine.clone(), PREFIX, Durability::Blocking).unwrap();
+        let vote = log.read_vote().await.unwrap().expect("a saved vote");
+        assert!(vote.leader_id().term >= vote_before.leader_id().term);
+        let state = map_of(&*engine);
+        assert!(state.len() >= 40, "node 3 kept {} keys", state.len());
+    }
+
+    // Reopened on the same address, it catches up.
     let listener = TcpListener::bind(addrs[2].as_str()).await.unwrap();
     let reopened = start(3, dirs[2].path(), listener).await;
-    let before = map_of(&*reopened.engine);
-    assert!(before.len() >= 40, "node 3 kept {} keys", before.len());
-    let vote_after = reopened.raft.metrics().borrow().vote;
-    assert!(vote_after.leader_id().term >= vote_before.leader_id().term);
     nodes[2] = Some(reopened);
     converge(&nodes, 120).await;
 
