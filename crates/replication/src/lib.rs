@@ -1,0 +1,70 @@
+//! `replication`: Raft groups on openraft for Ponder — the first layer of clustering.
+//!
+//! What is here, bottom up:
+//! * [`TypeConfig`]: openraft's types for Ponder. Node ids are `u64`, a node is its
+//!   address ([`Node`]); a log entry carries an opaque [`Command`] (bytes the layer above
+//!   encodes: write operations, catalog commands) and applying it answers a [`Reply`].
+//!   This crate depends on neither `reql` nor `cluster`.
+//! * [`LogStore`]: the Raft log of a group on a `storage` engine (fjall or the in-memory
+//!   engine): entries, vote, committed and purge marks, fsynced through
+//!   [`storage::Engine::persist`] ([`Durability`]).
+//! * [`StateMachine`]: the trait a higher layer implements (deterministic `apply` of a
+//!   command through an [`ApplyCtx`]); [`StateMachineStore`] adapts it to openraft:
+//!   applied position and membership kept atomically with the state, snapshots streamed
+//!   in bounded chunks and installed by switching a generation of spaces
+//!   ([`SnapshotData`]).
+//! * [`Transport`]: the peer seam (one request of one group to one peer, one answer);
+//!   [`Network`] is openraft's network over it (snapshots streamed as numbered chunk
+//!   requests), [`Router`] the receiving side, [`TcpTransport`]/[`serve_tcp`] plain TCP
+//!   with one connection per peer for every group, and [`call_on`] one call over any
+//!   byte stream (the simulation's turmoil TCP).
+//! * [`Runtime`]: openraft's async runtime (tokio, with a seedable RNG for the election
+//!   timeouts, so a simulation seed fixes them).
+//! * [`kv::KvMachine`]: a small key-value state machine, the test double.
+//!
+//! What is not here yet: TLS and authentication on the cluster port (until then it must
+//! only be reachable by the cluster's servers), wiring into the server and cluster,
+//! leader transfer, linearizable reads.
+//!
+//! Invariants that hold across the modules: a group's log and state machine share one
+//! engine (one journal orders their writes; see `sm_store`); nothing that comes from the
+//! network is unwrapped (a malformed message is an error value); a snapshot never sits
+//! whole in memory.
+
+#![warn(missing_docs)]
+
+pub mod codec;
+mod durability;
+mod error;
+pub mod kv;
+mod log_store;
+mod network;
+mod router;
+mod runtime;
+mod sm_store;
+mod snapshot;
+mod state_machine;
+mod tcp;
+mod types;
+
+#[cfg(test)]
+mod tests;
+
+pub use durability::Durability;
+pub use error::{CodecError, ReplicationError, TransportError};
+pub use log_store::LogStore;
+pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
+pub use openraft;
+pub use router::MAX_IN_FLIGHT;
+pub use router::{call_on, Router};
+pub use runtime::{seed_thread_rng, Runtime, ThreadRng};
+pub use sm_store::{applied_log_id, state_spaces, SnapshotBuilder, StateMachineStore};
+pub use snapshot::{
+    Chunk, ChunkReader, Record, SnapshotData, SnapshotView, StagedSnapshot, DEFAULT_CHUNK_BYTES,
+};
+pub use state_machine::{ApplyCtx, StateMachine};
+pub use tcp::{serve_tcp, TcpTransport};
+pub use types::{
+    Command, Entry, GroupId, LogId, Node, NodeId, Raft, RaftStorageError, Reply, SnapshotMeta,
+    StoredMembership, TypeConfig, Vote,
+};

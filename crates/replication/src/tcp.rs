@@ -1,0 +1,269 @@
+//! The TCP transport: one connection per peer, shared by every group, requests
+//! multiplexed by id and answered in any order.
+//!
+//! Frames are `codec` frames; a request's body is `(request id, GroupId, RaftRequest)`,
+//! an answer's `(request id, RaftResponse)`. The server side is [`Router::serve`].
+//!
+//! Invariants: a frame is written whole by one writer task per connection (a caller
+//! that gives up never leaves half a frame); a broken connection fails every call
+//! waiting on it and is replaced by the next call; a caller that gives up (timeout)
+//! removes its pending entry. Plain TCP: no TLS and no authentication yet, so a cluster
+//! port must only be reachable by the cluster's own servers.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::codec::{decode_message, encode_message, read_frame, write_frame};
+use crate::error::TransportError;
+use crate::network::{RaftRequest, RaftResponse, Transport};
+use crate::router::Router;
+use crate::types::{GroupId, Node, NodeId};
+
+/// Frames queued for one connection's writer before callers wait.
+const WRITE_QUEUE: usize = 256;
+
+/// A peer's connection, if one was made; locked (asynchronously) while connecting.
+type Slot = Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>;
+
+type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<RaftResponse>>>>;
+
+/// A live connection to one peer.
+struct Conn {
+    frames: mpsc::Sender<Vec<u8>>,
+    waiting: Waiters,
+    /// Cleared when either direction fails.
+    alive: Arc<AtomicBool>,
+}
+
+/// The client side of the TCP transport (every group of this node shares it).
+pub struct TcpTransport {
+    /// One slot per peer address; the async lock is held only while connecting, so
+    /// that concurrent callers share one connection.
+    peers: Mutex<HashMap<String, Slot>>,
+    next_id: AtomicU64,
+    connect_timeout: Duration,
+}
+
+impl Default for TcpTransport {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(2))
+    }
+}
+
+impl TcpTransport {
+    /// A transport whose connection attempts give up after `connect_timeout`.
+    pub fn new(connect_timeout: Duration) -> Self {
+        Self {
+            peers: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            connect_timeout,
+        }
+    }
+
+    /// The number of live peer connections.
+    pub fn connection_count(&self) -> usize {
+        let slots: Vec<_> = self.peers.lock().values().cloned().collect();
+        slots
+            .iter()
+            .filter(|s| {
+                s.try_lock()
+                    .map(|c| c.as_ref().is_some_and(|c| c.alive.load(Ordering::SeqCst)))
+                    .unwrap_or(true)
+            })
+            .count()
+    }
+
+    async fn connection(&self, addr: &str) -> Result<Arc<Conn>, TransportError> {
+        let slot = self
+            .peers
+            .lock()
+            .entry(addr.to_owned())
+            .or_default()
+            .clone();
+        let mut slot = slot.lock().await;
+        if let Some(conn) = slot.as_ref().filter(|c| c.alive.load(Ordering::SeqCst)) {
+            return Ok(conn.clone());
+        }
+        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| TransportError::Timeout(self.connect_timeout))??;
+        stream.set_nodelay(true)?;
+        let conn = Arc::new(start(stream));
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+}
+
+/// Starts the reader and writer tasks of a new connection.
+fn start(stream: TcpStream) -> Conn {
+    let (mut rd, mut wr) = stream.into_split();
+    let (frames, mut queue) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
+    let waiting: Waiters = Arc::default();
+    let alive = Arc::new(AtomicBool::new(true));
+    let writer_alive = alive.clone();
+    tokio::spawn(async move {
+        // Ends when the connection is replaced (its senders dropped) or breaks.
+        while let Some(body) = queue.recv().await {
+            if write_frame(&mut wr, &body).await.is_err() {
+                writer_alive.store(false, Ordering::SeqCst);
+                break;
+            }
+        }
+    });
+    let (readers, reader_alive) = (waiting.clone(), alive.clone());
+    tokio::spawn(async move {
+        while let Ok(Some(body)) = read_frame(&mut rd).await {
+            let Ok((id, answer)) = decode_message::<(u64, RaftResponse)>(&body) else {
+                break;
+            };
+            if let Some(w) = readers.lock().remove(&id) {
+                let _ = w.send(answer);
+            }
+        }
+        // Dropping the waiters' senders fails their calls; the next call reconnects.
+        reader_alive.store(false, Ordering::SeqCst);
+        readers.lock().clear();
+    });
+    Conn {
+        frames,
+        waiting,
+        alive,
+    }
+}
+
+/// Removes a call's entry if the caller stops waiting (a timeout drops the future).
+struct Pending<'a> {
+    waiting: &'a Waiters,
+    id: u64,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.waiting.lock().remove(&self.id);
+    }
+}
+
+impl Transport for TcpTransport {
+    async fn call(
+        &self,
+        _target: NodeId,
+        node: &Node,
+        group: GroupId,
+        request: RaftRequest,
+    ) -> Result<RaftResponse, TransportError> {
+        let conn = self.connection(&node.addr).await?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = encode_message(&(id, group, &request))?;
+        let (tx, rx) = oneshot::channel();
+        conn.waiting.lock().insert(id, tx);
+        if !conn.alive.load(Ordering::SeqCst) {
+            // The reader may have cleared the waiters before the insert.
+            return Err(TransportError::Closed);
+        }
+        let _pending = Pending {
+            waiting: &conn.waiting,
+            id,
+        };
+        conn.frames
+            .send(body)
+            .await
+            .map_err(|_| TransportError::Closed)?;
+        rx.await.map_err(|_| TransportError::Closed)
+    }
+}
+
+/// Accepts peer connections on `listener` and serves each with `router`. Dropping
+/// (or aborting) the returned future closes every connection it accepted.
+pub async fn serve_tcp(listener: TcpListener, router: Arc<Router>) -> std::io::Result<()> {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (conn, _) = accepted?;
+                conn.set_nodelay(true)?;
+                let router = router.clone();
+                conns.spawn(async move {
+                    if let Err(e) = router.serve(conn).await {
+                        tracing::debug!("peer connection ended: {e}");
+                    }
+                });
+            }
+            // Reaps finished connections so the set does not grow.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Vote;
+    use openraft::raft::VoteRequest;
+
+    fn vote_request() -> RaftRequest {
+        RaftRequest::Vote(VoteRequest::new(Vote::new(1, 1), None))
+    }
+
+    async fn free_port() -> (TcpListener, String) {
+        for port in 27500..27600u16 {
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port)).await {
+                return (l, format!("127.0.0.1:{port}"));
+            }
+        }
+        panic!("no free port in 27500..27600");
+    }
+
+    #[tokio::test]
+    async fn a_call_to_a_dead_peer_fails_and_a_later_one_reconnects() {
+        let (listener, addr) = free_port().await;
+        drop(listener);
+        let transport = TcpTransport::new(Duration::from_millis(500));
+        let node = Node::new(addr.clone());
+        let refused = transport.call(2, &node, GroupId(1), vote_request()).await;
+        assert!(refused.is_err());
+
+        let listener = TcpListener::bind(addr.as_str()).await.unwrap();
+        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new())));
+        for _ in 0..3 {
+            let answer = transport
+                .call(2, &node, GroupId(1), vote_request())
+                .await
+                .unwrap();
+            assert!(matches!(answer, RaftResponse::Refused(_)), "{answer:?}");
+        }
+        assert_eq!(transport.connection_count(), 1);
+
+        // The peer goes away: calls fail, and the connection is not reused.
+        server.abort();
+        let _ = server.await;
+        let mut failed = false;
+        for _ in 0..20 {
+            if transport
+                .call(2, &node, GroupId(1), vote_request())
+                .await
+                .is_err()
+            {
+                failed = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(failed, "calls to a stopped peer fail");
+
+        // It comes back: the next call connects again.
+        let listener = TcpListener::bind(addr.as_str()).await.unwrap();
+        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new())));
+        let answer = transport
+            .call(2, &node, GroupId(1), vote_request())
+            .await
+            .unwrap();
+        assert!(matches!(answer, RaftResponse::Refused(_)), "{answer:?}");
+        server.abort();
+    }
+}

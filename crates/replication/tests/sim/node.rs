@@ -1,0 +1,199 @@
+//! A simulated Ponder node: one Raft group (a [`KvMachine`]) on an in-memory [`Disk`]
+//! that outlives crashes (and loses its unsynced writes on a power loss), served over
+//! turmoil's TCP; and the client side of its write port.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use replication::kv::{read_map, KvCommand, KvMachine};
+use replication::openraft::error::{ClientWriteError, RaftError};
+use replication::openraft::{Config, SnapshotPolicy};
+use replication::*;
+use serde::{Deserialize, Serialize};
+use storage::Engine;
+
+use crate::disk::Disk;
+use turmoil::net::{TcpListener, TcpStream};
+
+pub const RAFT_PORT: u16 = 9000;
+pub const CLIENT_PORT: u16 = 9001;
+pub const GROUP: GroupId = GroupId(1);
+pub const PREFIX: &str = "raft.g1";
+
+pub fn host_name(id: NodeId) -> String {
+    format!("n{id}")
+}
+
+/// What outlives a node's crashes, and what the test observes.
+pub struct Cluster {
+    pub ids: Vec<NodeId>,
+    pub disks: HashMap<NodeId, Arc<Disk>>,
+    /// The node each host runs now (replaced at every restart).
+    pub rafts: Mutex<HashMap<NodeId, Raft>>,
+    /// Snapshot transfers that were installed by their receiver.
+    pub snapshots_sent: AtomicU64,
+}
+
+impl Cluster {
+    pub fn new(n: u64) -> Arc<Self> {
+        let ids: Vec<NodeId> = (1..=n).collect();
+        let disks = ids
+            .iter()
+            .map(|id| (*id, Arc::new(Disk::default())))
+            .collect();
+        Arc::new(Self {
+            ids,
+            disks,
+            rafts: Mutex::new(HashMap::new()),
+            snapshots_sent: AtomicU64::new(0),
+        })
+    }
+
+    /// The replica's key-value map and applied position, read from its engine.
+    pub fn replica_state(&self, id: NodeId) -> (Option<LogId>, BTreeMap<String, String>) {
+        let engine = &*self.disks[&id];
+        let applied = applied_log_id(engine, PREFIX).expect("read applied");
+        let spaces = state_spaces(engine, PREFIX, &[KvMachine::KIND.to_owned()]).expect("spaces");
+        (applied, read_map(engine, &spaces[0]).expect("read map"))
+    }
+}
+
+/// The simulated network: one turmoil TCP connection per call.
+pub struct SimTransport {
+    cluster: Arc<Cluster>,
+}
+
+impl Transport for SimTransport {
+    async fn call(
+        &self,
+        _target: NodeId,
+        node: &Node,
+        group: GroupId,
+        request: RaftRequest,
+    ) -> Result<RaftResponse, TransportError> {
+        let done = matches!(request, RaftRequest::SnapshotDone { .. });
+        let mut conn = TcpStream::connect(node.addr.as_str()).await?;
+        let answer = call_on(&mut conn, group, &request).await?;
+        if done && matches!(answer, RaftResponse::Snapshot(_)) {
+            self.cluster.snapshots_sent.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(answer)
+    }
+}
+
+fn config() -> Arc<Config> {
+    let config = Config {
+        cluster_name: "sim".into(),
+        heartbeat_interval: 50,
+        election_timeout_min: 150,
+        election_timeout_max: 300,
+        // Small, so that a node that was away catches up from a snapshot.
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(40),
+        max_in_snapshot_log_to_keep: 5,
+        purge_batch_size: 1,
+        ..Default::default()
+    };
+    Arc::new(config.validate().expect("valid config"))
+}
+
+/// The host software of node `id`: opens its storage, starts Raft, serves peers and
+/// clients until crashed.
+pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn std::error::Error>> {
+    let engine: Arc<dyn Engine> = cluster.disks[&id].clone();
+    let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline)?;
+    let sm = StateMachineStore::open(engine, PREFIX, KvMachine::default(), Durability::Inline)?;
+    let transport = Arc::new(SimTransport {
+        cluster: cluster.clone(),
+    });
+    // Small chunks, so a snapshot takes several messages.
+    let network = Network::new(transport, GROUP).with_chunk_bytes(512);
+    let raft = Raft::new(id, config(), network, log, sm).await?;
+    if id == 1 {
+        let members: BTreeMap<NodeId, Node> = cluster
+            .ids
+            .iter()
+            .map(|i| (*i, Node::new(format!("{}:{RAFT_PORT}", host_name(*i)))))
+            .collect();
+        // Refused once initialized (after a restart): that is expected.
+        let _ = raft.initialize(members).await;
+    }
+    cluster.rafts.lock().insert(id, raft.clone());
+    let router = Arc::new(Router::new());
+    router.add_group(GROUP, raft.clone());
+
+    let peers = TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
+    let clients = TcpListener::bind(("0.0.0.0", CLIENT_PORT)).await?;
+    loop {
+        // Biased: an unbiased select draws from tokio's RNG, which no seed controls.
+        tokio::select! {
+            biased;
+            accepted = peers.accept() => {
+                let (conn, _) = accepted?;
+                let router = router.clone();
+                tokio::spawn(async move {
+                    // A broken connection only ends that connection.
+                    let _ = router.serve(conn).await;
+                });
+            }
+            accepted = clients.accept() => {
+                let (conn, _) = accepted?;
+                tokio::spawn(serve_client(conn, raft.clone()));
+            }
+        }
+    }
+}
+
+/// A client's write and its answer (JSON: test-only).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum WriteAnswer {
+    Done,
+    NotLeader(Option<NodeId>),
+    Failed(String),
+}
+
+async fn serve_client(mut conn: TcpStream, raft: Raft) {
+    let Ok(Some(body)) = codec::read_frame(&mut conn).await else {
+        return;
+    };
+    let answer = match serde_json::from_slice::<KvCommand>(&body) {
+        Err(e) => WriteAnswer::Failed(e.to_string()),
+        Ok(cmd) => match cmd.encode() {
+            Err(e) => WriteAnswer::Failed(e.to_string()),
+            Ok(bytes) => match raft.client_write(Command(bytes)).await {
+                Ok(_) => WriteAnswer::Done,
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                    WriteAnswer::NotLeader(f.leader_id)
+                }
+                Err(e) => WriteAnswer::Failed(e.to_string()),
+            },
+        },
+    };
+    if let Ok(bytes) = serde_json::to_vec(&answer) {
+        let _ = codec::write_frame(&mut conn, &bytes).await;
+    }
+}
+
+/// Sends one write to node `id`; any failure to get an answer is an error.
+pub async fn write_to(id: NodeId, cmd: &KvCommand) -> Result<WriteAnswer, String> {
+    let attempt = async {
+        let mut conn = TcpStream::connect((host_name(id), CLIENT_PORT))
+            .await
+            .map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(cmd).map_err(|e| e.to_string())?;
+        codec::write_frame(&mut conn, &body)
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer = codec::read_frame(&mut conn)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("closed")?;
+        serde_json::from_slice(&answer).map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(Duration::from_secs(2), attempt).await {
+        Ok(r) => r,
+        Err(_) => Err("timed out".into()),
+    }
+}

@@ -1,0 +1,167 @@
+//! The TCP transport on loopback: two groups share one connection per peer, and a
+//! node added later catches up from a snapshot streamed in chunks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use replication::kv::{read_map, KvCommand, KvMachine};
+use replication::openraft::{Config, SnapshotPolicy};
+use replication::*;
+use storage::{Engine, Memory};
+use tokio::net::TcpListener;
+
+/// Binds the first free port of a range set aside for this test.
+async fn bind() -> (TcpListener, String) {
+    for port in 27400..27500u16 {
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)).await {
+            return (l, format!("127.0.0.1:{port}"));
+        }
+    }
+    panic!("no free port in 27400..27500");
+}
+
+struct TestNode {
+    engine: Arc<dyn Engine>,
+    transport: Arc<TcpTransport>,
+    rafts: HashMap<GroupId, Raft>,
+    addr: String,
+}
+
+fn config() -> Arc<Config> {
+    let c = Config {
+        heartbeat_interval: 100,
+        election_timeout_min: 400,
+        election_timeout_max: 800,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(20),
+        max_in_snapshot_log_to_keep: 0,
+        purge_batch_size: 1,
+        ..Default::default()
+    };
+    Arc::new(c.validate().unwrap())
+}
+
+async fn start_node(id: NodeId, groups: &[GroupId]) -> TestNode {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let transport = Arc::new(TcpTransport::default());
+    let router = Arc::new(Router::new());
+    let mut rafts = HashMap::new();
+    for &g in groups {
+        let prefix = format!("raft.{g}");
+        let log = LogStore::open(engine.clone(), &prefix, Durability::Inline).unwrap();
+        let sm = StateMachineStore::open(
+            engine.clone(),
+            &prefix,
+            KvMachine::default(),
+            Durability::Inline,
+        )
+        .unwrap();
+        let network = Network::new(transport.clone(), g).with_chunk_bytes(256);
+        let raft = Raft::new(id, config(), network, log, sm).await.unwrap();
+        router.add_group(g, raft.clone());
+        rafts.insert(g, raft);
+    }
+    let (listener, addr) = bind().await;
+    tokio::spawn(serve_tcp(listener, router));
+    TestNode {
+        engine,
+        transport,
+        rafts,
+        addr,
+    }
+}
+
+fn map_of(node: &TestNode, g: GroupId) -> BTreeMap<String, String> {
+    let prefix = format!("raft.{g}");
+    let spaces = state_spaces(&*node.engine, &prefix, &[KvMachine::KIND.to_owned()]).unwrap();
+    read_map(&*node.engine, &spaces[0]).unwrap()
+}
+
+async fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    for _ in 0..200 {
+        if ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_groups_share_connections_and_a_late_node_catches_up_from_a_snapshot() {
+    let groups = [GroupId(1), GroupId(2)];
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id, &groups).await);
+    }
+    let members: BTreeMap<NodeId, Node> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (i as u64 + 1, Node::new(n.addr.clone())))
+        .collect();
+    for g in groups {
+        nodes[0].rafts[&g]
+            .initialize(members.clone())
+            .await
+            .unwrap();
+    }
+    for g in groups {
+        let raft = &nodes[0].rafts[&g];
+        raft.wait(Some(Duration::from_secs(10)))
+            .metrics(|m| m.current_leader.is_some(), "a leader")
+            .await
+            .unwrap();
+        for i in 0..60 {
+            let leader = raft.current_leader().await.unwrap();
+            let cmd = KvCommand::Put {
+                key: format!("{g}-k{i}"),
+                value: format!("v{i}"),
+            };
+            let leader = &nodes[leader as usize - 1].rafts[&g];
+            leader
+                .client_write(Command(cmd.encode().unwrap()))
+                .await
+                .unwrap();
+        }
+    }
+    for g in groups {
+        wait_until("the replicas converge", || {
+            let m = map_of(&nodes[0], g);
+            m.len() == 60 && nodes.iter().all(|n| map_of(n, g) == m)
+        })
+        .await;
+    }
+    // Two groups, two peers: one connection to each peer.
+    for n in &nodes {
+        assert!(
+            n.transport.connection_count() <= 2,
+            "{}",
+            n.transport.connection_count()
+        );
+    }
+
+    // A fourth node joins group 1 as a learner: the log it would need is purged (20
+    // entries per snapshot, none kept), so it is sent the snapshot, in 256-byte chunks.
+    let late = start_node(4, &groups[..1]).await;
+    let g = groups[0];
+    let leader_id = nodes[0].rafts[&g].current_leader().await.unwrap();
+    let leader = &nodes[leader_id as usize - 1].rafts[&g];
+    let purged = leader.metrics().borrow().purged;
+    assert!(
+        purged.is_some_and(|p| p.index > 1),
+        "the leader's log is purged ({purged:?}), so a new node needs the snapshot"
+    );
+    leader
+        .add_learner(4, Node::new(late.addr.clone()), true)
+        .await
+        .unwrap();
+    wait_until("the learner catches up", || {
+        map_of(&late, g) == map_of(&nodes[0], g)
+    })
+    .await;
+    for n in nodes.iter().chain([&late]) {
+        for r in n.rafts.values() {
+            r.shutdown().await.unwrap();
+        }
+    }
+}
