@@ -105,6 +105,10 @@ async fn two_servers_in_one_process() {
     )
     .await
     .unwrap();
+    // A read caches it (an insert leaves the key to its first read: store::shard).
+    run(&cb, term::get(term::table("test", "u"), &json!("x")))
+        .await
+        .unwrap();
     assert!(b.doc_cache().used() > 0);
     assert_eq!(a.doc_cache().used(), used_a);
     assert_eq!(tables(&ca).await, json!(["t"]));
