@@ -572,4 +572,71 @@ mod tests {
         let c = open();
         assert_eq!(c.table("test", "u").unwrap().write_hook().unwrap(), None);
     }
+
+    /// An index built before unindexable values had markers (none in its space, and no
+    /// completion key) reports no counts at start-up rather than wrong ones, is
+    /// backfilled again in the background, and then reports exact counts that follow
+    /// writes.
+    #[test]
+    fn an_index_without_markers_is_upgraded_at_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = || {
+            let e: Arc<dyn Engine> = Arc::new(storage::Fjall::open(dir.path(), 1 << 24).unwrap());
+            (e.clone(), Cluster::open(e, "s1").unwrap())
+        };
+        let unkeyed = |t: &Arc<dyn reql::Table>| t.index_status().unwrap()[0].unkeyed;
+        let want = reql::Unkeyed {
+            null: 2,
+            array: 1,
+            object: 3,
+        };
+        {
+            let (e, c) = open();
+            c.table_create("test", "t", opts()).unwrap();
+            let t = c.table("test", "t").unwrap();
+            for i in 0..20 {
+                let v = match i {
+                    14 | 15 => "null".to_string(),
+                    16..=18 => r#"{"o":1}"#.to_string(),
+                    19 => r#"[{"o":1}]"#.to_string(),
+                    _ => (i % 4).to_string(),
+                };
+                let d =
+                    datum::from_json_slice(format!(r#"{{"id":{i},"v":{v}}}"#).as_bytes()).unwrap();
+                reql::write_op::overwrite(t.as_ref(), &Datum::Number(f64::from(i)), Change::Put(d))
+                    .unwrap();
+            }
+            t.index_create("v", spec("v", false)).unwrap();
+            assert_eq!(unkeyed(&t), Some(want));
+            // What an older build left: entries only. Markers and the completion key
+            // sort before every entry (`store::unkeyed`).
+            let space = e
+                .space_names()
+                .unwrap()
+                .into_iter()
+                .find(|n| n.starts_with("i_"))
+                .unwrap();
+            let mut b = storage::WriteBatch::new();
+            let snap = e.snapshot();
+            let below = Bound::Excluded(vec![0x01]);
+            for kv in snap.range(&space, Bound::Unbounded, below, false).unwrap() {
+                b.delete(&space, kv.unwrap().0);
+            }
+            assert!(!b.is_empty());
+            e.apply(b).unwrap();
+            e.persist().unwrap();
+            c.shutdown();
+        }
+        let (_e, c) = open();
+        let t = c.table("test", "t").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while unkeyed(&t) != Some(want) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert_eq!(unkeyed(&t), Some(want), "counted again after the backfill");
+        let null = datum::from_json_slice(br#"{"id":0,"v":null}"#).unwrap();
+        reql::write_op::overwrite(t.as_ref(), &Datum::Number(0.0), Change::Put(null)).unwrap();
+        assert_eq!(unkeyed(&t).map(|u| u.null), Some(3));
+        c.shutdown();
+    }
 }
