@@ -80,19 +80,16 @@ pub(crate) fn count_in_member_string(bytes: &[u8], key: &str, b: u8) -> Option<u
     if !(b.is_ascii_punctuation() || b == b' ') || matches!(b, b'"' | b'\\' | b'/') {
         return None;
     }
-    let body = bytes.get(find_member(bytes, key)?..)?.strip_prefix(b"\"")?;
-    // The literal ends at the first quote that is not escaped.
-    let mut i = 0;
-    let end = loop {
-        let rest = body.get(i..)?;
-        let stop = i + plain_run(rest);
-        match body.get(stop)? {
-            b'"' => break stop,
-            b'\\' => i = stop + 2,
-            _ => return None,
-        }
+    let mut v = Validator {
+        b: bytes,
+        i: find_member(bytes, key)?,
+        depth: 1,
     };
-    Some(memchr::memchr_iter(b, body.get(..end)?).count())
+    v.expect(b'"')?;
+    // The validator's own scan: it ends the literal at the first unescaped quote and
+    // accepts canonical escapes only.
+    let text = v.string()?.text;
+    Some(memchr::memchr_iter(b, text).count())
 }
 
 /// The state of `validate_canonical`: `parse`'s grammar with every non-canonical form
