@@ -145,6 +145,10 @@ struct RunArgs {
     /// Redis appendfsync for --start (always, everysec, no).
     #[arg(long, default_value = "always")]
     redis_appendfsync: String,
+    /// An extra argument for `ponder serve` with --start (repeatable), e.g.
+    /// `--ponder-arg=--doc-cache-size=32`.
+    #[arg(long, allow_hyphen_values = true)]
+    ponder_arg: Vec<String>,
     /// Write the results here (JSON).
     #[arg(long, default_value = "ponder-bench-results.json")]
     out: PathBuf,
@@ -265,6 +269,7 @@ fn base_options(c: &Common) -> SessionOptions {
             pg_max_connections: 600,
             pg_shared_buffers: "512MB".into(),
             redis_appendfsync: "always".into(),
+            ponder_args: Vec::new(),
         },
         workloads: Vec::new(),
         records: 0,
@@ -319,6 +324,7 @@ async fn run(a: RunArgs) -> Result<(), String> {
     o.start_options.pg_max_connections =
         (a.connections.iter().copied().max().unwrap_or(1) + 20).max(100) as u32;
     o.start_options.redis_appendfsync = a.redis_appendfsync.clone();
+    o.start_options.ponder_args = a.ponder_arg.clone();
     o.workloads = parse_workloads(&a.workloads)?;
     o.records = a.records;
     o.kv_records = a.kv_records;

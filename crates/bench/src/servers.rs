@@ -56,6 +56,8 @@ pub struct StartOptions {
     pub pg_shared_buffers: String,
     /// Redis's `appendfsync` (`always`, `everysec` or `no`).
     pub redis_appendfsync: String,
+    /// Extra arguments for `ponder serve`.
+    pub ponder_args: Vec<String>,
 }
 
 /// A server started by the benchmark.
@@ -209,6 +211,7 @@ fn start_ponder(port: u16, opts: &StartOptions) -> Result<Server, StartError> {
             .args(["--driver-port", &port.to_string()])
             .args(["--http-port", &(port.saturating_add(1)).to_string()])
             .args(["--cluster-port", &(port.saturating_add(2)).to_string()])
+            .args(&opts.ponder_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log),

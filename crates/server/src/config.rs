@@ -59,6 +59,10 @@ pub struct ServeArgs {
     /// available at start-up less 1024 MB, at least 100 MB.
     #[arg(long, default_value = "auto", value_parser = parse_cache_size)]
     pub cache_size: CacheSize,
+    /// The part of the cache, in MB, that holds decoded documents for point reads and
+    /// writes (the engine's block cache gets the rest); `auto`: half of the cache.
+    #[arg(long, default_value = "auto", value_parser = parse_cache_size)]
+    pub doc_cache_size: CacheSize,
     /// This server's name.
     #[arg(short = 'n', long, default_value = "ponder")]
     pub server_name: String,
@@ -174,6 +178,10 @@ impl ServeArgs {
             initial_password: self.initial_password.clone().unwrap_or_default(),
             cache_size_mb: self.cache_size.mb(),
             cache_size_auto: self.cache_size == CacheSize::Auto,
+            doc_cache_mb: match self.doc_cache_size {
+                CacheSize::Auto => None,
+                CacheSize::Mb(n) => Some(n),
+            },
             min_free_disk_mb: self.min_free_disk_mb,
             soft_flush_interval: Duration::from_millis(self.soft_flush_ms),
             max_connections: self.max_connections,
@@ -295,6 +303,9 @@ pub struct Config {
     /// Whether `cache_size_mb` was chosen by RethinkDB's `auto` rule (shown as "auto"
     /// in `rethinkdb.server_config`).
     pub cache_size_auto: bool,
+    /// MB of the cache given to the document caches (`None`: half); never more than
+    /// the whole cache.
+    pub doc_cache_mb: Option<u64>,
     /// Free disk space (MB) that writes may not eat into (0 turns the check off).
     pub min_free_disk_mb: u64,
     /// Longest time a soft-durability write stays unflushed.
@@ -336,6 +347,7 @@ impl Config {
             initial_password: String::new(),
             cache_size_mb: 256,
             cache_size_auto: false,
+            doc_cache_mb: None,
             min_free_disk_mb: 64,
             soft_flush_interval: Duration::from_millis(100),
             max_connections: 10_000,
@@ -359,15 +371,23 @@ impl Config {
         std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
     }
 
-    /// The byte budget of the shards' document caches: half the cache size.
+    /// The byte budget of the shards' document caches: `doc_cache_mb`, or half the
+    /// cache size, and never more than the cache.
     pub fn doc_cache_bytes(&self) -> usize {
-        usize::try_from(self.cache_bytes() / 2).unwrap_or(usize::MAX)
+        usize::try_from(self.doc_cache_part()).unwrap_or(usize::MAX)
     }
 
-    /// The engine's block cache in bytes: the other half.
+    /// The engine's block cache in bytes: the rest of the cache.
     pub fn block_cache_bytes(&self) -> u64 {
+        self.cache_bytes() - self.doc_cache_part()
+    }
+
+    fn doc_cache_part(&self) -> u64 {
         let all = self.cache_bytes();
-        all - all / 2
+        match self.doc_cache_mb {
+            None => all / 2,
+            Some(mb) => mb.saturating_mul(1 << 20).min(all),
+        }
     }
 
     fn cache_bytes(&self) -> u64 {
@@ -435,5 +455,21 @@ mod cache_size_tests {
         assert_eq!(parse_cache_size("512"), Ok(CacheSize::Mb(512)));
         assert!(parse_cache_size("lots").is_err());
         assert!(CacheSize::Auto.mb() >= 100);
+    }
+
+    #[test]
+    fn the_document_cache_takes_its_part_of_the_cache() {
+        let mut c = Config::new("d");
+        c.cache_size_mb = 100;
+        assert_eq!(c.doc_cache_bytes(), 50 << 20);
+        assert_eq!(c.block_cache_bytes(), 50 << 20);
+        c.doc_cache_mb = Some(10);
+        assert_eq!(c.doc_cache_bytes(), 10 << 20);
+        assert_eq!(c.block_cache_bytes(), 90 << 20);
+        c.doc_cache_mb = Some(0);
+        assert_eq!((c.doc_cache_bytes(), c.block_cache_bytes()), (0, 100 << 20));
+        // More than the cache: all of it, and no block cache.
+        c.doc_cache_mb = Some(1_000);
+        assert_eq!((c.doc_cache_bytes(), c.block_cache_bytes()), (100 << 20, 0));
     }
 }
