@@ -96,7 +96,12 @@ pub(crate) async fn accept(
     let setup = async {
         tcp.set_nodelay(true)?;
         let mut stream: PeerStream = match &config.tls {
-            Some(tls) => Box::new(tls.acceptor().accept(tcp).await.map_err(TransportError::Tls)?),
+            Some(tls) => Box::new(
+                tls.acceptor()
+                    .accept(tcp)
+                    .await
+                    .map_err(TransportError::Tls)?,
+            ),
             None => Box::new(tcp),
         };
         hello::accept(&mut stream, &config.cluster).await?;

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
 };
 
 /// A CA that signs test certificates.
@@ -70,9 +70,9 @@ impl Ca {
 }
 
 impl Leaf {
-    /// Writes `{name}.key`, `{name}.crt` and `{name}-ca.crt` (the CA this server
-    /// trusts) into `dir`.
-    pub fn write(&self, dir: &Path, name: &str, trusted: &Ca) -> Files {
+    /// Writes `{name}.key`, `{name}.crt` and `{name}-ca.crt` (the CA certificates this
+    /// server trusts, PEM) into `dir`.
+    pub fn write(&self, dir: &Path, name: &str, trusted: &str) -> Files {
         let files = Files {
             key: dir.join(format!("{name}.key")),
             cert: dir.join(format!("{name}.crt")),
@@ -80,7 +80,7 @@ impl Leaf {
         };
         std::fs::write(&files.key, &self.key_pem).unwrap();
         std::fs::write(&files.cert, &self.cert_pem).unwrap();
-        std::fs::write(&files.ca, &trusted.pem).unwrap();
+        std::fs::write(&files.ca, trusted).unwrap();
         files
     }
 }
