@@ -195,7 +195,8 @@ pub async fn serve_tcp(
             accepted = listener.accept() => {
                 let (conn, from) = accepted?;
                 let Ok(permit) = handshakes.clone().try_acquire_owned() else {
-                    tracing::warn!("dropped a cluster connection from {from}: too many in set-up");
+                    // Not a warning: a flood would flood the log too.
+                    tracing::debug!("dropped a cluster connection from {from}: too many in set-up");
                     continue;
                 };
                 let (router, config) = (router.clone(), config.clone());
@@ -235,6 +236,43 @@ mod tests {
             }
         }
         panic!("no free port in 27500..27600");
+    }
+
+    #[tokio::test]
+    async fn connections_in_set_up_are_capped_and_time_limited() {
+        use tokio::io::AsyncReadExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cluster = crate::ClusterId::new("cap").unwrap();
+        let config = PeerConfig::plain(cluster.clone());
+        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new()), config));
+        // Silent connections hold every set-up slot.
+        let mut silent = Vec::new();
+        for _ in 0..MAX_HANDSHAKES {
+            silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "the connection over the cap is dropped at once: {read:?}"
+        );
+        // A slot freed (its peer went away) serves the next peer.
+        drop(silent.pop());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut next = tokio::net::TcpStream::connect(addr).await.unwrap();
+        crate::hello::dial(&mut next, &cluster).await.unwrap();
+        // A silent peer is dropped once its set-up time is over.
+        let mut first = silent.swap_remove(0);
+        let read = tokio::time::timeout(
+            peer::HANDSHAKE_TIMEOUT + Duration::from_secs(2),
+            first.read(&mut byte),
+        )
+        .await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
+        server.abort();
     }
 
     #[tokio::test]
