@@ -73,4 +73,11 @@ pub enum TransportError {
     /// The peer could not serve the request (unknown group, node shutting down, ...).
     #[error("the peer refused: {0}")]
     Remote(String),
+    /// The TLS handshake with the peer failed (no certificate, one not signed by the
+    /// cluster CA, plain TCP at one end, ...).
+    #[error("TLS handshake with the peer failed: {0}")]
+    Tls(std::io::Error),
+    /// The hello exchange refused the peer (or the peer refused this server).
+    #[error(transparent)]
+    Hello(#[from] crate::hello::HelloError),
 }

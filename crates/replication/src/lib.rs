@@ -15,16 +15,19 @@
 //!   ([`SnapshotData`]).
 //! * [`Transport`]: the peer seam (one request of one group to one peer, one answer);
 //!   [`Network`] is openraft's network over it (snapshots streamed as numbered chunk
-//!   requests), [`Router`] the receiving side, [`TcpTransport`]/[`serve_tcp`] plain TCP
-//!   with one connection per peer for every group, and [`call_on`] one call over any
-//!   byte stream (the simulation's turmoil TCP).
+//!   requests), [`Router`] the receiving side, [`TcpTransport`]/[`serve_tcp`] TCP with
+//!   one connection per peer for every group, and [`call_on`] one call over any byte
+//!   stream (the simulation's turmoil TCP).
+//! * The cluster port's security: [`PeerConfig`] (given to both `TcpTransport` and
+//!   `serve_tcp`): a [`ClusterId`] checked by a hello before any Raft frame (`hello`),
+//!   and optionally [`ClusterTls`], TLS 1.3 with mutual authentication against the
+//!   cluster's CA, built from three PEM files (`tls`; docs/clustering.md).
 //! * [`Runtime`]: openraft's async runtime (tokio, with a seedable RNG for the election
 //!   timeouts, so a simulation seed fixes them).
 //! * [`kv::KvMachine`]: a small key-value state machine, the test double.
 //!
-//! What is not here yet: TLS and authentication on the cluster port (until then it must
-//! only be reachable by the cluster's servers), wiring into the server and cluster,
-//! leader transfer, linearizable reads.
+//! What is not here yet: wiring into the server and cluster (the `--cluster-tls-*`
+//! flags), leader transfer, linearizable reads.
 //!
 //! Invariants that hold across the modules: a group's log and state machine share one
 //! engine (one journal orders their writes; see `sm_store`); nothing that comes from the
@@ -36,15 +39,18 @@
 pub mod codec;
 mod durability;
 mod error;
+pub mod hello;
 pub mod kv;
 mod log_store;
 mod network;
+mod peer;
 mod router;
 mod runtime;
 mod sm_store;
 mod snapshot;
 mod state_machine;
 mod tcp;
+mod tls;
 mod types;
 
 #[cfg(test)]
@@ -52,9 +58,11 @@ mod tests;
 
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};
+pub use hello::{ClusterId, ClusterIdError, HelloError};
 pub use log_store::LogStore;
 pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
 pub use openraft;
+pub use peer::{PeerConfig, HANDSHAKE_TIMEOUT};
 pub use router::MAX_IN_FLIGHT;
 pub use router::{call_on, Router};
 pub use runtime::{seed_thread_rng, Runtime, ThreadRng};
@@ -63,7 +71,8 @@ pub use snapshot::{
     Chunk, ChunkReader, Record, SnapshotData, SnapshotView, StagedSnapshot, DEFAULT_CHUNK_BYTES,
 };
 pub use state_machine::{ApplyCtx, StateMachine};
-pub use tcp::{serve_tcp, TcpTransport};
+pub use tcp::{serve_tcp, TcpTransport, MAX_HANDSHAKES};
+pub use tls::{ClusterTls, ClusterTlsError, SERVER_NAME};
 pub use types::{
     Command, Entry, GroupId, LogId, Node, NodeId, Raft, RaftStorageError, Reply, SnapshotMeta,
     StoredMembership, TypeConfig, Vote,

@@ -7,8 +7,11 @@
 //! Invariants: a frame is written whole by one writer task per connection (a caller
 //! that gives up never leaves half a frame); a broken connection fails every call
 //! waiting on it and is replaced by the next call; a caller that gives up (timeout)
-//! removes its pending entry. Plain TCP: no TLS and no authentication yet, so a cluster
-//! port must only be reachable by the cluster's own servers.
+//! removes its pending entry. Every connection is set up by `peer` first (TLS when the
+//! [`PeerConfig`] has it, then the hello), so no frame is read from or sent to a peer
+//! that is not a server of this cluster; at most [`MAX_HANDSHAKES`] accepted
+//! connections are being set up at once (more are dropped), so strangers cannot pile up
+//! tasks.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,17 +19,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::codec::{decode_message, encode_message, read_frame, write_frame};
 use crate::error::TransportError;
 use crate::network::{RaftRequest, RaftResponse, Transport};
+use crate::peer::{self, PeerConfig, PeerStream};
 use crate::router::Router;
 use crate::types::{GroupId, Node, NodeId};
 
 /// Frames queued for one connection's writer before callers wait.
 const WRITE_QUEUE: usize = 256;
+
+/// Accepted connections in TLS or hello at once; more are dropped unanswered.
+pub const MAX_HANDSHAKES: usize = 64;
 
 /// A peer's connection, if one was made; locked (asynchronously) while connecting.
 type Slot = Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>;
@@ -47,21 +54,19 @@ pub struct TcpTransport {
     /// that concurrent callers share one connection.
     peers: Mutex<HashMap<String, Slot>>,
     next_id: AtomicU64,
+    config: PeerConfig,
     connect_timeout: Duration,
 }
 
-impl Default for TcpTransport {
-    fn default() -> Self {
-        Self::new(Duration::from_secs(2))
-    }
-}
-
 impl TcpTransport {
-    /// A transport whose connection attempts give up after `connect_timeout`.
-    pub fn new(connect_timeout: Duration) -> Self {
+    /// A transport that sets its connections up as `config` says (the same value the
+    /// node's [`serve_tcp`] is given); a connection attempt (TCP, TLS and hello) gives
+    /// up after `connect_timeout`.
+    pub fn new(config: PeerConfig, connect_timeout: Duration) -> Self {
         Self {
             peers: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
+            config,
             connect_timeout,
         }
     }
@@ -90,10 +95,7 @@ impl TcpTransport {
         if let Some(conn) = slot.as_ref().filter(|c| c.alive.load(Ordering::SeqCst)) {
             return Ok(conn.clone());
         }
-        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect(addr))
-            .await
-            .map_err(|_| TransportError::Timeout(self.connect_timeout))??;
-        stream.set_nodelay(true)?;
+        let stream = peer::dial(addr, &self.config, self.connect_timeout).await?;
         let conn = Arc::new(start(stream));
         *slot = Some(conn.clone());
         Ok(conn)
@@ -101,8 +103,8 @@ impl TcpTransport {
 }
 
 /// Starts the reader and writer tasks of a new connection.
-fn start(stream: TcpStream) -> Conn {
-    let (mut rd, mut wr) = stream.into_split();
+fn start(stream: PeerStream) -> Conn {
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let (frames, mut queue) = mpsc::channel::<Vec<u8>>(WRITE_QUEUE);
     let waiting: Waiters = Arc::default();
     let alive = Arc::new(AtomicBool::new(true));
@@ -178,19 +180,36 @@ impl Transport for TcpTransport {
     }
 }
 
-/// Accepts peer connections on `listener` and serves each with `router`. Dropping
+/// Accepts peer connections on `listener`, sets each up as `config` says (a peer that
+/// fails TLS or the hello is logged and dropped) and serves it with `router`. Dropping
 /// (or aborting) the returned future closes every connection it accepted.
-pub async fn serve_tcp(listener: TcpListener, router: Arc<Router>) -> std::io::Result<()> {
+pub async fn serve_tcp(
+    listener: TcpListener,
+    router: Arc<Router>,
+    config: PeerConfig,
+) -> std::io::Result<()> {
     let mut conns = tokio::task::JoinSet::new();
+    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (conn, _) = accepted?;
-                conn.set_nodelay(true)?;
-                let router = router.clone();
+                let (conn, from) = accepted?;
+                let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                    // Not a warning: a flood would flood the log too.
+                    tracing::debug!("dropped a cluster connection from {from}: too many in set-up");
+                    continue;
+                };
+                let (router, config) = (router.clone(), config.clone());
                 conns.spawn(async move {
-                    if let Err(e) = router.serve(conn).await {
-                        tracing::debug!("peer connection ended: {e}");
+                    let stream = peer::accept(conn, &config).await;
+                    drop(permit);
+                    match stream {
+                        Ok(stream) => {
+                            if let Err(e) = router.serve(stream).await {
+                                tracing::debug!("peer connection from {from} ended: {e}");
+                            }
+                        }
+                        Err(e) => tracing::warn!("refused a cluster connection from {from}: {e}"),
                     }
                 });
             }
@@ -220,16 +239,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn connections_in_set_up_are_capped_and_time_limited() {
+        use tokio::io::AsyncReadExt;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cluster = crate::ClusterId::new("cap").unwrap();
+        let config = PeerConfig::plain(cluster.clone());
+        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new()), config));
+        // Silent connections hold every set-up slot.
+        let mut silent = Vec::new();
+        for _ in 0..MAX_HANDSHAKES {
+            silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut byte)).await;
+        assert!(
+            matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+            "the connection over the cap is dropped at once: {read:?}"
+        );
+        // A slot freed (its peer went away) serves the next peer.
+        drop(silent.pop());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut next = tokio::net::TcpStream::connect(addr).await.unwrap();
+        crate::hello::dial(&mut next, &cluster).await.unwrap();
+        // A silent peer is dropped once its set-up time is over.
+        let mut first = silent.swap_remove(0);
+        let read = tokio::time::timeout(
+            peer::HANDSHAKE_TIMEOUT + Duration::from_secs(2),
+            first.read(&mut byte),
+        )
+        .await;
+        assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
+        server.abort();
+    }
+
+    #[tokio::test]
     async fn a_call_to_a_dead_peer_fails_and_a_later_one_reconnects() {
         let (listener, addr) = free_port().await;
         drop(listener);
-        let transport = TcpTransport::new(Duration::from_millis(500));
+        let config = PeerConfig::plain(crate::ClusterId::new("test").unwrap());
+        let transport = TcpTransport::new(config.clone(), Duration::from_millis(500));
         let node = Node::new(addr.clone());
         let refused = transport.call(2, &node, GroupId(1), vote_request()).await;
         assert!(refused.is_err());
 
         let listener = TcpListener::bind(addr.as_str()).await.unwrap();
-        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new())));
+        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new()), config.clone()));
         for _ in 0..3 {
             let answer = transport
                 .call(2, &node, GroupId(1), vote_request())
@@ -258,7 +315,7 @@ mod tests {
 
         // It comes back: the next call connects again.
         let listener = TcpListener::bind(addr.as_str()).await.unwrap();
-        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new())));
+        let server = tokio::spawn(serve_tcp(listener, Arc::new(Router::new()), config.clone()));
         let answer = transport
             .call(2, &node, GroupId(1), vote_request())
             .await

@@ -46,11 +46,13 @@ async fn start(id: NodeId, dir: &Path, listener: TcpListener) -> RunningNode {
         Durability::Blocking,
     )
     .unwrap();
-    let network = Network::new(Arc::new(TcpTransport::default()), GROUP);
+    let peers = PeerConfig::plain(ClusterId::new("fjall-test").unwrap());
+    let transport = TcpTransport::new(peers.clone(), Duration::from_secs(2));
+    let network = Network::new(Arc::new(transport), GROUP);
     let raft = Raft::new(id, config(), network, log, sm).await.unwrap();
     let router = Arc::new(Router::new());
     router.add_group(GROUP, raft.clone());
-    let server = tokio::spawn(serve_tcp(listener, router));
+    let server = tokio::spawn(serve_tcp(listener, router, peers));
     RunningNode {
         engine,
         raft,

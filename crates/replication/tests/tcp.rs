@@ -43,7 +43,8 @@ fn config() -> Arc<Config> {
 
 async fn start_node(id: NodeId, groups: &[GroupId]) -> TestNode {
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
-    let transport = Arc::new(TcpTransport::default());
+    let peers = PeerConfig::plain(ClusterId::new("tcp-test").unwrap());
+    let transport = Arc::new(TcpTransport::new(peers.clone(), Duration::from_secs(2)));
     let router = Arc::new(Router::new());
     let mut rafts = HashMap::new();
     for &g in groups {
@@ -62,7 +63,7 @@ async fn start_node(id: NodeId, groups: &[GroupId]) -> TestNode {
         rafts.insert(g, raft);
     }
     let (listener, addr) = bind().await;
-    tokio::spawn(serve_tcp(listener, router));
+    tokio::spawn(serve_tcp(listener, router, peers));
     TestNode {
         engine,
         transport,
