@@ -21,7 +21,9 @@ mod index;
 mod range;
 mod sample;
 mod shard;
+mod spaces;
 mod unkeyed;
+mod write;
 
 pub use cache::CacheBudget;
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
