@@ -790,7 +790,10 @@ impl crate::Shard {
 
     /// True when every document has its marker in `idx` (`crate::unkeyed`).
     pub fn unkeyed_complete(&self, idx: &SecondaryIndex) -> Result<bool, StoreError> {
-        Ok(self.engine.get(&idx.space.get(), &unkeyed::COMPLETE)?.is_some())
+        Ok(self
+            .engine
+            .get(&idx.space.get(), &unkeyed::COMPLETE)?
+            .is_some())
     }
 
     /// Records that every document has its marker in `idx`: call only after a backfill

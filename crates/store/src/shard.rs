@@ -10,11 +10,11 @@ use parking_lot::Mutex;
 use storage::{Engine, WriteBatch};
 
 use crate::cache::{CacheBudget, DocCache, Lookup};
-use crate::spaces::SpaceName;
-use crate::write::Local;
 use crate::commit::GroupCommit;
 use crate::range::KeyRange;
 use crate::sample::KeySample;
+use crate::spaces::SpaceName;
+use crate::write::Local;
 use crate::StoreError;
 
 const LOCK_STRIPES: usize = 256;

@@ -144,7 +144,15 @@ impl Shard {
         };
         // Held until applied: registering an index waits for this write (index.rs).
         let indexes = self.indexes.read();
-        let staged = match plan(&indexes, &docs, k, old.as_ref(), expect, change, commit.batch()) {
+        let staged = match plan(
+            &indexes,
+            &docs,
+            k,
+            old.as_ref(),
+            expect,
+            change,
+            commit.batch(),
+        ) {
             Plan::Conflict => return Ok(Applied::Conflict(old)),
             Plan::Nothing => return Ok(Applied::Done((old.clone(), old, None))),
             Plan::Write(s) => s,
@@ -155,7 +163,13 @@ impl Shard {
         let cached = staged.cached.as_ref().filter(|_| committed.is_ok());
         self.cache.end_write(stripe, k, cached);
         let ticket = committed?;
-        self.after_commit(k, &indexes, staged.deltas, old.as_ref(), staged.new.as_ref());
+        self.after_commit(
+            k,
+            &indexes,
+            staged.deltas,
+            old.as_ref(),
+            staged.new.as_ref(),
+        );
         Ok(Applied::Done((old, staged.new, ticket)))
     }
 

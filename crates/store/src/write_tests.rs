@@ -51,7 +51,15 @@ fn a_moved_version_is_a_conflict_and_stages_nothing() {
     assert!(matches!(p, Plan::Conflict));
     // An insert expects an absent key.
     let absent = Some(Version::ABSENT);
-    let p = plan(&idx, "d", &pk(1), Some(&old), absent, StoreChange::Delete, &mut batch);
+    let p = plan(
+        &idx,
+        "d",
+        &pk(1),
+        Some(&old),
+        absent,
+        StoreChange::Delete,
+        &mut batch,
+    );
     assert!(matches!(p, Plan::Conflict));
     assert!(batch.is_empty());
 }
@@ -60,11 +68,27 @@ fn a_moved_version_is_a_conflict_and_stages_nothing() {
 fn keep_and_deleting_nothing_stage_nothing() {
     let idx = index();
     let mut batch = WriteBatch::new();
-    let p = plan(&idx, "d", &pk(1), None, None, StoreChange::Delete, &mut batch);
+    let p = plan(
+        &idx,
+        "d",
+        &pk(1),
+        None,
+        None,
+        StoreChange::Delete,
+        &mut batch,
+    );
     assert!(matches!(p, Plan::Nothing));
     let old = doc(1, 5);
     let seen = Some(Version::of(Some(&old)));
-    let p = plan(&idx, "d", &pk(1), Some(&old), seen, StoreChange::Keep, &mut batch);
+    let p = plan(
+        &idx,
+        "d",
+        &pk(1),
+        Some(&old),
+        seen,
+        StoreChange::Keep,
+        &mut batch,
+    );
     assert!(matches!(p, Plan::Nothing));
     assert!(batch.is_empty());
 }
@@ -75,7 +99,15 @@ fn a_put_stages_the_document_and_its_entries() {
     let mut batch = WriteBatch::new();
     // Not shared with the caller, so the document can keep its stored text.
     let put = StoreChange::Put(doc(1, 5));
-    let p = plan(&idx, "d", &pk(1), None, Some(Version::ABSENT), put, &mut batch);
+    let p = plan(
+        &idx,
+        "d",
+        &pk(1),
+        None,
+        Some(Version::ABSENT),
+        put,
+        &mut batch,
+    );
     let Plan::Write(s) = p else {
         panic!("not a write: {p:?}")
     };
@@ -84,7 +116,9 @@ fn a_put_stages_the_document_and_its_entries() {
     assert_eq!(ops(&batch), [("i".into(), true), ("d".into(), true)]);
     // The stored document is its canonical text, and the cache may keep it.
     let stored = batch.iter().find_map(|op| match op {
-        BatchOp::Put { space: "d", value, .. } => Some(value.to_vec()),
+        BatchOp::Put {
+            space: "d", value, ..
+        } => Some(value.to_vec()),
         _ => None,
     });
     assert_eq!(stored.as_deref(), Some(&br#"{"id":1,"v":5}"#[..]));
@@ -96,7 +130,15 @@ fn a_changed_value_moves_the_entry_and_a_delete_removes_it() {
     let idx = index();
     let old = doc(1, 5);
     let mut batch = WriteBatch::new();
-    let p = plan(&idx, "d", &pk(1), Some(&old), None, StoreChange::Put(doc(1, 6)), &mut batch);
+    let p = plan(
+        &idx,
+        "d",
+        &pk(1),
+        Some(&old),
+        None,
+        StoreChange::Put(doc(1, 6)),
+        &mut batch,
+    );
     let Plan::Write(s) = p else {
         panic!("not a write: {p:?}")
     };
@@ -107,7 +149,15 @@ fn a_changed_value_moves_the_entry_and_a_delete_removes_it() {
         [("i".into(), false), ("i".into(), true), ("d".into(), true)]
     );
     let mut batch = WriteBatch::new();
-    let p = plan(&idx, "d", &pk(1), Some(&old), None, StoreChange::Delete, &mut batch);
+    let p = plan(
+        &idx,
+        "d",
+        &pk(1),
+        Some(&old),
+        None,
+        StoreChange::Delete,
+        &mut batch,
+    );
     let Plan::Write(s) = p else {
         panic!("not a write: {p:?}")
     };
