@@ -315,14 +315,16 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
 
 /// The spaces holding the state of the machine stored under `prefix` now, by kind (for
 /// readers outside `apply`; a snapshot install moves them, see [`StateMachine::attach`]).
+/// Before the machine was ever opened, the spaces it will open first.
 pub fn state_spaces(
     engine: &dyn Engine,
     prefix: &str,
     kinds: &[String],
 ) -> Result<Vec<String>, ReplicationError> {
-    let generation: u64 = match engine.get(&format!("{prefix}.sm"), GENERATION)? {
-        Some(bytes) => decode_record(&bytes)?,
-        None => 0,
+    let generation: u64 = match engine.get(&format!("{prefix}.sm"), GENERATION) {
+        Ok(Some(bytes)) => decode_record(&bytes)?,
+        Ok(None) | Err(storage::StorageError::NoSuchSpace(_)) => 0,
+        Err(e) => return Err(e.into()),
     };
     Ok(kinds
         .iter()

@@ -94,6 +94,11 @@ impl SecondaryIndex {
         self.space.get()
     }
 
+    /// Moves the index to `space` (`Shard::attach`); true when it moved.
+    pub(crate) fn set_space(&self, space: &str) -> bool {
+        self.space.set(space)
+    }
+
     /// True once the backfill finished (reads are allowed).
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)

@@ -64,6 +64,24 @@ pub struct Shard {
     pub(crate) range: KeyRange,
 }
 
+/// The number of documents of `range` in `space`, and their key sample.
+pub(crate) fn count_and_sample(
+    engine: &dyn Engine,
+    space: &str,
+    range: &KeyRange,
+) -> Result<(i64, KeySample), StoreError> {
+    let snap = engine.snapshot();
+    let mut n = 0i64;
+    let sample = KeySample::default();
+    if let Some((lo, hi)) = range.clamp(Bound::Unbounded, Bound::Unbounded) {
+        for kv in snap.range(space, lo, hi, false)? {
+            sample.insert(&kv?.0);
+            n += 1;
+        }
+    }
+    Ok((n, sample))
+}
+
 impl Shard {
     /// Opens (creating if needed) the shard stored in `space`, counting its documents;
     /// its document cache has a budget of its own (`CacheBudget::default()`).
@@ -98,15 +116,7 @@ impl Shard {
         range: KeyRange,
     ) -> Result<Shard, StoreError> {
         engine.create_space(space)?;
-        let snap = engine.snapshot();
-        let mut n = 0i64;
-        let sample = KeySample::default();
-        if let Some((lo, hi)) = range.clamp(Bound::Unbounded, Bound::Unbounded) {
-            for kv in snap.range(space, lo, hi, false)? {
-                sample.insert(&kv?.0);
-                n += 1;
-            }
-        }
+        let (n, sample) = count_and_sample(&*engine, space, &range)?;
         Ok(Shard {
             engine,
             space: SpaceName::new(space),
