@@ -11,6 +11,10 @@
 //!   fsyncs the engine for all waiting writers at once, so hard-durability throughput
 //!   grows with concurrency. Soft writes are flushed within `SOFT_FLUSH_INTERVAL`.
 //!
+//! - `ShardMachine` (`replica.rs`, `replica_codec.rs`): a shard replicated on Raft, its
+//!   write operations log entries applied through the same write path as a local write
+//!   (`write.rs`: the pure `plan`, then the commit, then the in-memory effects).
+//!
 //! Invariant: a ticket is marked durable only after an `Engine::persist` that started
 //! after the write was applied returned successfully.
 

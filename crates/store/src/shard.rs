@@ -233,10 +233,10 @@ impl Shard {
     /// Applies one write operation: `change` to the document under `key`, provided
     /// the key still holds version `expect` (`None`: whatever it holds). Runs no user
     /// code: the stripe lock is held only to check the version, stage index entries and
-    /// apply one batch. Returns `Applied::Conflict` when the version moved, so the
-    /// caller re-evaluates its write against the current document. Never interrupted
-    /// half way (`datum::work::unwatched`): the write, the cache and the feeds stay in
-    /// step.
+    /// apply one batch (`write.rs`, shared with the replicated path). Returns
+    /// `Applied::Conflict` when the version moved, so the caller re-evaluates its write
+    /// against the current document. Never interrupted half way
+    /// (`datum::work::unwatched`): the write, the cache and the feeds stay in step.
     pub fn apply(
         &self,
         key: &Datum,
