@@ -125,8 +125,9 @@ impl ShardMachine {
 
     /// Why the command's key cannot be written here, if it cannot.
     fn refuse_key(&self, key: &[u8]) -> Option<String> {
-        if key.is_empty() || key.len() > storage::MAX_KEY_LEN || datum::keys::decode(key).is_none()
-        {
+        // The encoding of a primary key a local write accepts, and no other bytes.
+        let canonical = datum::keys::decode(key).and_then(|d| datum::keys::encode_primary(&d).ok());
+        if canonical.as_deref() != Some(key) {
             return Some("malformed primary key".into());
         }
         (!self.shard.range.contains(key)).then(|| "primary key outside the shard's range".into())

@@ -130,6 +130,35 @@ async fn entries_apply_conditionally_and_answer_like_a_local_write() {
     );
 }
 
+/// A command whose key is a 200-character string, encoded as a short one would be.
+fn encode_long_key() -> Vec<u8> {
+    let short = datum::keys::encode_primary(&Datum::str("k")).unwrap();
+    let long = [&short[..1], "k".repeat(200).as_bytes(), &short[2..]].concat();
+    assert!(datum::keys::decode(&long).is_some());
+    let command = encode_command(&Datum::str("k"), None, &StoreChange::Delete).unwrap();
+    // The version byte, then the key's length (one byte: under 128) and bytes.
+    assert_eq!(command[1] as usize, short.len());
+    let mut out = vec![command[0]];
+    out.extend(postcard_varint(long.len()));
+    out.extend_from_slice(&long);
+    out.extend_from_slice(&command[2 + short.len()..]);
+    out
+}
+
+/// postcard's unsigned varint.
+fn postcard_varint(mut n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
 #[tokio::test]
 async fn malformed_and_foreign_commands_are_refused_and_write_nothing() {
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
@@ -150,6 +179,8 @@ async fn malformed_and_foreign_commands_are_refused_and_write_nothing() {
             // A record of an empty key, and of a key that is no primary key.
             vec![1, 0, 0, 0],
             vec![1, 1, 0xee, 0, 0],
+            // A string key longer than a primary key may be.
+            encode_long_key(),
             put(11, 1, None),
         ],
     )
@@ -157,16 +188,17 @@ async fn malformed_and_foreign_commands_are_refused_and_write_nothing() {
     for (i, r) in refusals.iter().enumerate() {
         assert!(matches!(r, Err(ReplyError::Refused(_))), "{i}: {r:?}");
     }
-    assert!(matches!(&refusals[4], Err(ReplyError::Refused(m)) if m.contains("range")));
+    assert!(matches!(&refusals[4], Err(ReplyError::Refused(m)) if m.contains("malformed")));
+    assert!(matches!(&refusals[5], Err(ReplyError::Refused(m)) if m.contains("range")));
     assert_eq!(sm.machine().shard().count(), 0);
     assert_eq!(
         replication::applied_log_id(&*engine, PREFIX)
             .unwrap()
             .map(|l| l.index),
-        Some(5)
+        Some(6)
     );
     // The machine goes on.
-    let ok = apply(&mut sm, 6, vec![put(1, 1, None)]).await;
+    let ok = apply(&mut sm, 7, vec![put(1, 1, None)]).await;
     assert!(ok[0].is_ok());
 }
 
