@@ -103,7 +103,8 @@ impl StateMachine for KvMachine {
         }
     }
 
-    fn attach(&mut self, spaces: &[String]) {
+    fn attach(&mut self, spaces: &[String]) -> Result<(), StorageError> {
         self.space = spaces.first().cloned().unwrap_or_default();
+        Ok(())
     }
 }

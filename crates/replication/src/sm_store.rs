@@ -142,7 +142,7 @@ impl<S: StateMachine> StateMachineStore<S> {
         for s in &spaces {
             engine.create_space(s)?;
         }
-        machine.attach(&spaces);
+        machine.attach(&spaces)?;
         Ok(Self {
             machine,
             shared: Arc::new(shared),
@@ -163,7 +163,8 @@ impl<S: StateMachine> StateMachineStore<S> {
     fn apply_one(&mut self, entry: Entry) -> Result<Reply, ReplicationError> {
         let sh = &*self.shared;
         let log_id = entry.log_id;
-        let mut ctx = ApplyCtx::new(&*sh.engine, &sh.kinds, &self.spaces, log_id.index);
+        let position = (sh.meta_space.as_str(), APPLIED, encode_record(&log_id)?);
+        let mut ctx = ApplyCtx::new(&*sh.engine, &sh.kinds, &self.spaces, log_id.index, position);
         let reply = match entry.payload {
             EntryPayload::Blank => Vec::new(),
             EntryPayload::Normal(command) => self.machine.apply(&mut ctx, &command.0)?,
@@ -174,9 +175,10 @@ impl<S: StateMachine> StateMachineStore<S> {
                 Vec::new()
             }
         };
-        let mut batch = std::mem::take(&mut ctx.batch);
-        batch.put(&sh.meta_space, APPLIED, encode_record(&log_id)?);
-        sh.engine.apply(batch)?;
+        // Unless the machine committed the entry itself (`ApplyCtx::commit`).
+        if !ctx.is_committed() {
+            ctx.commit()?;
+        }
         Ok(Reply(reply))
     }
 
@@ -219,11 +221,12 @@ impl<S: StateMachine> StateMachineStore<S> {
         // Durable before the old state is dropped and before openraft purges the log.
         sh.durability.flush(&sh.engine).await?;
         let old = std::mem::replace(&mut self.spaces, std::mem::take(&mut staged.spaces));
+        // The machine's readers move to the new spaces before the old ones go.
+        let attached = self.machine.attach(&self.spaces);
         for s in &old {
             sh.engine.drop_space(s)?;
         }
-        self.machine.attach(&self.spaces);
-        Ok(())
+        Ok(attached?)
     }
 
     fn stage(&self) -> Result<StagedSnapshot, ReplicationError> {
@@ -312,14 +315,16 @@ impl<S: StateMachine> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
 
 /// The spaces holding the state of the machine stored under `prefix` now, by kind (for
 /// readers outside `apply`; a snapshot install moves them, see [`StateMachine::attach`]).
+/// Before the machine was ever opened, the spaces it will open first.
 pub fn state_spaces(
     engine: &dyn Engine,
     prefix: &str,
     kinds: &[String],
 ) -> Result<Vec<String>, ReplicationError> {
-    let generation: u64 = match engine.get(&format!("{prefix}.sm"), GENERATION)? {
-        Some(bytes) => decode_record(&bytes)?,
-        None => 0,
+    let generation: u64 = match engine.get(&format!("{prefix}.sm"), GENERATION) {
+        Ok(Some(bytes)) => decode_record(&bytes)?,
+        Ok(None) | Err(storage::StorageError::NoSuchSpace(_)) => 0,
+        Err(e) => return Err(e.into()),
     };
     Ok(kinds
         .iter()

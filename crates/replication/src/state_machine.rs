@@ -14,6 +14,11 @@
 //! * A command it cannot decode or execute is answered with an error *reply* (which the
 //!   proposer decodes); an `Err` from `apply` means the storage failed and stops the
 //!   node.
+//! * State derived from the spaces and kept in memory (caches, counters, notifications
+//!   to readers) changes only after the writes it follows are committed: the machine
+//!   calls [`ApplyCtx::commit`] inside `apply` (the entry's writes and log position are
+//!   then one committed batch) and updates that state before returning, under whatever
+//!   locks it took to read; and rebuilds it in [`StateMachine::attach`].
 
 use storage::{Engine, StorageError, WriteBatch};
 
@@ -33,8 +38,11 @@ pub trait StateMachine: Send + Sync + 'static {
     /// learn the new names from here (e.g. a shared handle the machine updates): the
     /// previous spaces are dropped right after this call, and only engine snapshots
     /// taken before still see them.
-    fn attach(&mut self, spaces: &[String]) {
+    ///
+    /// An `Err` means the storage failed (it stops the node, like one from `apply`).
+    fn attach(&mut self, spaces: &[String]) -> Result<(), StorageError> {
         let _ = spaces;
+        Ok(())
     }
 }
 
@@ -44,7 +52,10 @@ pub struct ApplyCtx<'a> {
     kinds: &'a [String],
     spaces: &'a [String],
     index: u64,
+    /// Where the entry's position is recorded, and its record (written with the batch).
+    position: (&'a str, &'a [u8], Vec<u8>),
     pub(crate) batch: WriteBatch,
+    committed: bool,
 }
 
 impl<'a> ApplyCtx<'a> {
@@ -53,14 +64,50 @@ impl<'a> ApplyCtx<'a> {
         kinds: &'a [String],
         spaces: &'a [String],
         index: u64,
+        position: (&'a str, &'a [u8], Vec<u8>),
     ) -> Self {
         Self {
             engine,
             kinds,
             spaces,
             index,
+            position,
             batch: WriteBatch::new(),
+            committed: false,
         }
+    }
+
+    /// Commits the writes staged so far with the entry's log position, as one atomic
+    /// batch, now rather than after `apply` returns: the machine can then update the
+    /// in-memory state derived from them before returning (module note). Writes after
+    /// it are refused; the adaptor commits nothing more for the entry.
+    pub fn commit(&mut self) -> Result<(), StorageError> {
+        if self.committed {
+            return Err(Self::closed());
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        let (space, key, record) = (self.position.0, self.position.1, &self.position.2);
+        batch.put(space, key, record.as_slice());
+        self.committed = true;
+        self.engine.apply(batch)
+    }
+
+    /// True once [`Self::commit`] ran.
+    pub fn is_committed(&self) -> bool {
+        self.committed
+    }
+
+    /// The batch of the entry's writes, for a machine that stages them itself (in the
+    /// spaces [`Self::space`] names); committed like those of [`Self::put`].
+    pub fn batch_mut(&mut self) -> Result<&mut WriteBatch, StorageError> {
+        if self.committed {
+            return Err(Self::closed());
+        }
+        Ok(&mut self.batch)
+    }
+
+    fn closed() -> StorageError {
+        StorageError::Engine("the entry's writes were already committed".into())
     }
 
     /// The log index of the entry being applied.
@@ -91,14 +138,18 @@ impl<'a> ApplyCtx<'a> {
     /// Stores `value` under `key` in `kind`'s space when the entry commits.
     pub fn put(&mut self, kind: &str, key: &[u8], value: &[u8]) -> Result<(), StorageError> {
         let space = self.space(kind)?;
-        self.batch.put(space, key, value);
+        self.batch_mut()?.put(space, key, value);
         Ok(())
     }
 
     /// Deletes `key` from `kind`'s space when the entry commits.
     pub fn delete(&mut self, kind: &str, key: &[u8]) -> Result<(), StorageError> {
         let space = self.space(kind)?;
-        self.batch.delete(space, key);
+        self.batch_mut()?.delete(space, key);
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[path = "state_machine_tests.rs"]
+mod tests;

@@ -97,8 +97,10 @@ impl WriteBatch {
         })
     }
 
-    /// Checks every key and value against the engine limits.
-    pub(crate) fn validate(&self) -> Result<(), StorageError> {
+    /// Checks every key and value against the engine limits (what `Engine::apply`
+    /// refuses a batch for; a replicated state machine checks first, so that a refusal
+    /// is its deterministic answer rather than a storage failure).
+    pub fn validate(&self) -> Result<(), StorageError> {
         for (_, ops) in &self.spaces {
             for (key, value) in ops {
                 if key.is_empty() || key.len() > MAX_KEY_LEN {

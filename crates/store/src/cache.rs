@@ -250,6 +250,21 @@ impl DocCache {
     }
 }
 
+impl DocCache {
+    /// Empties the cache (the documents' space was replaced: `Shard::attach`). A
+    /// reader's `fill` after a `Miss` from before is refused, as after a write.
+    pub(crate) fn clear(&self) {
+        for stripe in &self.stripes {
+            let mut s = stripe.lock();
+            s.generation += 1;
+            self.budget.0.used.fetch_sub(s.bytes, Ordering::Relaxed);
+            s.map.clear();
+            s.order.clear();
+            s.bytes = 0;
+        }
+    }
+}
+
 impl Drop for DocCache {
     fn drop(&mut self) {
         let held: usize = self.stripes.iter().map(|s| s.lock().bytes).sum();

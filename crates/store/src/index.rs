@@ -31,6 +31,7 @@ use datum::keys::{self, SECONDARY_TRUNC_BYTES};
 use datum::Datum;
 use storage::{Bytes, KvIter, Snapshot};
 
+use crate::spaces::SpaceName;
 use crate::unkeyed::{self, NoKeys, Unkeyed};
 use crate::StoreError;
 
@@ -44,7 +45,7 @@ pub trait IndexFn: Send + Sync {
 
 /// One secondary index of a shard, and the state of its construction.
 pub struct SecondaryIndex {
-    space: String,
+    space: SpaceName,
     func: Arc<dyn IndexFn>,
     multi: bool,
     ready: AtomicBool,
@@ -68,15 +69,15 @@ type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 /// A write's change in an index's statistics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Delta {
-    entries: i64,
-    unkeyed: [i64; 3],
+    pub(crate) entries: i64,
+    pub(crate) unkeyed: [i64; 3],
 }
 
 impl SecondaryIndex {
     /// An index stored in `space`; `ready` when its entries are already complete.
     pub fn new(space: &str, func: Arc<dyn IndexFn>, multi: bool, ready: bool) -> Arc<Self> {
         Arc::new(SecondaryIndex {
-            space: space.to_string(),
+            space: SpaceName::new(space),
             func,
             multi,
             ready: AtomicBool::new(ready),
@@ -88,9 +89,14 @@ impl SecondaryIndex {
         })
     }
 
-    /// The storage space of its entries.
-    pub fn space(&self) -> &str {
-        &self.space
+    /// The storage space of its entries now (a replicated shard's `attach` moves it).
+    pub fn space(&self) -> Arc<str> {
+        self.space.get()
+    }
+
+    /// Moves the index to `space` (`Shard::attach`); true when it moved.
+    pub(crate) fn set_space(&self, space: &str) -> bool {
+        self.space.set(space)
     }
 
     /// True once the backfill finished (reads are allowed).
@@ -210,6 +216,7 @@ pub(crate) fn stage_changes(
 ) -> Vec<Delta> {
     let mut deltas = Vec::with_capacity(indexes.len());
     for idx in indexes {
+        let space = idx.space.get();
         let (old_keys, old_class) = old.map(|d| idx.entry_keys(pk, d)).unwrap_or_default();
         let (new_e, new_class) = new
             .map(|(d, json)| idx.entries(pk, d, json))
@@ -220,22 +227,22 @@ pub(crate) fn stage_changes(
         };
         if old_class != new_class {
             if let Some(c) = old_class {
-                batch.delete(&idx.space, unkeyed::marker(c, pk));
+                batch.delete(&space, unkeyed::marker(c, pk));
                 delta.unkeyed[c as usize] -= 1;
             }
             if let Some(c) = new_class {
-                batch.put(&idx.space, unkeyed::marker(c, pk), Vec::new());
+                batch.put(&space, unkeyed::marker(c, pk), Vec::new());
                 delta.unkeyed[c as usize] += 1;
             }
         }
         deltas.push(delta);
         for (k, _) in old_keys {
             if !new_e.iter().any(|(n, _)| *n == k) {
-                batch.delete(&idx.space, k);
+                batch.delete(&space, k);
             }
         }
         for (k, v) in new_e {
-            batch.put(&idx.space, k, v);
+            batch.put(&space, k, v);
         }
     }
     deltas
@@ -252,20 +259,33 @@ pub fn track_entries(shards: &[Arc<crate::Shard>], idx: &SecondaryIndex) -> Resu
     let Some(first) = shards.first() else {
         return Ok(());
     };
-    crate::quiesce_all(shards, || {
-        let n = first.index_count(idx, &Bound::Unbounded, &Bound::Unbounded)?;
+    crate::quiesce_all(shards, || first.recount(idx))
+}
+
+impl crate::Shard {
+    /// Counts `idx`'s entries (and its markers, once complete) in the index's space
+    /// and stores the counts: the caller holds every stripe of every shard the index
+    /// is registered with, so no write can change them meanwhile.
+    pub(crate) fn recount(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
+        let n = self.index_count(idx, &Bound::Unbounded, &Bound::Unbounded)?;
         idx.entry_count
             .store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
-        let snap = first.engine.snapshot();
-        if snap.get(&idx.space, &unkeyed::COMPLETE)?.is_some() {
+        let space = idx.space.get();
+        let snap = self.engine.snapshot();
+        if snap.get(&space, &unkeyed::COMPLETE)?.is_some() {
             for (count, class) in idx.unkeyed.iter().zip(Unkeyed::ALL) {
                 let (lo, hi) = unkeyed::class_bounds(class);
-                let n = snap.count_range(&idx.space, lo, hi, &|_| true)?;
+                let n = snap.count_range(&space, lo, hi, &|_| true)?;
                 count.store(i64::try_from(n).unwrap_or(i64::MAX), Ordering::SeqCst);
             }
         }
         Ok(())
-    })
+    }
+
+    /// True when `idx`'s entry count is kept (`track_entries` ran).
+    pub(crate) fn counts_tracked(idx: &SecondaryIndex) -> bool {
+        idx.entry_count.load(Ordering::SeqCst) >= 0
+    }
 }
 
 /// The value of an index entry. Current entries are `0x02 ‖ len(W) as u32 BE ‖ W ‖ D`:
@@ -549,7 +569,7 @@ pub(crate) fn decode_doc(bytes: Bytes) -> Result<Datum, StoreError> {
 pub(crate) fn docs_of(
     entries: EntryIter,
     snap: Arc<dyn Snapshot>,
-    space: String,
+    space: Arc<str>,
 ) -> impl Iterator<Item = Result<(IndexEntry, Datum), StoreError>> + Send + 'static {
     entries.filter_map(move |e| {
         let mut e = match e {
@@ -575,9 +595,10 @@ impl crate::Shard {
     /// Registers an index: from now on every write maintains it. Waits for writes in
     /// flight (they did not see it), so a snapshot taken afterwards sees all of those.
     pub fn add_index(&self, idx: Arc<SecondaryIndex>) -> Result<(), StoreError> {
-        self.engine.create_space(idx.space())?;
+        let space = idx.space.get();
+        self.engine.create_space(&space)?;
         let mut list = self.indexes.write();
-        list.retain(|i| i.space != idx.space);
+        list.retain(|i| i.space.get() != space);
         list.push(idx);
         Ok(())
     }
@@ -585,8 +606,9 @@ impl crate::Shard {
     /// Stops maintaining an index, stops its backfill and drops its entries.
     pub fn remove_index(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
         idx.cancel();
-        self.indexes.write().retain(|i| i.space != idx.space);
-        self.engine.drop_space(&idx.space)?;
+        let space = idx.space.get();
+        self.indexes.write().retain(|i| i.space.get() != space);
+        self.engine.drop_space(&space)?;
         Ok(())
     }
 
@@ -600,8 +622,9 @@ impl crate::Shard {
         reverse: bool,
     ) -> Result<EntryIter, StoreError> {
         let range = IndexRange::new(lower, upper)?;
+        let space = idx.space.get();
         let snap = self.engine.snapshot();
-        EntryIter::new(snap.as_ref(), &idx.space, range, reverse)
+        EntryIter::new(snap.as_ref(), &space, range, reverse)
     }
 
     /// The documents of those entries (a document appears once per matching entry, as
@@ -630,9 +653,10 @@ impl crate::Shard {
         StoreError,
     > {
         let range = IndexRange::new(lower, upper)?;
+        let (space, docs) = (idx.space.get(), self.space.get());
         let snap: Arc<dyn Snapshot> = Arc::from(self.engine.snapshot());
-        let entries = EntryIter::new(snap.as_ref(), &idx.space, range, reverse)?;
-        Ok(docs_of(entries, snap, self.space.clone()))
+        let entries = EntryIter::new(snap.as_ref(), &space, range, reverse)?;
+        Ok(docs_of(entries, snap, docs))
     }
 
     /// The number of entries in a range, without reading a document. Entries holding a
@@ -646,6 +670,7 @@ impl crate::Shard {
     ) -> Result<u64, StoreError> {
         let range = IndexRange::new(lower, upper)?;
         let (lo, hi) = range.key_bounds();
+        let space = idx.space.get();
         let snap = self.engine.snapshot();
         let keep = |v: &[u8]| match EntryValue::parse(v) {
             Ok(EntryValue { whole: None, .. }) => true,
@@ -653,7 +678,7 @@ impl crate::Shard {
             // Counted; a read of the range reports the damage.
             Err(_) => true,
         };
-        Ok(snap.count_range(&idx.space, lo, hi, &keep)?)
+        Ok(snap.count_range(&space, lo, hi, &keep)?)
     }
 
     /// `index_count`, stopping at `limit` (an answer of `limit` means "at least").
@@ -669,9 +694,10 @@ impl crate::Shard {
         }
         let range = IndexRange::new(lower, upper)?;
         let (lo, hi) = range.key_bounds();
+        let space = idx.space.get();
         let snap = self.engine.snapshot();
         let mut n = 0u64;
-        for kv in snap.range(&idx.space, lo, hi, false)? {
+        for kv in snap.range(&space, lo, hi, false)? {
             if n >= limit {
                 break;
             }
@@ -700,9 +726,10 @@ impl crate::Shard {
                 Bound::Excluded(d) => Bound::Excluded(encode(d)?),
             })
         };
+        let space = self.space.get();
         let snap = self.engine.snapshot();
         match self.range.clamp(enc(lower)?, enc(upper)?) {
-            Some((lo, hi)) => Ok(snap.count_range(&self.space, lo, hi, &|_| true)?),
+            Some((lo, hi)) => Ok(snap.count_range(&space, lo, hi, &|_| true)?),
             None => Ok(0),
         }
     }
@@ -712,11 +739,12 @@ impl crate::Shard {
     /// current documents and writes their entries in one batch. Returns early (Ok) when
     /// the index is cancelled. The caller marks the index ready afterwards.
     pub fn build_index(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
+        let (docs, space) = (self.space.get(), idx.space.get());
         let snap = self.engine.snapshot();
         let Some((lo, hi)) = self.range.clamp(Bound::Unbounded, Bound::Unbounded) else {
             return Ok(());
         };
-        let mut it = snap.range(&self.space, lo, hi, false)?;
+        let mut it = snap.range(&docs, lo, hi, false)?;
         loop {
             if idx.is_cancelled() {
                 return Ok(());
@@ -739,15 +767,15 @@ impl crate::Shard {
                 .collect();
             let mut batch = storage::WriteBatch::new();
             for pk in &pks {
-                if let Some(v) = self.engine.get(&self.space, pk)? {
+                if let Some(v) = self.engine.get(&docs, pk)? {
                     let v = Bytes::from(v);
                     let doc = decode_doc(v.clone())?;
                     let (entries, class) = idx.entries(pk, &doc, &v);
                     for (k, v) in entries {
-                        batch.put(&idx.space, k, v);
+                        batch.put(&space, k, v);
                     }
                     if let Some(c) = class {
-                        batch.put(&idx.space, unkeyed::marker(c, pk), Vec::new());
+                        batch.put(&space, unkeyed::marker(c, pk), Vec::new());
                     }
                 }
             }
@@ -767,14 +795,17 @@ impl crate::Shard {
 
     /// True when every document has its marker in `idx` (`crate::unkeyed`).
     pub fn unkeyed_complete(&self, idx: &SecondaryIndex) -> Result<bool, StoreError> {
-        Ok(self.engine.get(&idx.space, &unkeyed::COMPLETE)?.is_some())
+        Ok(self
+            .engine
+            .get(&idx.space.get(), &unkeyed::COMPLETE)?
+            .is_some())
     }
 
     /// Records that every document has its marker in `idx`: call only after a backfill
     /// (`build_index`) over every shard finished, the index registered throughout.
     pub fn set_unkeyed_complete(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
         let mut b = storage::WriteBatch::new();
-        b.put(&idx.space, unkeyed::COMPLETE.to_vec(), Vec::new());
+        b.put(&idx.space.get(), unkeyed::COMPLETE.to_vec(), Vec::new());
         Ok(self.engine.apply(b)?)
     }
 }

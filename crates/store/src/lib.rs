@@ -11,6 +11,10 @@
 //!   fsyncs the engine for all waiting writers at once, so hard-durability throughput
 //!   grows with concurrency. Soft writes are flushed within `SOFT_FLUSH_INTERVAL`.
 //!
+//! - `ShardMachine` (`replica.rs`, `replica_codec.rs`): a shard replicated on Raft, its
+//!   write operations log entries applied through the same write path as a local write
+//!   (`write.rs`: the pure `plan`, then the commit, then the in-memory effects).
+//!
 //! Invariant: a ticket is marked durable only after an `Engine::persist` that started
 //! after the write was applied returned successfully.
 
@@ -19,15 +23,21 @@ mod commit;
 mod feeds;
 mod index;
 mod range;
+mod replica;
+mod replica_codec;
 mod sample;
 mod shard;
+mod spaces;
 mod unkeyed;
+mod write;
 
 pub use cache::CacheBudget;
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
 pub use feeds::quiesce_all;
 pub use index::{track_entries, EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use range::KeyRange;
+pub use replica::{space_kinds, ReplicaIndex, ReplicaOptions, ShardMachine, DOCS};
+pub use replica_codec::{decode_reply, encode_command, ReplyError};
 pub use sample::split_sorted;
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};
 pub use unkeyed::{NoKeys, Unkeyed};

@@ -33,6 +33,11 @@ impl KeySample {
         }
     }
 
+    /// Replaces the sample with `other`'s (the documents were replaced wholesale).
+    pub(crate) fn reset(&self, other: KeySample) {
+        *self.keys.lock() = other.keys.into_inner();
+    }
+
     /// Records a key whose document was deleted.
     pub(crate) fn remove(&self, key: &[u8]) {
         if sampled(key) {

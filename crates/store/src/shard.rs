@@ -13,6 +13,8 @@ use crate::cache::{CacheBudget, DocCache, Lookup};
 use crate::commit::GroupCommit;
 use crate::range::KeyRange;
 use crate::sample::KeySample;
+use crate::spaces::SpaceName;
+use crate::write::Local;
 use crate::StoreError;
 
 const LOCK_STRIPES: usize = 256;
@@ -44,21 +46,40 @@ pub enum StoreChange {
 /// One shard of a table.
 pub struct Shard {
     pub(crate) engine: Arc<dyn Engine>,
-    pub(crate) space: String,
+    /// The documents' space (`attach` moves it).
+    pub(crate) space: SpaceName,
     pub(crate) locks: Vec<Mutex<()>>,
-    count: AtomicI64,
-    commit: Arc<GroupCommit>,
+    pub(crate) count: AtomicI64,
+    pub(crate) commit: Arc<GroupCommit>,
     /// Secondary indexes maintained by `apply` (`index.rs`); read-locked across each
     /// write so that registering an index waits for writes that missed it.
     pub(crate) indexes: parking_lot::RwLock<Vec<Arc<crate::index::SecondaryIndex>>>,
     /// Changefeed subscriptions, fed by `apply` under the key's stripe lock (`feeds.rs`).
     pub(crate) feeds: Arc<changefeed::Hub>,
     /// Decoded documents for point reads and writes (`cache.rs`).
-    cache: DocCache,
+    pub(crate) cache: DocCache,
     /// A sample of the primary keys, for split points (`sample.rs`).
-    sample: KeySample,
+    pub(crate) sample: KeySample,
     /// The primary keys this shard owns (`range.rs`).
     pub(crate) range: KeyRange,
+}
+
+/// The number of documents of `range` in `space`, and their key sample.
+pub(crate) fn count_and_sample(
+    engine: &dyn Engine,
+    space: &str,
+    range: &KeyRange,
+) -> Result<(i64, KeySample), StoreError> {
+    let snap = engine.snapshot();
+    let mut n = 0i64;
+    let sample = KeySample::default();
+    if let Some((lo, hi)) = range.clamp(Bound::Unbounded, Bound::Unbounded) {
+        for kv in snap.range(space, lo, hi, false)? {
+            sample.insert(&kv?.0);
+            n += 1;
+        }
+    }
+    Ok((n, sample))
 }
 
 impl Shard {
@@ -95,18 +116,10 @@ impl Shard {
         range: KeyRange,
     ) -> Result<Shard, StoreError> {
         engine.create_space(space)?;
-        let snap = engine.snapshot();
-        let mut n = 0i64;
-        let sample = KeySample::default();
-        if let Some((lo, hi)) = range.clamp(Bound::Unbounded, Bound::Unbounded) {
-            for kv in snap.range(space, lo, hi, false)? {
-                sample.insert(&kv?.0);
-                n += 1;
-            }
-        }
+        let (n, sample) = count_and_sample(&*engine, space, &range)?;
         Ok(Shard {
             engine,
-            space: space.to_string(),
+            space: SpaceName::new(space),
             locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             count: AtomicI64::new(n),
             commit,
@@ -118,9 +131,9 @@ impl Shard {
         })
     }
 
-    /// The storage space name.
-    pub fn space(&self) -> &str {
-        &self.space
+    /// The documents' storage space now (a replicated shard's `attach` moves it).
+    pub fn space(&self) -> Arc<str> {
+        self.space.get()
     }
 
     fn encode(key: &Datum) -> Result<Vec<u8>, StoreError> {
@@ -141,7 +154,7 @@ impl Shard {
             Lookup::Hit(d) => return Ok(Some(d)),
             Lookup::Miss(g) => g,
         };
-        match self.engine.get(&self.space, &k)? {
+        match self.engine.get(&self.space.get(), &k)? {
             Some(v) => {
                 let d = Self::decode(v.into())?;
                 self.cache.fill(stripe, generation, &k, &d);
@@ -171,9 +184,10 @@ impl Shard {
                 ),
             })
         };
+        let space = self.space.get();
         let snap = self.engine.snapshot();
         let it = match self.range.clamp(enc(lower)?, enc(upper)?) {
-            Some((lo, hi)) => Some(snap.values(&self.space, lo, hi, reverse)?),
+            Some((lo, hi)) => Some(snap.values(&space, lo, hi, reverse)?),
             None => None,
         };
         Ok(it.into_iter().flatten().map(|v| Self::decode(v?)))
@@ -204,7 +218,7 @@ impl Shard {
         self.count.load(Ordering::SeqCst).max(0) as u64
     }
 
-    fn stripe(&self, k: &[u8]) -> &Mutex<()> {
+    pub(crate) fn stripe(&self, k: &[u8]) -> &Mutex<()> {
         // `locks` has LOCK_STRIPES entries, so the index is in range.
         &self.locks[Self::stripe_index(k)]
     }
@@ -219,10 +233,10 @@ impl Shard {
     /// Applies one write operation: `change` to the document under `key`, provided
     /// the key still holds version `expect` (`None`: whatever it holds). Runs no user
     /// code: the stripe lock is held only to check the version, stage index entries and
-    /// apply one batch. Returns `Applied::Conflict` when the version moved, so the
-    /// caller re-evaluates its write against the current document. Never interrupted
-    /// half way (`datum::work::unwatched`): the write, the cache and the feeds stay in
-    /// step.
+    /// apply one batch (`write.rs`, shared with the replicated path). Returns
+    /// `Applied::Conflict` when the version moved, so the caller re-evaluates its write
+    /// against the current document. Never interrupted half way
+    /// (`datum::work::unwatched`): the write, the cache and the feeds stay in step.
     pub fn apply(
         &self,
         key: &Datum,
@@ -239,78 +253,11 @@ impl Shard {
         change: StoreChange,
     ) -> Result<Applied, StoreError> {
         let k = Self::encode(key)?;
-        let stripe = Self::stripe_index(&k);
-        let _guard = self.stripe(&k).lock();
-        // Under the stripe lock the cache cannot hold an outdated version (cache.rs).
-        let old = match self.cache.get(stripe, &k) {
-            Lookup::Hit(d) => Some(d),
-            Lookup::Miss(_) => match self.engine.get(&self.space, &k)? {
-                Some(v) => Some(Self::decode(v.into())?),
-                None => None,
-            },
+        let mut local = Local {
+            shard: self,
+            batch: WriteBatch::new(),
         };
-        if expect.is_some_and(|v| v != Version::of(old.as_ref())) {
-            return Ok(Applied::Conflict(old));
-        }
-        let mut batch = WriteBatch::new();
-        // Held until applied: registering an index waits for this write (index.rs).
-        let indexes = self.indexes.read();
-        let deltas;
-        // What the cache keeps of the new document: only one that carries its stored
-        // text, so that reads answer it by copying that text rather than printing the
-        // map again. A document shared with the writer (an insert keeps it for its
-        // result) cannot take the text: the key is left uncached, and the first read
-        // caches what it reads from the engine, text included (copying the text here
-        // would cost every write of a bulk load an allocation and a copy).
-        let mut cached = None;
-        let new = match change {
-            StoreChange::Keep => return Ok(Applied::Done((old.clone(), old, None))),
-            StoreChange::Put(mut d) => {
-                let json = d.to_json_bytes_kept();
-                let new = Some((&d, json.as_slice()));
-                deltas = crate::index::stage_changes(&indexes, &k, old.as_ref(), new, &mut batch);
-                cached = d
-                    .as_object()
-                    .and_then(datum::Object::raw_json)
-                    .map(|_| d.clone());
-                batch.put(&self.space, k.clone(), json);
-                Some(d)
-            }
-            StoreChange::Delete => {
-                if old.is_none() {
-                    return Ok(Applied::Done((None, None, None)));
-                }
-                deltas = crate::index::stage_changes(&indexes, &k, old.as_ref(), None, &mut batch);
-                batch.delete(&self.space, k.clone());
-                None
-            }
-        };
-        self.cache.begin_write(stripe, &k);
-        let applied = self.engine.apply(batch);
-        // On failure the engine's state is unknown: cache nothing for the key.
-        self.cache
-            .end_write(stripe, &k, cached.as_ref().filter(|_| applied.is_ok()));
-        applied?;
-        // Under the stripe lock, like the document count (`index::track_entries`).
-        for (idx, d) in indexes.iter().zip(deltas) {
-            idx.note(d);
-        }
-        drop(indexes);
-        let ticket = self.commit.ticket();
-        // Still under the stripe lock: one document's changes reach feeds in commit order.
-        self.feeds.publish(&k, old.as_ref(), new.as_ref());
-        match (&old, &new) {
-            (None, Some(_)) => {
-                self.count.fetch_add(1, Ordering::SeqCst);
-                self.sample.insert(&k);
-            }
-            (Some(_), None) => {
-                self.count.fetch_sub(1, Ordering::SeqCst);
-                self.sample.remove(&k);
-            }
-            _ => {}
-        }
-        Ok(Applied::Done((old, new, Some(ticket))))
+        self.apply_encoded(&k, expect, change, &mut local)
     }
 
     /// Applies `change` whatever the key holds (tests and internal writers).

@@ -1,0 +1,249 @@
+//! A shard replicated on Raft: [`ShardMachine`], the `replication::StateMachine` whose
+//! commands are the shard's write operations (`crate::replica_codec`).
+//!
+//! Every replica applies the same entries in order through the shard's one write path
+//! (`Shard::apply_encoded`, `crate::write`): the same stripe lock, read of the old
+//! document, pure `plan` and in-memory side effects as a local write; only the commit
+//! differs: the staged writes go into the entry's batch and are committed with its log
+//! position by `ApplyCtx::commit`, before the side effects, so the cache, count, key
+//! sample, index statistics and feeds follow committed state only. A replicated write
+//! takes no group-commit ticket: it is durable once its entry is committed in the log.
+//!
+//! The state lives in spaces named by kind: [`DOCS`] for the documents, and
+//! `index.<id>` for each secondary index the machine was opened with. The index set is
+//! fixed for the machine's lifetime (a snapshot names spaces by position); indexes are
+//! complete from the start (every entry maintains them), so none is backfilled here.
+//! After a snapshot install, `attach` moves the shard and its indexes to the new spaces
+//! (readers follow: `crate::spaces`), empties the document cache and rebuilds the count,
+//! the key sample and the tracked index counts from the installed state.
+//!
+//! Invariants: the shard's local `apply`/`write` must not be used on a replicated shard
+//! (writes reach its spaces only through entries); `apply` is deterministic: it reads
+//! only the state before the entry, runs only the indexes' functions (deterministic,
+//! checked by ReQL when an index is created), and answers a command it cannot apply (it
+//! does not decode, its key is not a primary key of this shard, or the engine could not
+//! hold its writes) with a refusal reply, never with a panic or an `Err` (which would
+//! stop the node and is kept for storage failures).
+
+use std::sync::Arc;
+
+use datum::Version;
+use replication::{ApplyCtx, StateMachine};
+use storage::{Engine, StorageError, WriteBatch};
+
+use crate::cache::CacheBudget;
+use crate::commit::GroupCommit;
+use crate::index::{IndexFn, SecondaryIndex};
+use crate::range::KeyRange;
+use crate::replica_codec::{decode_command, encode_reply};
+use crate::shard::{count_and_sample, Shard, StoreChange};
+use crate::write::Commit;
+use crate::StoreError;
+
+/// The space kind of the documents.
+pub const DOCS: &str = "docs";
+
+/// A secondary index of a replicated shard.
+pub struct ReplicaIndex {
+    /// Its id, fixed for the group's lifetime (its space kind is `index.<id>`).
+    pub id: String,
+    /// Computes its values.
+    pub func: Arc<dyn IndexFn>,
+    /// A multi index.
+    pub multi: bool,
+}
+
+/// Where a replicated shard keeps its state and what it is made of.
+pub struct ReplicaOptions {
+    /// The group's state-machine prefix (as given to `replication::StateMachineStore`).
+    pub prefix: String,
+    /// The server's group committer (for the shard; replicated writes take no ticket).
+    pub commit: Arc<GroupCommit>,
+    /// The document cache's budget.
+    pub cache: CacheBudget,
+    /// The table's changefeed hub.
+    pub feeds: Arc<changefeed::Hub>,
+    /// The primary keys this shard owns.
+    pub range: KeyRange,
+    /// Its secondary indexes.
+    pub indexes: Vec<ReplicaIndex>,
+}
+
+/// A shard as a replicated state machine.
+pub struct ShardMachine {
+    shard: Arc<Shard>,
+    /// The indexes by id, in space-kind order.
+    indexes: Vec<(String, Arc<SecondaryIndex>)>,
+}
+
+/// The space kinds of a shard with indexes `ids`: [`DOCS`], then `index.<id>` each.
+pub fn space_kinds<'a>(ids: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    std::iter::once(DOCS.to_owned())
+        .chain(ids.into_iter().map(|id| format!("index.{id}")))
+        .collect()
+}
+
+impl ShardMachine {
+    /// Opens the shard on the spaces where the group's state is now (so the
+    /// `StateMachineStore::open` that follows attaches it where it already is).
+    pub fn open(engine: Arc<dyn Engine>, opts: ReplicaOptions) -> Result<ShardMachine, StoreError> {
+        let kinds = space_kinds(opts.indexes.iter().map(|i| i.id.as_str()));
+        let spaces = replication::state_spaces(&*engine, &opts.prefix, &kinds)
+            .map_err(|e| StoreError::Corrupt(format!("replicated shard state: {e}")))?;
+        let shard = Shard::open_range(
+            engine,
+            &spaces[0],
+            opts.commit,
+            opts.cache,
+            opts.feeds,
+            opts.range,
+        )?;
+        let mut indexes = Vec::with_capacity(opts.indexes.len());
+        for (def, space) in opts.indexes.into_iter().zip(&spaces[1..]) {
+            let idx = SecondaryIndex::new(space, def.func, def.multi, true);
+            shard.add_index(idx.clone())?;
+            indexes.push((def.id, idx));
+        }
+        Ok(ShardMachine {
+            shard: Arc::new(shard),
+            indexes,
+        })
+    }
+
+    /// The shard, for reads.
+    pub fn shard(&self) -> &Arc<Shard> {
+        &self.shard
+    }
+
+    /// The index `id`.
+    pub fn index(&self, id: &str) -> Option<&Arc<SecondaryIndex>> {
+        self.indexes
+            .iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, idx)| idx)
+    }
+
+    /// Why the command's key cannot be written here, if it cannot.
+    fn refuse_key(&self, key: &[u8]) -> Option<String> {
+        // The encoding of a primary key a local write accepts, and no other bytes.
+        let canonical = datum::keys::decode(key).and_then(|d| datum::keys::encode_primary(&d).ok());
+        if canonical.as_deref() != Some(key) {
+            return Some("malformed primary key".into());
+        }
+        (!self.shard.range.contains(key)).then(|| "primary key outside the shard's range".into())
+    }
+
+    fn apply_command(
+        &self,
+        ctx: &mut ApplyCtx<'_>,
+        key: &[u8],
+        expect: Option<Version>,
+        change: StoreChange,
+    ) -> Result<Result<crate::Applied, String>, StorageError> {
+        let mut commit = EntryCommit {
+            ctx,
+            batch: WriteBatch::new(),
+            refused: None,
+        };
+        let applied =
+            datum::work::unwatched(|| self.shard.apply_encoded(key, expect, change, &mut commit));
+        match (applied, commit.refused) {
+            (Ok(a), _) => Ok(Ok(a)),
+            (Err(_), Some(why)) => Ok(Err(why)),
+            (Err(StoreError::Storage(e)), None) => Err(e),
+            // A stored document that does not decode: this replica's storage is damaged.
+            (Err(e), None) => Err(StorageError::Engine(e.to_string())),
+        }
+    }
+}
+
+impl StateMachine for ShardMachine {
+    fn space_kinds(&self) -> Vec<String> {
+        space_kinds(self.indexes.iter().map(|(id, _)| id.as_str()))
+    }
+
+    fn apply(&mut self, ctx: &mut ApplyCtx<'_>, command: &[u8]) -> Result<Vec<u8>, StorageError> {
+        let outcome = match decode_command(command) {
+            Err(why) => Err(why),
+            Ok((key, expect, change)) => match self.refuse_key(&key) {
+                Some(why) => Err(why),
+                None => self.apply_command(ctx, &key, expect, change)?,
+            },
+        };
+        encode_reply(outcome.as_ref().map_err(String::as_str)).map_err(StorageError::Engine)
+    }
+
+    fn attach(&mut self, spaces: &[String]) -> Result<(), StorageError> {
+        let (docs, rest) = spaces
+            .split_first()
+            .ok_or_else(|| StorageError::NoSuchSpace(DOCS.into()))?;
+        let indexes: Vec<_> = self.indexes.iter().map(|(_, i)| &**i).zip(rest).collect();
+        self.shard.attach(docs, &indexes).map_err(|e| match e {
+            StoreError::Storage(e) => e,
+            e => StorageError::Engine(e.to_string()),
+        })
+    }
+}
+
+/// The replicated commit: the staged writes go into the entry's batch, checked against
+/// the engine's limits first (a refusal is then the machine's answer, the same on every
+/// replica, and the entry commits no write), and are committed with the entry.
+struct EntryCommit<'c, 'a> {
+    ctx: &'c mut ApplyCtx<'a>,
+    batch: WriteBatch,
+    refused: Option<String>,
+}
+
+impl Commit for EntryCommit<'_, '_> {
+    fn batch(&mut self) -> &mut WriteBatch {
+        &mut self.batch
+    }
+
+    fn commit(&mut self) -> Result<Option<u64>, StoreError> {
+        if let Err(e) = self.batch.validate() {
+            self.refused = Some(e.to_string());
+            self.batch = WriteBatch::new();
+            return Err(e.into());
+        }
+        // The machine stages nothing through the context itself: its batch is empty.
+        std::mem::swap(self.ctx.batch_mut()?, &mut self.batch);
+        self.ctx.commit()?;
+        Ok(None)
+    }
+}
+
+impl Shard {
+    /// Moves the shard to `docs` and each index to its space (a replicated shard's
+    /// state after a snapshot install), with every stripe held: empties the document
+    /// cache and rebuilds the count, the key sample and the tracked index counts from
+    /// the new state. Nothing to do when nothing moved.
+    pub(crate) fn attach(
+        &self,
+        docs: &str,
+        indexes: &[(&SecondaryIndex, &String)],
+    ) -> Result<(), StoreError> {
+        let _all: Vec<_> = self.locks.iter().map(|l| l.lock()).collect();
+        let mut moved = self.space.set(docs);
+        for (idx, space) in indexes {
+            moved |= idx.set_space(space);
+        }
+        if !moved {
+            return Ok(());
+        }
+        // After the switch: a reader's fill from before it is refused.
+        self.cache.clear();
+        let (n, sample) = count_and_sample(&*self.engine, docs, &self.range)?;
+        self.count.store(n, std::sync::atomic::Ordering::SeqCst);
+        self.sample.reset(sample);
+        for (idx, _) in indexes {
+            if Shard::counts_tracked(idx) {
+                self.recount(idx)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "replica_tests.rs"]
+mod tests;

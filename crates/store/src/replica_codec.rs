@@ -1,0 +1,214 @@
+//! The log entries and replies of a replicated shard (`crate::replica`): one write
+//! operation per entry, as `Shard::apply` takes it.
+//!
+//! A command is a stored record (`replication::codec::encode_record`: a format-version
+//! byte, then postcard), since it lives in the Raft log across restarts: the encoded
+//! primary key (`datum::keys::encode_primary`), the expected `Version` and the change,
+//! a document as its JSON text. A reply is a message (postcard): the outcome, documents
+//! as JSON text, or the machine's refusal of the command. Decoding never panics: a
+//! command that does not decode is refused (an error reply, the same on every replica),
+//! and a reply that does not decode is an error for the proposer.
+
+use datum::{Datum, Version};
+use replication::codec::{decode_message, decode_record, encode_message, encode_record};
+use serde::{Deserialize, Serialize};
+
+use crate::shard::{Applied, StoreChange};
+use crate::StoreError;
+
+/// One write operation as a log entry.
+#[derive(Debug, Serialize, Deserialize)]
+struct Command {
+    key: Vec<u8>,
+    expect: Option<u64>,
+    change: Change,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Change {
+    Keep,
+    Put(String),
+    Delete,
+}
+
+/// The answer to a command.
+#[derive(Debug, Serialize, Deserialize)]
+enum Reply {
+    Done {
+        old: Option<String>,
+        new: Option<String>,
+    },
+    Conflict(Option<String>),
+    Refused(String),
+}
+
+/// Why a proposer got no outcome from a replicated write.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReplyError {
+    /// The machine refused the command (malformed, a key outside the shard, a document
+    /// the engine cannot hold); nothing was written.
+    #[error("the replicated shard refused the write: {0}")]
+    Refused(String),
+    /// The reply could not be decoded.
+    #[error("malformed reply of a replicated shard: {0}")]
+    Malformed(String),
+}
+
+/// Encodes the write operation `change` to the document under `key`, conditional on
+/// version `expect` (as `Shard::apply` takes it), as a log entry's bytes.
+pub fn encode_command(
+    key: &Datum,
+    expect: Option<Version>,
+    change: &StoreChange,
+) -> Result<Vec<u8>, StoreError> {
+    let key =
+        datum::keys::encode_primary(key).map_err(|e| StoreError::Key(e.message().to_string()))?;
+    let change = match change {
+        StoreChange::Keep => Change::Keep,
+        StoreChange::Put(d) => Change::Put(d.to_json_string()),
+        StoreChange::Delete => Change::Delete,
+    };
+    let command = Command {
+        key,
+        expect: expect.map(|v| v.0),
+        change,
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// A decoded command: encoded key, expected version, change.
+pub(crate) type Decoded = (Vec<u8>, Option<Version>, StoreChange);
+
+/// Decodes a command; `Err` says why it is refused.
+pub(crate) fn decode_command(bytes: &[u8]) -> Result<Decoded, String> {
+    let c: Command = decode_record(bytes).map_err(|e| format!("malformed command: {e}"))?;
+    let change = match c.change {
+        Change::Keep => StoreChange::Keep,
+        Change::Delete => StoreChange::Delete,
+        Change::Put(json) => {
+            let d = datum::from_json_owned(json.into_bytes())
+                .map_err(|e| format!("malformed document: {}", e.0))?;
+            if d.as_object().is_none() {
+                return Err("a document must be an object".into());
+            }
+            StoreChange::Put(d)
+        }
+    };
+    Ok((c.key, c.expect.map(Version), change))
+}
+
+fn text(d: Option<&Datum>) -> Option<String> {
+    d.map(Datum::to_json_string)
+}
+
+/// Encodes the machine's answer (the ticket of a local write has no place in it:
+/// a replicated write is durable once its entry is committed).
+pub(crate) fn encode_reply(outcome: Result<&Applied, &str>) -> Result<Vec<u8>, String> {
+    let reply = match outcome {
+        Ok(Applied::Done((old, new, _))) => Reply::Done {
+            old: text(old.as_ref()),
+            new: text(new.as_ref()),
+        },
+        Ok(Applied::Conflict(current)) => Reply::Conflict(text(current.as_ref())),
+        Err(why) => Reply::Refused(why.to_owned()),
+    };
+    encode_message(&reply).map_err(|e| e.to_string())
+}
+
+/// Decodes a replicated write's reply into the outcome `Shard::apply` would give
+/// (with no ticket).
+pub fn decode_reply(bytes: &[u8]) -> Result<Applied, ReplyError> {
+    let malformed = |e: String| ReplyError::Malformed(e);
+    let doc = |t: Option<String>| -> Result<Option<Datum>, ReplyError> {
+        t.map(|t| datum::from_json_owned(t.into_bytes()).map_err(|e| malformed(e.0)))
+            .transpose()
+    };
+    match decode_message::<Reply>(bytes).map_err(|e| malformed(e.to_string()))? {
+        Reply::Done { old, new } => Ok(Applied::Done((doc(old)?, doc(new)?, None))),
+        Reply::Conflict(current) => Ok(Applied::Conflict(doc(current)?)),
+        Reply::Refused(why) => Err(ReplyError::Refused(why)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(json: &str) -> Datum {
+        datum::from_json_slice(json.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_command_round_trips() {
+        let d = doc(r#"{"id":1,"v":"x"}"#);
+        let v = Version::of(Some(&d));
+        let bytes = encode_command(&Datum::Number(1.0), Some(v), &StoreChange::Put(d.clone()));
+        let (key, expect, change) = decode_command(&bytes.unwrap()).unwrap();
+        assert_eq!(
+            key,
+            datum::keys::encode_primary(&Datum::Number(1.0)).unwrap()
+        );
+        assert_eq!(expect, Some(v));
+        assert!(matches!(change, StoreChange::Put(p) if p == d));
+        let bytes = encode_command(&Datum::str("k"), None, &StoreChange::Delete).unwrap();
+        assert!(matches!(
+            decode_command(&bytes),
+            Ok((_, None, StoreChange::Delete))
+        ));
+    }
+
+    #[test]
+    fn malformed_commands_are_refused_not_panics() {
+        let good = encode_command(&Datum::Number(1.0), None, &StoreChange::Keep).unwrap();
+        let mut wrong_version = good.clone();
+        wrong_version[0] = 9;
+        for bad in [
+            &b""[..],
+            b"\x01",
+            b"\x01\xff\xff\xff",
+            &wrong_version,
+            &good[..2],
+        ] {
+            assert!(decode_command(bad).is_err(), "{bad:?}");
+        }
+        let not_object = Command {
+            key: b"k".to_vec(),
+            expect: None,
+            change: Change::Put("[1]".into()),
+        };
+        let e = decode_command(&encode_record(&not_object).unwrap()).unwrap_err();
+        assert!(e.contains("object"), "{e}");
+        let not_json = Command {
+            key: b"k".to_vec(),
+            expect: None,
+            change: Change::Put("{\"id\":".into()),
+        };
+        let e = decode_command(&encode_record(&not_json).unwrap()).unwrap_err();
+        assert!(e.starts_with("malformed document"), "{e}");
+    }
+
+    #[test]
+    fn replies_round_trip_and_bad_ones_are_errors() {
+        let d = doc(r#"{"id":1}"#);
+        let done = Applied::Done((None, Some(d.clone()), Some(7)));
+        let bytes = encode_reply(Ok(&done)).unwrap();
+        assert!(matches!(decode_reply(&bytes), Ok(Applied::Done((None, Some(n), None))) if n == d));
+        let conflict = Applied::Conflict(Some(d.clone()));
+        let bytes = encode_reply(Ok(&conflict)).unwrap();
+        assert!(matches!(decode_reply(&bytes), Ok(Applied::Conflict(Some(c))) if c == d));
+        let bytes = encode_reply(Err("no")).unwrap();
+        assert_eq!(
+            decode_reply(&bytes).unwrap_err(),
+            ReplyError::Refused("no".into())
+        );
+        assert!(matches!(
+            decode_reply(b"\x09"),
+            Err(ReplyError::Malformed(_))
+        ));
+        let bad_doc = encode_message(&Reply::Conflict(Some("{".into()))).unwrap();
+        assert!(matches!(
+            decode_reply(&bad_doc),
+            Err(ReplyError::Malformed(_))
+        ));
+    }
+}

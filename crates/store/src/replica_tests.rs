@@ -1,0 +1,263 @@
+//! Unit tests of `ShardMachine` through `replication::StateMachineStore` (no Raft):
+//! replies, refusals, and the move to new spaces after a snapshot install.
+
+use std::ops::Bound;
+
+use datum::{Datum, Version};
+use replication::openraft::storage::RaftStateMachine;
+use replication::openraft::{CommittedLeaderId, EntryPayload, RaftSnapshotBuilder};
+use replication::{Command, Durability, Entry, LogId, StateMachineStore};
+use storage::Memory;
+
+use super::*;
+use crate::unkeyed::{NoKeys, Unkeyed};
+use crate::{decode_reply, encode_command, Applied, ReplyError};
+
+const PREFIX: &str = "raft.g1";
+
+/// Indexes field `v`.
+struct Field;
+
+impl IndexFn for Field {
+    fn keys(&self, doc: &datum::Datum) -> Result<Vec<Vec<u8>>, NoKeys> {
+        let v = doc.get("v").ok_or(NoKeys::Failed("no field".into()))?;
+        datum::keys::encode_secondary(v)
+            .map(|k| vec![k])
+            .map_err(|_| NoKeys::Unkeyable(Unkeyed::of(v)))
+    }
+}
+
+fn open(engine: &Arc<dyn Engine>, range: KeyRange) -> StateMachineStore<ShardMachine> {
+    let opts = ReplicaOptions {
+        prefix: PREFIX.into(),
+        commit: GroupCommit::start(engine.clone()),
+        cache: CacheBudget::default(),
+        feeds: changefeed::Hub::new(),
+        range,
+        indexes: vec![ReplicaIndex {
+            id: "v".into(),
+            func: Arc::new(Field),
+            multi: false,
+        }],
+    };
+    let machine = ShardMachine::open(engine.clone(), opts).unwrap();
+    StateMachineStore::open(engine.clone(), PREFIX, machine, Durability::Inline).unwrap()
+}
+
+fn doc(id: u32, v: u32) -> Datum {
+    datum::from_json_slice(format!("{{\"id\":{id},\"v\":{v}}}").as_bytes()).unwrap()
+}
+
+fn entry(index: u64, command: Vec<u8>) -> Entry {
+    Entry {
+        log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+        payload: EntryPayload::Normal(Command(command)),
+    }
+}
+
+fn put(id: u32, v: u32, expect: Option<Version>) -> Vec<u8> {
+    let key = Datum::Number(f64::from(id));
+    encode_command(&key, expect, &StoreChange::Put(doc(id, v))).unwrap()
+}
+
+/// Applies `commands` as entries `first..`, returning the decoded replies.
+async fn apply(
+    sm: &mut StateMachineStore<ShardMachine>,
+    first: u64,
+    commands: Vec<Vec<u8>>,
+) -> Vec<Result<Applied, ReplyError>> {
+    let entries = (first..)
+        .zip(commands)
+        .map(|(i, c)| entry(i, c))
+        .collect::<Vec<_>>();
+    let replies = sm.apply(entries).await.unwrap();
+    replies.iter().map(|r| decode_reply(&r.0)).collect()
+}
+
+/// The values of index `v`, in index order.
+fn index_values(m: &ShardMachine) -> Vec<f64> {
+    let idx = m.index("v").unwrap();
+    m.shard()
+        .index_docs(idx, &Bound::Unbounded, &Bound::Unbounded, false)
+        .unwrap()
+        .map(|d| d.unwrap().get("v").and_then(Datum::as_f64).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn entries_apply_conditionally_and_answer_like_a_local_write() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut sm = open(&engine, KeyRange::all());
+    let absent = Some(Version::ABSENT);
+    let stale = Some(Version::of(Some(&doc(1, 9))));
+    let current = Some(Version::of(Some(&doc(1, 5))));
+    let replies = apply(
+        &mut sm,
+        1,
+        vec![
+            put(1, 5, absent),
+            put(2, 3, None),
+            put(1, 6, absent),
+            put(1, 7, stale),
+            put(1, 8, current),
+        ],
+    )
+    .await;
+    assert!(matches!(&replies[0], Ok(Applied::Done((None, Some(n), None))) if *n == doc(1, 5)));
+    assert!(matches!(
+        &replies[1],
+        Ok(Applied::Done((None, Some(_), None)))
+    ));
+    assert!(matches!(&replies[2], Ok(Applied::Conflict(Some(c))) if *c == doc(1, 5)));
+    assert!(matches!(&replies[3], Ok(Applied::Conflict(Some(c))) if *c == doc(1, 5)));
+    assert!(
+        matches!(&replies[4], Ok(Applied::Done((Some(o), Some(n), None))) if *o == doc(1, 5) && *n == doc(1, 8))
+    );
+    let m = sm.machine();
+    assert_eq!(m.shard().count(), 2);
+    assert_eq!(m.shard().get(&Datum::Number(1.0)).unwrap(), Some(doc(1, 8)));
+    assert_eq!(index_values(m), [3.0, 8.0]);
+    let key = Datum::Number(2.0);
+    let del = encode_command(&key, None, &StoreChange::Delete).unwrap();
+    let replies = apply(&mut sm, 6, vec![del]).await;
+    assert!(matches!(
+        &replies[0],
+        Ok(Applied::Done((Some(_), None, None)))
+    ));
+    assert_eq!(
+        (sm.machine().shard().count(), index_values(sm.machine())),
+        (1, vec![8.0])
+    );
+}
+
+/// A command whose key is a 200-character string, encoded as a short one would be.
+fn encode_long_key() -> Vec<u8> {
+    let short = datum::keys::encode_primary(&Datum::str("k")).unwrap();
+    let long = [&short[..1], "k".repeat(200).as_bytes(), &short[2..]].concat();
+    assert!(datum::keys::decode(&long).is_some());
+    let command = encode_command(&Datum::str("k"), None, &StoreChange::Delete).unwrap();
+    // The version byte, then the key's length (one byte: under 128) and bytes.
+    assert_eq!(command[1] as usize, short.len());
+    let mut out = vec![command[0]];
+    out.extend(postcard_varint(long.len()));
+    out.extend_from_slice(&long);
+    out.extend_from_slice(&command[2 + short.len()..]);
+    out
+}
+
+/// postcard's unsigned varint.
+fn postcard_varint(mut n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+#[tokio::test]
+async fn malformed_and_foreign_commands_are_refused_and_write_nothing() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let upper = datum::keys::encode_primary(&Datum::Number(10.0)).unwrap();
+    let mut sm = open(
+        &engine,
+        KeyRange {
+            lower: None,
+            upper: Some(upper),
+        },
+    );
+    let refusals = apply(
+        &mut sm,
+        1,
+        vec![
+            b"garbage".to_vec(),
+            Vec::new(),
+            // A record of an empty key, and of a key that is no primary key.
+            vec![1, 0, 0, 0],
+            vec![1, 1, 0xee, 0, 0],
+            // A string key longer than a primary key may be.
+            encode_long_key(),
+            put(11, 1, None),
+        ],
+    )
+    .await;
+    for (i, r) in refusals.iter().enumerate() {
+        assert!(matches!(r, Err(ReplyError::Refused(_))), "{i}: {r:?}");
+    }
+    assert!(matches!(&refusals[4], Err(ReplyError::Refused(m)) if m.contains("malformed")));
+    assert!(matches!(&refusals[5], Err(ReplyError::Refused(m)) if m.contains("range")));
+    assert_eq!(sm.machine().shard().count(), 0);
+    assert_eq!(
+        replication::applied_log_id(&*engine, PREFIX)
+            .unwrap()
+            .map(|l| l.index),
+        Some(6)
+    );
+    // The machine goes on.
+    let ok = apply(&mut sm, 7, vec![put(1, 1, None)]).await;
+    assert!(ok[0].is_ok());
+}
+
+#[tokio::test]
+async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
+    let (le, fe): (Arc<dyn Engine>, Arc<dyn Engine>) =
+        (Arc::new(Memory::new()), Arc::new(Memory::new()));
+    let mut leader = open(&le, KeyRange::all());
+    apply(
+        &mut leader,
+        1,
+        (0..600).map(|i| put(i, i % 7, None)).collect(),
+    )
+    .await;
+    let mut follower = open(&fe, KeyRange::all());
+    apply(
+        &mut follower,
+        1,
+        vec![put(1, 100, None), put(5000, 1, None)],
+    )
+    .await;
+    let (fm, lm) = (follower.machine(), leader.machine());
+    for m in [fm, lm] {
+        crate::track_entries(&[m.shard().clone()], m.index("v").unwrap()).unwrap();
+    }
+    // Cached on the follower before the install.
+    assert_eq!(
+        fm.shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 100))
+    );
+    let before = fm.shard().space();
+    let snapshot = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    follower
+        .install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+    let (fm, lm) = (follower.machine(), leader.machine());
+    assert_ne!(fm.shard().space(), before);
+    assert_eq!(fm.shard().count(), 600);
+    assert_eq!(
+        fm.shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 1))
+    );
+    assert!(fm.shard().get(&Datum::Number(5000.0)).unwrap().is_none());
+    assert_eq!(fm.shard().sampled_keys(), lm.shard().sampled_keys());
+    assert!(!lm.shard().sampled_keys().is_empty());
+    assert_eq!(index_values(fm), index_values(lm));
+    assert_eq!(fm.index("v").unwrap().entry_count(), Some(600));
+    // Writes go on in the new spaces.
+    let replies = apply(&mut follower, 601, vec![put(700, 3, Some(Version::ABSENT))]).await;
+    assert!(replies[0].is_ok());
+    assert_eq!(follower.machine().shard().count(), 601);
+    assert_eq!(
+        follower.machine().index("v").unwrap().entry_count(),
+        Some(601)
+    );
+}
