@@ -86,7 +86,11 @@ async fn start_group(id: NodeId, node: &mut TestNode) {
     track_entries(std::slice::from_ref(&shard), &index).unwrap();
     let sm = StateMachineStore::open(engine.clone(), PREFIX, machine, Durability::Inline).unwrap();
     let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline).unwrap();
-    let network = Network::new(Arc::new(TcpTransport::default()), GROUP).with_chunk_bytes(512);
+    let network = Network::new(
+        Arc::new(TcpTransport::new(peers(), Duration::from_secs(2))),
+        GROUP,
+    )
+    .with_chunk_bytes(512);
     let raft = Raft::new(id, config(), network, log, sm).await.unwrap();
     node.router.add_group(GROUP, raft.clone());
     node.raft = Some(raft);
@@ -94,11 +98,16 @@ async fn start_group(id: NodeId, node: &mut TestNode) {
     node.index = Some(index);
 }
 
+/// The cluster port's settings of every node: plain TCP, one cluster.
+fn peers() -> PeerConfig {
+    PeerConfig::plain(ClusterId::new("replicated-shard-test").unwrap())
+}
+
 async fn start_node(id: NodeId) -> TestNode {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let router = Arc::new(Router::new());
-    tokio::spawn(serve_tcp(listener, router.clone()));
+    tokio::spawn(serve_tcp(listener, router.clone(), peers()));
     let mut node = TestNode {
         engine: Arc::new(Memory::new()),
         router,
