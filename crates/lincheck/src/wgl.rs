@@ -1,0 +1,380 @@
+//! The Wing–Gong linearizability search with Lowe's memoization, as Porcupine runs it,
+//! for the operations of one key against a register with compare-and-set.
+//!
+//! Invocations and completions are entries of a doubly linked list in time order (at equal
+//! times invocations first, so touching operations count as concurrent — the cautious
+//! reading). The search walks the list: an invocation whose operation the register
+//! accepts in the current state is *linearized* (it and its completion are unlinked, the
+//! state advances) unless the pair (set of linearized operations, state) was already
+//! explored — that cache is what keeps the search polynomial in the common case; reaching
+//! a completion means the operation it completes should have been linearized already, so
+//! the last choice is undone. Indeterminate operations complete at "infinity" and need not
+//! be linearized: reaching the first of their completions means every determinate
+//! operation is placed, so the history is linearizable.
+//!
+//! Invariants: unlinking and relinking follow a stack discipline (dancing links), so the
+//! list is restored exactly on backtrack; the search stops within its [`Budget`] and then
+//! answers [`Verdict::Unknown`], never a guess.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::bitset::Bitset;
+use crate::history::{Call, Completion, Operation};
+use crate::value::Interner;
+
+/// Bounds on one key's search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Search steps (list entries visited).
+    pub max_steps: u64,
+    /// Wall time.
+    pub max_time: Duration,
+    /// Approximate memory of the memoization cache.
+    pub max_cache_bytes: usize,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            max_steps: 50_000_000,
+            max_time: Duration::from_secs(60),
+            max_cache_bytes: 1 << 30,
+        }
+    }
+}
+
+/// Why the search found no linearization: its deepest point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explanation {
+    /// Operations in the longest linearizable prefix found.
+    pub linearized: usize,
+    /// Operations that had to be linearized (determinate ones).
+    pub required: usize,
+    /// The last operations of that prefix, in linearization order.
+    pub prefix_tail: Vec<String>,
+    /// The register's value after the prefix.
+    pub state: Value,
+    /// The operation that completed without any way to place it.
+    pub stuck: String,
+    /// The operations that could have come next, each with why it does not fit.
+    pub candidates: Vec<String>,
+}
+
+impl std::fmt::Display for Explanation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "longest linearizable prefix: {} of {} operations, ending with:",
+            self.linearized, self.required
+        )?;
+        for op in &self.prefix_tail {
+            writeln!(f, "    {op}")?;
+        }
+        writeln!(f, "  value then: {}", self.state)?;
+        writeln!(f, "  must be placed before it completes: {}", self.stuck)?;
+        writeln!(f, "  candidates at that point:")?;
+        for c in &self.candidates {
+            writeln!(f, "    {c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The answer for one key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Some order of the operations explains every result.
+    Linearizable,
+    /// No order does.
+    Violation(Box<Explanation>),
+    /// The budget ran out first.
+    Unknown(String),
+}
+
+/// The search's own form of an operation.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Read(u32),
+    Write(u32),
+    /// `applied: None` is an indeterminate cas.
+    Cas {
+        expect: u32,
+        new: u32,
+        applied: Option<bool>,
+    },
+}
+
+/// The register: the next state if `kind` can run in `state`.
+fn step(state: u32, kind: Kind) -> Option<u32> {
+    match kind {
+        Kind::Read(v) => (state == v).then_some(state),
+        Kind::Write(v) => Some(v),
+        Kind::Cas { expect, new, applied } => match applied {
+            Some(true) | None => (state == expect).then_some(new),
+            Some(false) => (state != expect).then_some(state),
+        },
+    }
+}
+
+struct Sop {
+    kind: Kind,
+    /// Index into the caller's slice.
+    src: usize,
+    call: usize,
+    ret: usize,
+    optional: bool,
+}
+
+const NIL: usize = usize::MAX;
+
+/// The list of entries; entry `n` (one past the last) is the head sentinel.
+struct List {
+    /// For each entry: the operation and whether it is the invocation.
+    entries: Vec<(usize, bool)>,
+    next: Vec<usize>,
+    prev: Vec<usize>,
+}
+
+impl List {
+    fn head(&self) -> usize {
+        self.entries.len()
+    }
+    fn unlink(&mut self, e: usize) {
+        let (p, n) = (self.prev[e], self.next[e]);
+        self.next[p] = n;
+        if n != NIL {
+            self.prev[n] = p;
+        }
+    }
+    fn relink(&mut self, e: usize) {
+        let (p, n) = (self.prev[e], self.next[e]);
+        self.next[p] = e;
+        if n != NIL {
+            self.prev[n] = e;
+        }
+    }
+}
+
+/// Deterministic per-operation hash words (splitmix64).
+fn zobrist(i: usize) -> u64 {
+    let mut z = (i as u64).wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The deepest dead end seen, for the explanation.
+struct Deepest {
+    order: Vec<usize>,
+    state: u32,
+    stuck: usize,
+    candidates: Vec<usize>,
+}
+
+/// Checks the operations of one key. Failed operations and reads without a result are
+/// ignored (they did not happen, or tell nothing); indeterminate writes and cas may be
+/// placed anywhere after their invocation, or nowhere.
+pub fn check_key(ops: &[Operation], budget: &Budget) -> Verdict {
+    let mut values = Interner::default();
+    let mut sops: Vec<Sop> = Vec::new();
+    for (src, op) in ops.iter().enumerate() {
+        let indeterminate = op.completion == Completion::Indeterminate;
+        let kind = match (&op.call, &op.completion) {
+            (_, Completion::Failed) | (Call::Read, Completion::Indeterminate) => continue,
+            (Call::Read, Completion::Read(v)) => Kind::Read(values.intern(v)),
+            (Call::Write(v), Completion::Written | Completion::Indeterminate) => {
+                Kind::Write(values.intern(v))
+            }
+            (Call::Cas { expect, new }, c) => Kind::Cas {
+                expect: values.intern(expect),
+                new: values.intern(new),
+                applied: match c {
+                    Completion::Cas(a) => Some(*a),
+                    _ => None,
+                },
+            },
+            // A completion of the wrong shape cannot come out of `history::pair`.
+            _ => continue,
+        };
+        sops.push(Sop {
+            kind,
+            src,
+            call: 0,
+            ret: 0,
+            optional: indeterminate,
+        });
+    }
+    let (sops, list) = sops_with_entries(sops, ops);
+    search(&sops, list, ops, &values, budget)
+}
+
+/// Builds the time-ordered list, filling in each operation's entries.
+fn sops_with_entries(mut sops: Vec<Sop>, ops: &[Operation]) -> (Vec<Sop>, List) {
+    // (time, 0 for invocation / 1 for completion, op): invocations first at equal times.
+    let mut order: Vec<(u64, u8, usize)> = Vec::with_capacity(sops.len() * 2);
+    for (i, s) in sops.iter().enumerate() {
+        let op = &ops[s.src];
+        order.push((op.invoke_ns, 0, i));
+        order.push((op.complete_ns.unwrap_or(u64::MAX), 1, i));
+    }
+    order.sort_unstable();
+    let n = order.len();
+    let mut entries = Vec::with_capacity(n);
+    for (e, &(_, is_ret, i)) in order.iter().enumerate() {
+        if is_ret == 0 {
+            sops[i].call = e;
+        } else {
+            sops[i].ret = e;
+        }
+        entries.push((i, is_ret == 0));
+    }
+    let next = (0..=n)
+        .map(|e| if e == n { if n == 0 { NIL } else { 0 } } else if e + 1 < n { e + 1 } else { NIL })
+        .collect();
+    let prev = (0..=n).map(|e| if e == 0 { n } else if e == n { NIL } else { e - 1 }).collect();
+    (sops, List { entries, next, prev })
+}
+
+fn search(
+    sops: &[Sop],
+    mut list: List,
+    ops: &[Operation],
+    values: &Interner,
+    budget: &Budget,
+) -> Verdict {
+    let required = sops.iter().filter(|s| !s.optional).count();
+    let words = sops.len().div_ceil(64).max(1);
+    let mut linearized = Bitset::new(sops.len());
+    let mut hash = 0u64;
+    let mut cache: HashMap<(u64, u32), Vec<Bitset>> = HashMap::new();
+    let mut cache_bytes = 0usize;
+    let mut calls: Vec<(usize, u32)> = Vec::new();
+    let mut state = 0u32;
+    let mut deepest: Option<Deepest> = None;
+    let started = Instant::now();
+    let mut steps = 0u64;
+    let head = list.head();
+    let mut entry = list.next[head];
+    loop {
+        if entry == NIL {
+            return Verdict::Linearizable;
+        }
+        steps += 1;
+        if steps > budget.max_steps {
+            return Verdict::Unknown(format!("gave up after {} search steps", budget.max_steps));
+        }
+        if steps % 4096 == 0 && started.elapsed() > budget.max_time {
+            return Verdict::Unknown(format!("gave up after {:?}", budget.max_time));
+        }
+        let (op, is_call) = list.entries[entry];
+        if is_call {
+            if let Some(next_state) = step(state, sops[op].kind) {
+                linearized.set(op);
+                let h = hash ^ zobrist(op);
+                let bucket = cache.entry((h, next_state)).or_default();
+                if !bucket.contains(&linearized) {
+                    bucket.push(linearized.clone());
+                    cache_bytes += words * 8 + 48;
+                    if cache_bytes > budget.max_cache_bytes {
+                        return Verdict::Unknown(format!(
+                            "gave up when the search cache passed {} bytes",
+                            budget.max_cache_bytes
+                        ));
+                    }
+                    hash = h;
+                    calls.push((entry, state));
+                    state = next_state;
+                    list.unlink(entry);
+                    list.unlink(sops[op].ret);
+                    entry = list.next[head];
+                    continue;
+                }
+                linearized.clear(op);
+            }
+            entry = list.next[entry];
+            continue;
+        }
+        if sops[op].optional {
+            // Every determinate completion precedes this one, so all are placed.
+            return Verdict::Linearizable;
+        }
+        if deepest.as_ref().is_none_or(|d| calls.len() > d.order.len()) {
+            let mut candidates = Vec::new();
+            let mut e = list.next[head];
+            while e != NIL && e != entry {
+                if list.entries[e].1 {
+                    candidates.push(list.entries[e].0);
+                }
+                e = list.next[e];
+            }
+            deepest = Some(Deepest {
+                order: calls.iter().map(|&(c, _)| list.entries[c].0).collect(),
+                state,
+                stuck: op,
+                candidates,
+            });
+        }
+        let Some((call, prev_state)) = calls.pop() else {
+            let d = deepest.unwrap_or(Deepest {
+                order: Vec::new(),
+                state: 0,
+                stuck: op,
+                candidates: Vec::new(),
+            });
+            return Verdict::Violation(Box::new(explain(&d, sops, ops, values, required)));
+        };
+        let back = list.entries[call].0;
+        list.relink(sops[back].ret);
+        list.relink(call);
+        linearized.clear(back);
+        hash ^= zobrist(back);
+        state = prev_state;
+        entry = list.next[call];
+    }
+}
+
+fn explain(
+    d: &Deepest,
+    sops: &[Sop],
+    ops: &[Operation],
+    values: &Interner,
+    required: usize,
+) -> Explanation {
+    const TAIL: usize = 6;
+    const MAX_CANDIDATES: usize = 12;
+    let state = values.value(d.state).clone();
+    let prefix_tail = d.order[d.order.len().saturating_sub(TAIL)..]
+        .iter()
+        .map(|&o| ops[sops[o].src].describe())
+        .collect();
+    let candidates = d
+        .candidates
+        .iter()
+        .take(MAX_CANDIDATES)
+        .map(|&o| {
+            let why = match (step(d.state, sops[o].kind), sops[o].kind) {
+                (Some(_), _) => "fits, but nothing consistent follows".to_owned(),
+                (None, Kind::Read(v)) => format!("reads {}, not {state}", values.value(v)),
+                (None, Kind::Cas { applied: Some(false), .. }) => {
+                    format!("not applied, yet the value {state} is its expected one")
+                }
+                (None, Kind::Cas { expect, .. }) => {
+                    format!("applied, but the value {state} is not {}", values.value(expect))
+                }
+                (None, Kind::Write(_)) => "a write always fits".to_owned(),
+            };
+            format!("{} — {why}", ops[sops[o].src].describe())
+        })
+        .collect();
+    Explanation {
+        linearized: d.order.len(),
+        required,
+        prefix_tail,
+        state,
+        stuck: ops[sops[d.stuck].src].describe(),
+        candidates,
+    }
+}
