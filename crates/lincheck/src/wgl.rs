@@ -107,6 +107,15 @@ enum Kind {
     },
 }
 
+/// Whether `kind` never changes the state (a read, a cas that was not applied). Such an
+/// operation, once invoked and fitting the current state, can be linearized right away
+/// without losing any linearization: nothing pending must precede it in real time (its
+/// invocation is before every pending completion) and it leaves the state as it was. So
+/// the search takes it without branching.
+fn pure(kind: Kind) -> bool {
+    matches!(kind, Kind::Read(_) | Kind::Cas { applied: Some(false), .. })
+}
+
 /// The register: the next state if `kind` can run in `state`.
 fn step(state: u32, kind: Kind) -> Option<u32> {
     match kind {
@@ -251,13 +260,14 @@ fn search(
     let mut hash = 0u64;
     let mut cache: HashMap<(u64, u32), Vec<Bitset>> = HashMap::new();
     let mut cache_bytes = 0usize;
-    let mut calls: Vec<(usize, u32)> = Vec::new();
+    let mut calls: Vec<(usize, u32, bool)> = Vec::new();
     let mut state = 0u32;
     let mut deepest: Option<Deepest> = None;
     let started = Instant::now();
     let mut steps = 0u64;
     let head = list.head();
     let mut entry = list.next[head];
+    let mut prescan = true;
     loop {
         if entry == NIL {
             return Verdict::Linearizable;
@@ -269,70 +279,100 @@ fn search(
         if steps % 4096 == 0 && started.elapsed() > budget.max_time {
             return Verdict::Unknown(format!("gave up after {:?}", budget.max_time));
         }
-        let (op, is_call) = list.entries[entry];
-        if is_call {
-            if let Some(next_state) = step(state, sops[op].kind) {
-                linearized.set(op);
-                let h = hash ^ zobrist(op);
-                let bucket = cache.entry((h, next_state)).or_default();
-                if !bucket.contains(&linearized) {
-                    bucket.push(linearized.clone());
-                    cache_bytes += words * 8 + 48;
-                    if cache_bytes > budget.max_cache_bytes {
-                        return Verdict::Unknown(format!(
-                            "gave up when the search cache passed {} bytes",
-                            budget.max_cache_bytes
-                        ));
-                    }
-                    hash = h;
-                    calls.push((entry, state));
-                    state = next_state;
-                    list.unlink(entry);
-                    list.unlink(sops[op].ret);
-                    entry = list.next[head];
-                    continue;
-                }
-                linearized.clear(op);
-            }
-            entry = list.next[entry];
-            continue;
-        }
-        if sops[op].optional {
-            // Every determinate completion precedes this one, so all are placed.
-            return Verdict::Linearizable;
-        }
-        if deepest.as_ref().is_none_or(|d| calls.len() > d.order.len()) {
-            let mut candidates = Vec::new();
+        if prescan {
+            // Take a pure operation that fits before any real choice (see `pure`).
+            prescan = false;
             let mut e = list.next[head];
-            while e != NIL && e != entry {
-                if list.entries[e].1 {
-                    candidates.push(list.entries[e].0);
+            while e != NIL && list.entries[e].1 {
+                steps += 1;
+                let kind = sops[list.entries[e].0].kind;
+                if pure(kind) && step(state, kind).is_some() {
+                    entry = e;
+                    break;
                 }
                 e = list.next[e];
             }
-            deepest = Some(Deepest {
-                order: calls.iter().map(|&(c, _)| list.entries[c].0).collect(),
-                state,
-                stuck: op,
-                candidates,
-            });
         }
-        let Some((call, prev_state)) = calls.pop() else {
-            let d = deepest.unwrap_or(Deepest {
-                order: Vec::new(),
-                state: 0,
-                stuck: op,
-                candidates: Vec::new(),
-            });
-            return Verdict::Violation(Box::new(explain(&d, sops, ops, values, required)));
-        };
-        let back = list.entries[call].0;
-        list.relink(sops[back].ret);
-        list.relink(call);
-        linearized.clear(back);
-        hash ^= zobrist(back);
-        state = prev_state;
-        entry = list.next[call];
+        let (op, is_call) = list.entries[entry];
+        if is_call {
+            let Some(next_state) = step(state, sops[op].kind) else {
+                entry = list.next[entry];
+                continue;
+            };
+            let forced = pure(sops[op].kind);
+            linearized.set(op);
+            let h = hash ^ zobrist(op);
+            let bucket = cache.entry((h, next_state)).or_default();
+            if !bucket.contains(&linearized) {
+                bucket.push(linearized.clone());
+                cache_bytes += words * 8 + 48;
+                if cache_bytes > budget.max_cache_bytes {
+                    return Verdict::Unknown(format!(
+                        "gave up when the search cache passed {} bytes",
+                        budget.max_cache_bytes
+                    ));
+                }
+                hash = h;
+                calls.push((entry, state, forced));
+                state = next_state;
+                list.unlink(entry);
+                list.unlink(sops[op].ret);
+                entry = list.next[head];
+                prescan = true;
+                continue;
+            }
+            linearized.clear(op);
+            if !forced {
+                entry = list.next[entry];
+                continue;
+            }
+            // A pure operation that fits could have come first from here, and that was
+            // explored without success: this configuration is a dead end too.
+        } else {
+            if sops[op].optional {
+                // Every determinate completion precedes this one, so all are placed.
+                return Verdict::Linearizable;
+            }
+            if deepest.as_ref().is_none_or(|d| calls.len() > d.order.len()) {
+                let mut candidates = Vec::new();
+                let mut e = list.next[head];
+                while e != NIL && e != entry {
+                    if list.entries[e].1 {
+                        candidates.push(list.entries[e].0);
+                    }
+                    e = list.next[e];
+                }
+                deepest = Some(Deepest {
+                    order: calls.iter().map(|&(c, _, _)| list.entries[c].0).collect(),
+                    state,
+                    stuck: op,
+                    candidates,
+                });
+            }
+        }
+        // Backtrack: undo pure steps (taking one was no choice, so their configuration
+        // is dead as well), then the last real choice, and try what comes after it.
+        loop {
+            let Some((call, prev_state, forced)) = calls.pop() else {
+                let d = deepest.unwrap_or(Deepest {
+                    order: Vec::new(),
+                    state: 0,
+                    stuck: op,
+                    candidates: Vec::new(),
+                });
+                return Verdict::Violation(Box::new(explain(&d, sops, ops, values, required)));
+            };
+            let back = list.entries[call].0;
+            list.relink(sops[back].ret);
+            list.relink(call);
+            linearized.clear(back);
+            hash ^= zobrist(back);
+            state = prev_state;
+            if !forced {
+                entry = list.next[call];
+                break;
+            }
+        }
     }
 }
 
