@@ -122,11 +122,16 @@ impl Operation {
     /// Whether it may have changed the key (an acknowledged or indeterminate write, an
     /// applied or indeterminate cas).
     pub fn may_write(&self) -> bool {
-        match (&self.call, &self.completion) {
-            (Call::Write(_), Completion::Written | Completion::Indeterminate) => true,
-            (Call::Cas { .. }, Completion::Cas(true) | Completion::Indeterminate) => true,
-            _ => false,
-        }
+        matches!(
+            (&self.call, &self.completion),
+            (
+                Call::Write(_),
+                Completion::Written | Completion::Indeterminate
+            ) | (
+                Call::Cas { .. },
+                Completion::Cas(true) | Completion::Indeterminate
+            )
+        )
     }
 
     /// The value it writes, for writes and cas.
@@ -249,7 +254,10 @@ pub fn pair(events: &[Event]) -> Result<Vec<Operation>, HistoryError> {
             continue;
         }
         let Some(idx) = open.remove(&ev.process) else {
-            return Err(pairing(i, format!("process {} completes nothing", ev.process)));
+            return Err(pairing(
+                i,
+                format!("process {} completes nothing", ev.process),
+            ));
         };
         let op = &mut ops[idx];
         let expected_f = match op.call {
@@ -257,7 +265,8 @@ pub fn pair(events: &[Event]) -> Result<Vec<Operation>, HistoryError> {
             Call::Write(_) => Func::Write,
             Call::Cas { .. } => Func::Cas,
         };
-        if ev.f != expected_f || crate::value::canonical(&ev.key) != crate::value::canonical(&op.key)
+        if ev.f != expected_f
+            || crate::value::canonical(&ev.key) != crate::value::canonical(&op.key)
         {
             return Err(pairing(i, "completion does not match its invocation"));
         }

@@ -46,8 +46,10 @@
 
 pub mod bitset;
 pub mod check;
+pub mod explain;
 pub mod history;
 pub mod lost;
+pub mod model;
 pub mod record;
 pub mod report;
 pub mod run;
@@ -55,7 +57,10 @@ pub mod value;
 pub mod wgl;
 
 pub use check::{check_operations, KeyReport};
-pub use history::{pair, read_jsonl, Call, Completion, Event, EventType, Func, HistoryError, Operation};
+pub use explain::Explanation;
+pub use history::{
+    pair, read_jsonl, Call, Completion, Event, EventType, Func, HistoryError, Operation,
+};
 pub use lost::{check_lost, LostReport};
 pub use report::{check_history, Report};
-pub use wgl::{check_key, Budget, Explanation, Verdict};
+pub use wgl::{check_key, Budget, Verdict};

@@ -52,7 +52,12 @@ fn acknowledged(op: &Operation) -> bool {
 }
 
 /// Whether `s` supersedes `w` (see the module note), and how.
-fn supersedes(s: &Operation, w: &Operation, w_value: &str, final_done: u64) -> Option<&'static str> {
+fn supersedes(
+    s: &Operation,
+    w: &Operation,
+    w_value: &str,
+    final_done: u64,
+) -> Option<&'static str> {
     if s.id == w.id || !s.may_write() || s.invoke_ns > final_done {
         return None;
     }
@@ -87,13 +92,16 @@ pub fn check_lost(ops: &[Operation]) -> LostReport {
         for (fin, value, done) in finals {
             let f_text = canonical(value);
             if !value.is_null()
-                && !key_ops
-                    .iter()
-                    .any(|o| o.may_write() && o.written_value().map(canonical) == Some(f_text.clone()))
+                && !key_ops.iter().any(|o| {
+                    o.may_write() && o.written_value().map(canonical) == Some(f_text.clone())
+                })
             {
                 report.findings.push(LostFinding {
                     key: key.clone(),
-                    message: format!("final read {} returned a value no operation wrote", fin.describe()),
+                    message: format!(
+                        "final read {} returned a value no operation wrote",
+                        fin.describe()
+                    ),
                 });
             }
             for w in key_ops.iter().filter(|w| acknowledged(w)) {
@@ -103,7 +111,9 @@ pub fn check_lost(ops: &[Operation]) -> LostReport {
                 report.writes_checked += 1;
                 let w_text = w.written_value().map(canonical).unwrap_or_default();
                 if w_text == f_text
-                    || key_ops.iter().any(|s| supersedes(s, w, &w_text, done).is_some())
+                    || key_ops
+                        .iter()
+                        .any(|s| supersedes(s, w, &w_text, done).is_some())
                 {
                     continue;
                 }

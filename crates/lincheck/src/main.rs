@@ -13,7 +13,10 @@ use lincheck::run::{run, RunOptions};
 use lincheck::{check_history, read_jsonl, Budget};
 
 #[derive(Parser)]
-#[command(name = "ponder-lincheck", about = "Record and check register histories for linearizability")]
+#[command(
+    name = "ponder-lincheck",
+    about = "Record and check register histories for linearizability"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

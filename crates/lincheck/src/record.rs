@@ -118,7 +118,8 @@ mod tests {
         assert!(b >= a);
         let counts = rec.finish().unwrap();
         assert_eq!((counts.invoke, counts.ok), (1, 1));
-        let events = read_jsonl(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
+        let events =
+            read_jsonl(std::io::BufReader::new(std::fs::File::open(&path).unwrap())).unwrap();
         assert_eq!(events.len(), 2);
         assert_eq!(events[1].time_ns, b);
     }

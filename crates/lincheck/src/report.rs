@@ -92,8 +92,16 @@ impl Report {
             let _ = writeln!(out, "  key {}: {}", f.key, f.message);
         }
         if !l.keys_without_final_read.is_empty() {
-            let keys: Vec<String> = l.keys_without_final_read.iter().map(|k| k.to_string()).collect();
-            let _ = writeln!(out, "  keys without a final read (not checked): {}", keys.join(", "));
+            let keys: Vec<String> = l
+                .keys_without_final_read
+                .iter()
+                .map(|k| k.to_string())
+                .collect();
+            let _ = writeln!(
+                out,
+                "  keys without a final read (not checked): {}",
+                keys.join(", ")
+            );
         }
         let verdict = match self.exit_code() {
             0 => "OK: linearizable, no acknowledged write lost",

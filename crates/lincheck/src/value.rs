@@ -102,7 +102,10 @@ mod tests {
 
     #[test]
     fn canonical_sorts_members_and_unifies_integral_numbers() {
-        assert_eq!(canonical(&json!({"b": 1.0, "a": [2, "x"]})), r#"{"a":[2,"x"],"b":1}"#);
+        assert_eq!(
+            canonical(&json!({"b": 1.0, "a": [2, "x"]})),
+            r#"{"a":[2,"x"],"b":1}"#
+        );
         assert_eq!(canonical(&json!(1.5)), "1.5");
         assert_ne!(canonical(&json!("1")), canonical(&json!(1)));
     }

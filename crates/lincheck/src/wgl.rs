@@ -19,10 +19,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use crate::bitset::Bitset;
+use crate::explain::{explain, Deepest, Explanation};
 use crate::history::{Call, Completion, Operation};
+use crate::model::{pure, step, Kind};
 use crate::value::Interner;
 
 /// Bounds on one key's search.
@@ -46,43 +46,6 @@ impl Default for Budget {
     }
 }
 
-/// Why the search found no linearization: its deepest point.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Explanation {
-    /// Operations in the longest linearizable prefix found.
-    pub linearized: usize,
-    /// Operations that had to be linearized (determinate ones).
-    pub required: usize,
-    /// The last operations of that prefix, in linearization order.
-    pub prefix_tail: Vec<String>,
-    /// The register's value after the prefix.
-    pub state: Value,
-    /// The operation that completed without any way to place it.
-    pub stuck: String,
-    /// The operations that could have come next, each with why it does not fit.
-    pub candidates: Vec<String>,
-}
-
-impl std::fmt::Display for Explanation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "longest linearizable prefix: {} of {} operations, ending with:",
-            self.linearized, self.required
-        )?;
-        for op in &self.prefix_tail {
-            writeln!(f, "    {op}")?;
-        }
-        writeln!(f, "  value then: {}", self.state)?;
-        writeln!(f, "  must be placed before it completes: {}", self.stuck)?;
-        writeln!(f, "  candidates at that point:")?;
-        for c in &self.candidates {
-            writeln!(f, "    {c}")?;
-        }
-        Ok(())
-    }
-}
-
 /// The answer for one key.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -94,44 +57,11 @@ pub enum Verdict {
     Unknown(String),
 }
 
-/// The search's own form of an operation.
-#[derive(Debug, Clone, Copy)]
-enum Kind {
-    Read(u32),
-    Write(u32),
-    /// `applied: None` is an indeterminate cas.
-    Cas {
-        expect: u32,
-        new: u32,
-        applied: Option<bool>,
-    },
-}
-
-/// Whether `kind` never changes the state (a read, a cas that was not applied). Such an
-/// operation, once invoked and fitting the current state, can be linearized right away
-/// without losing any linearization: nothing pending must precede it in real time (its
-/// invocation is before every pending completion) and it leaves the state as it was. So
-/// the search takes it without branching.
-fn pure(kind: Kind) -> bool {
-    matches!(kind, Kind::Read(_) | Kind::Cas { applied: Some(false), .. })
-}
-
-/// The register: the next state if `kind` can run in `state`.
-fn step(state: u32, kind: Kind) -> Option<u32> {
-    match kind {
-        Kind::Read(v) => (state == v).then_some(state),
-        Kind::Write(v) => Some(v),
-        Kind::Cas { expect, new, applied } => match applied {
-            Some(true) | None => (state == expect).then_some(new),
-            Some(false) => (state != expect).then_some(state),
-        },
-    }
-}
-
-struct Sop {
-    kind: Kind,
+/// One operation in the search.
+pub(crate) struct Sop {
+    pub(crate) kind: Kind,
     /// Index into the caller's slice.
-    src: usize,
+    pub(crate) src: usize,
     call: usize,
     ret: usize,
     optional: bool,
@@ -169,18 +99,12 @@ impl List {
 
 /// Deterministic per-operation hash words (splitmix64).
 fn zobrist(i: usize) -> u64 {
-    let mut z = (i as u64).wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut z = (i as u64)
+        .wrapping_add(1)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-/// The deepest dead end seen, for the explanation.
-struct Deepest {
-    order: Vec<usize>,
-    state: u32,
-    stuck: usize,
-    candidates: Vec<usize>,
 }
 
 /// Checks the operations of one key. Failed operations and reads without a result are
@@ -241,10 +165,39 @@ fn sops_with_entries(mut sops: Vec<Sop>, ops: &[Operation]) -> (Vec<Sop>, List) 
         entries.push((i, is_ret == 0));
     }
     let next = (0..=n)
-        .map(|e| if e == n { if n == 0 { NIL } else { 0 } } else if e + 1 < n { e + 1 } else { NIL })
+        .map(|e| {
+            if e == n {
+                if n == 0 {
+                    NIL
+                } else {
+                    0
+                }
+            } else if e + 1 < n {
+                e + 1
+            } else {
+                NIL
+            }
+        })
         .collect();
-    let prev = (0..=n).map(|e| if e == 0 { n } else if e == n { NIL } else { e - 1 }).collect();
-    (sops, List { entries, next, prev })
+    let prev = (0..=n)
+        .map(|e| {
+            if e == 0 {
+                n
+            } else if e == n {
+                NIL
+            } else {
+                e - 1
+            }
+        })
+        .collect();
+    (
+        sops,
+        List {
+            entries,
+            next,
+            prev,
+        },
+    )
 }
 
 fn search(
@@ -265,6 +218,7 @@ fn search(
     let mut deepest: Option<Deepest> = None;
     let started = Instant::now();
     let mut steps = 0u64;
+    let mut next_clock = 0u64;
     let head = list.head();
     let mut entry = list.next[head];
     let mut prescan = true;
@@ -276,8 +230,12 @@ fn search(
         if steps > budget.max_steps {
             return Verdict::Unknown(format!("gave up after {} search steps", budget.max_steps));
         }
-        if steps % 4096 == 0 && started.elapsed() > budget.max_time {
-            return Verdict::Unknown(format!("gave up after {:?}", budget.max_time));
+        if steps >= next_clock {
+            // The clock is read every few thousand steps (the pre-scan counts several).
+            next_clock = steps + 4096;
+            if started.elapsed() > budget.max_time {
+                return Verdict::Unknown(format!("gave up after {:?}", budget.max_time));
+            }
         }
         if prescan {
             // Take a pure operation that fits before any real choice (see `pure`).
@@ -373,48 +331,5 @@ fn search(
                 break;
             }
         }
-    }
-}
-
-fn explain(
-    d: &Deepest,
-    sops: &[Sop],
-    ops: &[Operation],
-    values: &Interner,
-    required: usize,
-) -> Explanation {
-    const TAIL: usize = 6;
-    const MAX_CANDIDATES: usize = 12;
-    let state = values.value(d.state).clone();
-    let prefix_tail = d.order[d.order.len().saturating_sub(TAIL)..]
-        .iter()
-        .map(|&o| ops[sops[o].src].describe())
-        .collect();
-    let candidates = d
-        .candidates
-        .iter()
-        .take(MAX_CANDIDATES)
-        .map(|&o| {
-            let why = match (step(d.state, sops[o].kind), sops[o].kind) {
-                (Some(_), _) => "fits, but nothing consistent follows".to_owned(),
-                (None, Kind::Read(v)) => format!("reads {}, not {state}", values.value(v)),
-                (None, Kind::Cas { applied: Some(false), .. }) => {
-                    format!("not applied, yet the value {state} is its expected one")
-                }
-                (None, Kind::Cas { expect, .. }) => {
-                    format!("applied, but the value {state} is not {}", values.value(expect))
-                }
-                (None, Kind::Write(_)) => "a write always fits".to_owned(),
-            };
-            format!("{} — {why}", ops[sops[o].src].describe())
-        })
-        .collect();
-    Explanation {
-        linearized: d.order.len(),
-        required,
-        prefix_tail,
-        state,
-        stuck: ops[sops[d.stuck].src].describe(),
-        candidates,
     }
 }

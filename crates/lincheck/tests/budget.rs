@@ -36,7 +36,10 @@ fn step_budget_gives_unknown() {
         ..Budget::default()
     };
     let (v, took) = verdict(&pathological(40), budget);
-    assert!(matches!(&v, Verdict::Unknown(why) if why.contains("steps")), "{v:?}");
+    assert!(
+        matches!(&v, Verdict::Unknown(why) if why.contains("steps")),
+        "{v:?}"
+    );
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }
 
@@ -48,7 +51,10 @@ fn time_budget_gives_unknown() {
         ..Budget::default()
     };
     let (v, took) = verdict(&pathological(40), budget);
-    assert!(matches!(&v, Verdict::Unknown(why) if why.contains("gave up after")), "{v:?}");
+    assert!(
+        matches!(&v, Verdict::Unknown(why) if why.contains("gave up after")),
+        "{v:?}"
+    );
     assert!(took < Duration::from_secs(5), "took {took:?}");
 }
 
@@ -60,7 +66,10 @@ fn cache_budget_gives_unknown() {
         max_cache_bytes: 1 << 20,
     };
     let (v, took) = verdict(&pathological(40), budget);
-    assert!(matches!(&v, Verdict::Unknown(why) if why.contains("cache")), "{v:?}");
+    assert!(
+        matches!(&v, Verdict::Unknown(why) if why.contains("cache")),
+        "{v:?}"
+    );
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }
 

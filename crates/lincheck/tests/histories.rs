@@ -42,9 +42,9 @@ fn concurrent_writes_and_reads_are_linearizable() {
         // Sees 1 after both writes began: w2 then w1.
         .read(3, "a", 12, 20, json!(1))
         .read(1, "a", 21, 30, json!(1))
-        .cas(2, "a", 22, 28, json!(1), json!(3), true)
+        .cas(2, "a", (22, 28), json!(1), json!(3), true)
         .read(3, "a", 29, 35, json!(3))
-        .cas(4, "a", 31, 40, json!(1), json!(9), false);
+        .cas(4, "a", (31, 40), json!(1), json!(9), false);
     assert_linearizable(&h);
     assert!(!check(&h).has_violation());
     assert_eq!(check(&h).exit_code(), 0);
@@ -90,7 +90,8 @@ fn read_after_overlapping_writes_settle_must_not_flip_back() {
 #[test]
 fn lost_write_is_caught_by_both_checks() {
     let mut h = H::default();
-    h.write(1, "a", 0, 1, json!(1)).final_read(2, "a", 5, 6, Value::Null);
+    h.write(1, "a", 0, 1, json!(1))
+        .final_read(2, "a", 5, 6, Value::Null);
     assert_violation(&h);
     let r = check(&h);
     assert_eq!(r.lost.findings.len(), 1, "{}", r.render());
@@ -101,8 +102,8 @@ fn lost_write_is_caught_by_both_checks() {
 fn cas_applied_on_the_wrong_value_is_caught() {
     let mut h = H::default();
     h.write(1, "a", 0, 1, json!(1))
-        .cas(1, "a", 2, 3, json!(1), json!(2), true)
-        .cas(2, "a", 4, 5, json!(1), json!(3), true);
+        .cas(1, "a", (2, 3), json!(1), json!(2), true)
+        .cas(2, "a", (4, 5), json!(1), json!(3), true);
     let e = assert_violation(&h);
     assert!(e.contains("is not 1"), "{e}");
 }
@@ -111,7 +112,7 @@ fn cas_applied_on_the_wrong_value_is_caught() {
 fn cas_refused_on_the_expected_value_is_caught() {
     let mut h = H::default();
     h.write(1, "a", 0, 1, json!(1))
-        .cas(2, "a", 2, 3, json!(1), json!(2), false);
+        .cas(2, "a", (2, 3), json!(1), json!(2), false);
     let e = assert_violation(&h);
     assert!(e.contains("not applied"), "{e}");
 }
@@ -127,8 +128,13 @@ fn read_of_a_value_never_written_is_caught() {
 #[test]
 fn values_compare_canonically() {
     let mut h = H::default();
-    h.write(1, "a", 0, 1, json!({"x": 1, "y": [1.0, 2]}))
-        .read(2, "a", 2, 3, json!({"y": [1, 2.0], "x": 1.0}));
+    h.write(1, "a", 0, 1, json!({"x": 1, "y": [1.0, 2]})).read(
+        2,
+        "a",
+        2,
+        3,
+        json!({"y": [1, 2.0], "x": 1.0}),
+    );
     assert_linearizable(&h);
 }
 
@@ -217,7 +223,9 @@ fn lost_write_check_flags_the_last_write_and_values_from_nowhere() {
     let r = check(&h);
     let msgs: Vec<&str> = r.lost.findings.iter().map(|f| f.message.as_str()).collect();
     assert_eq!(msgs.len(), 3, "{msgs:?}");
-    assert!(msgs.iter().any(|m| m.contains("write(2)") && m.contains("was lost")));
+    assert!(msgs
+        .iter()
+        .any(|m| m.contains("write(2)") && m.contains("was lost")));
     assert!(msgs.iter().any(|m| m.contains("no operation wrote")));
     assert_eq!(r.lost.keys_without_final_read, vec![json!("c")]);
 }
@@ -227,7 +235,7 @@ fn lost_write_check_follows_cas_chains() {
     // Timestamps that contradict real time (the cas completed before w was invoked) but
     // the cas saw w's value, so w was overwritten.
     let mut h = H::default();
-    h.cas(2, "a", 0, 1, json!(1), json!(2), true)
+    h.cas(2, "a", (0, 1), json!(1), json!(2), true)
         .write(1, "a", 5, 6, json!(1))
         .final_read(3, "a", 10, 11, json!(2));
     let r = check(&h);

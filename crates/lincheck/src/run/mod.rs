@@ -57,6 +57,28 @@ pub struct RunOptions {
     pub seed: u64,
 }
 
+impl Default for RunOptions {
+    /// No address (set `addrs`); 5 clients on 5 keys, 2,000 operations or 30 s, 5 s per
+    /// operation, table `test.lincheck` re-created, final reads, `admin` with no password.
+    fn default() -> Self {
+        Self {
+            addrs: Vec::new(),
+            clients: 5,
+            keys: 5,
+            ops: 2000,
+            duration: Duration::from_secs(30),
+            op_timeout: Duration::from_secs(5),
+            db: "test".into(),
+            table: "lincheck".into(),
+            fresh_table: true,
+            final_reads: true,
+            user: "admin".into(),
+            password: String::new(),
+            seed: 1,
+        }
+    }
+}
+
 /// Setting the table up failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -106,29 +128,57 @@ async fn setup(opts: &RunOptions) -> Result<(), RunError> {
     let addr = opts.addrs.first().ok_or(RunError::NoAddress)?;
     let conn = connect(opts, addr)
         .await
-        .map_err(|source| RunError::Setup { what: "the connection", source })?;
+        .map_err(|source| RunError::Setup {
+            what: "the connection",
+            source,
+        })?;
     let limit = opts.op_timeout.max(Duration::from_secs(30));
     let dbs = timed(&conn, client::term::db_list(), limit)
         .await
-        .map_err(|source| RunError::Setup { what: "db_list", source })?;
+        .map_err(|source| RunError::Setup {
+            what: "db_list",
+            source,
+        })?;
     if !dbs.as_array().is_some_and(|a| a.contains(&json!(opts.db))) {
         timed(&conn, client::term::db_create(&opts.db), limit)
             .await
-            .map_err(|source| RunError::Setup { what: "db_create", source })?;
+            .map_err(|source| RunError::Setup {
+                what: "db_create",
+                source,
+            })?;
     }
     let tables = timed(&conn, client::term::table_list(&opts.db), limit)
         .await
-        .map_err(|source| RunError::Setup { what: "table_list", source })?;
-    let exists = tables.as_array().is_some_and(|a| a.contains(&json!(opts.table)));
+        .map_err(|source| RunError::Setup {
+            what: "table_list",
+            source,
+        })?;
+    let exists = tables
+        .as_array()
+        .is_some_and(|a| a.contains(&json!(opts.table)));
     if exists && opts.fresh_table {
-        timed(&conn, client::term::table_drop(&opts.db, &opts.table), limit)
-            .await
-            .map_err(|source| RunError::Setup { what: "table_drop", source })?;
+        timed(
+            &conn,
+            client::term::table_drop(&opts.db, &opts.table),
+            limit,
+        )
+        .await
+        .map_err(|source| RunError::Setup {
+            what: "table_drop",
+            source,
+        })?;
     }
     if !exists || opts.fresh_table {
-        timed(&conn, client::term::table_create(&opts.db, &opts.table), limit)
-            .await
-            .map_err(|source| RunError::Setup { what: "table_create", source })?;
+        timed(
+            &conn,
+            client::term::table_create(&opts.db, &opts.table),
+            limit,
+        )
+        .await
+        .map_err(|source| RunError::Setup {
+            what: "table_create",
+            source,
+        })?;
     }
     Ok(())
 }
@@ -255,8 +305,14 @@ async fn client_loop(sh: Arc<Shared>, idx: usize) {
         // 40% reads, 30% writes, 30% cas (a read while the client has seen no value).
         let roll: u8 = rng.gen_range(0..10);
         let (f, arg) = match (roll, last) {
-            (4..=6, _) => (Func::Write, json!(sh.next_value.fetch_add(1, Ordering::Relaxed))),
-            (7.., Some(e)) => (Func::Cas, json!([e, sh.next_value.fetch_add(1, Ordering::Relaxed)])),
+            (4..=6, _) => (
+                Func::Write,
+                json!(sh.next_value.fetch_add(1, Ordering::Relaxed)),
+            ),
+            (7.., Some(e)) => (
+                Func::Cas,
+                json!([e, sh.next_value.fetch_add(1, Ordering::Relaxed)]),
+            ),
             _ => (Func::Read, Value::Null),
         };
         let op = Op {

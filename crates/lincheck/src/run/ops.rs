@@ -53,7 +53,11 @@ pub fn cas_term(db: &str, t: &str, key: &Value, expect: &Value, new: &Value) -> 
     let row_v = term::get_field(term::var(1), "v");
     let matches = call(T::EQ, vec![row_v, datum(expect)], Map::new());
     let fail = call(T::ERROR, vec![json!(CAS_FAILED)], Map::new());
-    let body = call(T::BRANCH, vec![matches, datum(&json!({"v": new})), fail], Map::new());
+    let body = call(
+        T::BRANCH,
+        vec![matches, datum(&json!({"v": new})), fail],
+        Map::new(),
+    );
     call(
         T::UPDATE,
         vec![term::get(table(db, t), key), term::func1(body)],
@@ -157,10 +161,16 @@ mod tests {
                 backtrace: None,
             })
         };
-        assert_eq!(classify(&reql(ResponseType::COMPILE_ERROR, None)).0, EventType::Fail);
+        assert_eq!(
+            classify(&reql(ResponseType::COMPILE_ERROR, None)).0,
+            EventType::Fail
+        );
         let failed = reql(ResponseType::RUNTIME_ERROR, Some(ErrorType::OP_FAILED));
         assert_eq!(classify(&failed).0, EventType::Fail);
-        let unsure = reql(ResponseType::RUNTIME_ERROR, Some(ErrorType::OP_INDETERMINATE));
+        let unsure = reql(
+            ResponseType::RUNTIME_ERROR,
+            Some(ErrorType::OP_INDETERMINATE),
+        );
         assert_eq!(classify(&unsure).0, EventType::Info);
         assert_eq!(classify(&Error::Timeout).0, EventType::Info);
         assert_eq!(classify(&Error::Closed("x".into())).0, EventType::Info);

@@ -36,7 +36,10 @@ impl H {
     /// A read on `[t0, t1]` that returned `v`.
     pub fn read(&mut self, p: u64, key: &str, t0: u64, t1: u64, v: Value) -> &mut Self {
         let done = ev(p, EventType::Ok, Func::Read, key, v, t1);
-        self.push(ev(p, EventType::Invoke, Func::Read, key, Value::Null, t0), Some(done))
+        self.push(
+            ev(p, EventType::Invoke, Func::Read, key, Value::Null, t0),
+            Some(done),
+        )
     }
 
     /// A final read (after the faults).
@@ -49,9 +52,20 @@ impl H {
     }
 
     /// A write of `v` on `[t0, t1]` completing as `kind` (`info` keeps no time).
-    pub fn write_as(&mut self, kind: EventType, p: u64, key: &str, t0: u64, t1: u64, v: Value) -> &mut Self {
+    pub fn write_as(
+        &mut self,
+        kind: EventType,
+        p: u64,
+        key: &str,
+        t0: u64,
+        t1: u64,
+        v: Value,
+    ) -> &mut Self {
         let done = ev(p, kind, Func::Write, key, v.clone(), t1);
-        self.push(ev(p, EventType::Invoke, Func::Write, key, v, t0), Some(done))
+        self.push(
+            ev(p, EventType::Invoke, Func::Write, key, v, t0),
+            Some(done),
+        )
     }
 
     /// An acknowledged write.
@@ -64,17 +78,53 @@ impl H {
         self.push(ev(p, EventType::Invoke, Func::Write, key, v, t0), None)
     }
 
-    /// A cas that completed `ok`, applied or not.
-    pub fn cas(&mut self, p: u64, key: &str, t0: u64, t1: u64, e: Value, n: Value, applied: bool) -> &mut Self {
-        let mut done = ev(p, EventType::Ok, Func::Cas, key, json!([e.clone(), n.clone()]), t1);
+    /// A cas on `[t0, t1]` that completed `ok`, applied or not.
+    pub fn cas(
+        &mut self,
+        p: u64,
+        key: &str,
+        (t0, t1): (u64, u64),
+        e: Value,
+        n: Value,
+        applied: bool,
+    ) -> &mut Self {
+        let mut done = ev(
+            p,
+            EventType::Ok,
+            Func::Cas,
+            key,
+            json!([e.clone(), n.clone()]),
+            t1,
+        );
         done.applied = Some(applied);
-        self.push(ev(p, EventType::Invoke, Func::Cas, key, json!([e, n]), t0), Some(done))
+        self.push(
+            ev(p, EventType::Invoke, Func::Cas, key, json!([e, n]), t0),
+            Some(done),
+        )
     }
 
     /// A cas answered `info` at `t1` (indeterminate).
-    pub fn cas_info(&mut self, p: u64, key: &str, t0: u64, t1: u64, e: Value, n: Value) -> &mut Self {
-        let done = ev(p, EventType::Info, Func::Cas, key, json!([e.clone(), n.clone()]), t1);
-        self.push(ev(p, EventType::Invoke, Func::Cas, key, json!([e, n]), t0), Some(done))
+    pub fn cas_info(
+        &mut self,
+        p: u64,
+        key: &str,
+        t0: u64,
+        t1: u64,
+        e: Value,
+        n: Value,
+    ) -> &mut Self {
+        let done = ev(
+            p,
+            EventType::Info,
+            Func::Cas,
+            key,
+            json!([e.clone(), n.clone()]),
+            t1,
+        );
+        self.push(
+            ev(p, EventType::Invoke, Func::Cas, key, json!([e, n]), t0),
+            Some(done),
+        )
     }
 
     /// The events in time order.

@@ -111,7 +111,9 @@ pub fn simulate(s: Shape) -> Vec<Event> {
                     _ => {
                         let current = regs.get(&key).cloned().unwrap_or(Value::Null);
                         let expect = match rng.gen_range(0..3) {
-                            0 if !written.is_empty() => written[rng.gen_range(0..written.len())].clone(),
+                            0 if !written.is_empty() => {
+                                written[rng.gen_range(0..written.len())].clone()
+                            }
                             1 => Value::Null,
                             _ => current,
                         };
@@ -120,7 +122,11 @@ pub fn simulate(s: Shape) -> Vec<Event> {
                     }
                 };
                 if f != Func::Read {
-                    written.push(if f == Func::Cas { arg[1].clone() } else { arg.clone() });
+                    written.push(if f == Func::Cas {
+                        arg[1].clone()
+                    } else {
+                        arg.clone()
+                    });
                 }
                 emit(&mut events, ev(p, EventType::Invoke, f, &key, arg.clone()));
                 State::Invoked { key, f, arg }
@@ -133,7 +139,11 @@ pub fn simulate(s: Shape) -> Vec<Event> {
                             let reg = regs.entry(key.clone()).or_insert(Value::Null);
                             apply(reg, f, &arg);
                         }
-                        1 => zombies.push(Zombie { key: key.clone(), f, arg: arg.clone() }),
+                        1 => zombies.push(Zombie {
+                            key: key.clone(),
+                            f,
+                            arg: arg.clone(),
+                        }),
                         _ => {}
                     }
                     let mut info = ev(p, EventType::Info, f, &key, arg);
