@@ -12,6 +12,7 @@
 //! of times).
 
 pub mod ops;
+mod setup;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -121,66 +122,6 @@ async fn timed(conn: &Connection, t: Value, limit: Duration) -> Result<Value, Er
     tokio::time::timeout(limit, conn.run(t, Value::Null))
         .await
         .unwrap_or(Err(Error::Timeout))
-}
-
-/// Creates the database and table (dropping the table first when `fresh_table`).
-async fn setup(opts: &RunOptions) -> Result<(), RunError> {
-    let addr = opts.addrs.first().ok_or(RunError::NoAddress)?;
-    let conn = connect(opts, addr)
-        .await
-        .map_err(|source| RunError::Setup {
-            what: "the connection",
-            source,
-        })?;
-    let limit = opts.op_timeout.max(Duration::from_secs(30));
-    let dbs = timed(&conn, client::term::db_list(), limit)
-        .await
-        .map_err(|source| RunError::Setup {
-            what: "db_list",
-            source,
-        })?;
-    if !dbs.as_array().is_some_and(|a| a.contains(&json!(opts.db))) {
-        timed(&conn, client::term::db_create(&opts.db), limit)
-            .await
-            .map_err(|source| RunError::Setup {
-                what: "db_create",
-                source,
-            })?;
-    }
-    let tables = timed(&conn, client::term::table_list(&opts.db), limit)
-        .await
-        .map_err(|source| RunError::Setup {
-            what: "table_list",
-            source,
-        })?;
-    let exists = tables
-        .as_array()
-        .is_some_and(|a| a.contains(&json!(opts.table)));
-    if exists && opts.fresh_table {
-        timed(
-            &conn,
-            client::term::table_drop(&opts.db, &opts.table),
-            limit,
-        )
-        .await
-        .map_err(|source| RunError::Setup {
-            what: "table_drop",
-            source,
-        })?;
-    }
-    if !exists || opts.fresh_table {
-        timed(
-            &conn,
-            client::term::table_create(&opts.db, &opts.table),
-            limit,
-        )
-        .await
-        .map_err(|source| RunError::Setup {
-            what: "table_create",
-            source,
-        })?;
-    }
-    Ok(())
 }
 
 fn event(process: u64, kind: EventType, f: Func, key: &Value, value: Value) -> Event {
@@ -378,7 +319,7 @@ pub async fn run(opts: RunOptions, rec: Arc<Recorder>) -> Result<crate::record::
     if opts.addrs.is_empty() {
         return Err(RunError::NoAddress);
     }
-    setup(&opts).await?;
+    setup::setup(&opts).await?;
     let sh = Arc::new(Shared {
         ops_left: AtomicI64::new(i64::try_from(opts.ops).unwrap_or(i64::MAX)),
         next_value: AtomicU64::new(1),
