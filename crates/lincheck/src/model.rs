@@ -33,6 +33,25 @@ pub(crate) fn pure(kind: Kind) -> bool {
     )
 }
 
+/// The next state if `kind` may be linearized now: it fits `state`, and when the
+/// operation just linearized is indeterminate (`before` is the state before it), `kind`
+/// needs that operation — it does not fit `before`.
+///
+/// Why this loses nothing: if the operation after an indeterminate one fits the state
+/// before it too, the indeterminate one can move one place later (an indeterminate
+/// operation has no completion, so nothing orders it before another), and if it ends up
+/// last or just before a write it can be dropped, as it then changes nothing anyone sees.
+/// Repeating that turns any linearization into one this rule allows. It is what keeps
+/// many indeterminate writes from multiplying the states: otherwise each could be placed,
+/// or not, at every point.
+pub(crate) fn next_state(state: u32, before: Option<u32>, kind: Kind) -> Option<u32> {
+    let next = step(state, kind)?;
+    match before {
+        Some(b) if step(b, kind).is_some() => None,
+        _ => Some(next),
+    }
+}
+
 /// The register: the next state if `kind` can run in `state`.
 pub(crate) fn step(state: u32, kind: Kind) -> Option<u32> {
     match kind {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use crate::bitset::Bitset;
 use crate::explain::{explain, Deepest, Explanation};
 use crate::history::{Call, Completion, Operation};
-use crate::model::{pure, step, Kind};
+use crate::model::{next_state, pure, Kind};
 use crate::value::Interner;
 
 /// Bounds on one key's search.
@@ -211,9 +211,13 @@ fn search(
     let words = sops.len().div_ceil(64).max(1);
     let mut linearized = Bitset::new(sops.len());
     let mut hash = 0u64;
-    let mut cache: HashMap<(u64, u32), Vec<Bitset>> = HashMap::new();
+    // Keyed by (hash of the set, state, 1 + state before the last operation if that one is
+    // indeterminate, else 0): what the search may do next depends on all three.
+    let mut cache: HashMap<(u64, u32, u64), Vec<Bitset>> = HashMap::new();
     let mut cache_bytes = 0usize;
-    let mut calls: Vec<(usize, u32, bool)> = Vec::new();
+    // (invocation entry, state before, taken without branching, `after_optional` before)
+    let mut calls: Vec<(usize, u32, bool, bool)> = Vec::new();
+    let mut after_optional = false;
     let mut state = 0u32;
     let mut deepest: Option<Deepest> = None;
     let started = Instant::now();
@@ -237,6 +241,12 @@ fn search(
                 return Verdict::Unknown(format!("gave up after {:?}", budget.max_time));
             }
         }
+        // The state before the last operation, when that one is indeterminate.
+        let guard = if after_optional {
+            calls.last().map(|c| c.1)
+        } else {
+            None
+        };
         if prescan {
             // Take a pure operation that fits before any real choice (see `pure`).
             prescan = false;
@@ -244,7 +254,7 @@ fn search(
             while e != NIL && list.entries[e].1 {
                 steps += 1;
                 let kind = sops[list.entries[e].0].kind;
-                if pure(kind) && step(state, kind).is_some() {
+                if pure(kind) && next_state(state, guard, kind).is_some() {
                     entry = e;
                     break;
                 }
@@ -253,14 +263,20 @@ fn search(
         }
         let (op, is_call) = list.entries[entry];
         if is_call {
-            let Some(next_state) = step(state, sops[op].kind) else {
+            let Some(next) = next_state(state, guard, sops[op].kind) else {
                 entry = list.next[entry];
                 continue;
             };
             let forced = pure(sops[op].kind);
             linearized.set(op);
             let h = hash ^ zobrist(op);
-            let bucket = cache.entry((h, next_state)).or_default();
+            let next_optional = sops[op].optional;
+            let guard_key = if next_optional {
+                u64::from(state) + 1
+            } else {
+                0
+            };
+            let bucket = cache.entry((h, next, guard_key)).or_default();
             if !bucket.contains(&linearized) {
                 bucket.push(linearized.clone());
                 cache_bytes += words * 8 + 48;
@@ -271,8 +287,9 @@ fn search(
                     ));
                 }
                 hash = h;
-                calls.push((entry, state, forced));
-                state = next_state;
+                calls.push((entry, state, forced, after_optional));
+                after_optional = next_optional;
+                state = next;
                 list.unlink(entry);
                 list.unlink(sops[op].ret);
                 entry = list.next[head];
@@ -301,7 +318,7 @@ fn search(
                     e = list.next[e];
                 }
                 deepest = Some(Deepest {
-                    order: calls.iter().map(|&(c, _, _)| list.entries[c].0).collect(),
+                    order: calls.iter().map(|&(c, ..)| list.entries[c].0).collect(),
                     state,
                     stuck: op,
                     candidates,
@@ -311,7 +328,7 @@ fn search(
         // Backtrack: undo pure steps (taking one was no choice, so their configuration
         // is dead as well), then the last real choice, and try what comes after it.
         loop {
-            let Some((call, prev_state, forced)) = calls.pop() else {
+            let Some((call, prev_state, forced, prev_after)) = calls.pop() else {
                 let d = deepest.unwrap_or(Deepest {
                     order: Vec::new(),
                     state: 0,
@@ -326,6 +343,7 @@ fn search(
             linearized.clear(back);
             hash ^= zobrist(back);
             state = prev_state;
+            after_optional = prev_after;
             if !forced {
                 entry = list.next[call];
                 break;
