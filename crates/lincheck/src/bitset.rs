@@ -26,6 +26,11 @@ impl Bitset {
         self.words[i / 64] &= !(1 << (i % 64));
     }
 
+    /// The words, 64 indices each, lowest first.
+    pub fn words(&self) -> &[u64] {
+        &self.words
+    }
+
     /// Whether `i` is in the set.
     pub fn contains(&self, i: usize) -> bool {
         self.words[i / 64] & (1 << (i % 64)) != 0

@@ -46,6 +46,7 @@
 
 pub mod bitset;
 pub mod check;
+mod dead;
 pub mod explain;
 pub mod history;
 pub mod lost;

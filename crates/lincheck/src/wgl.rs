@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::bitset::Bitset;
+use crate::dead::DeadIndex;
 use crate::explain::{explain, Deepest, Explanation};
 use crate::history::{Call, Completion, Operation};
 use crate::model::{next_state, pure, Kind};
@@ -211,6 +212,15 @@ fn search(
     let words = sops.len().div_ceil(64).max(1);
     let mut linearized = Bitset::new(sops.len());
     let mut hash = 0u64;
+    // The hash of the determinate operations placed, for the dominance index.
+    let mut det_hash = 0u64;
+    let mut optional = Bitset::new(sops.len());
+    for (i, s) in sops.iter().enumerate() {
+        if s.optional {
+            optional.set(i);
+        }
+    }
+    let mut dead = DeadIndex::new(optional);
     // Keyed by (hash of the set, state, 1 + state before the last operation if that one is
     // indeterminate, else 0): what the search may do next depends on all three.
     let mut cache: HashMap<(u64, u32, u64), Vec<Bitset>> = HashMap::new();
@@ -276,8 +286,13 @@ fn search(
             } else {
                 0
             };
+            let dh = if next_optional {
+                det_hash
+            } else {
+                det_hash ^ zobrist(op)
+            };
             let bucket = cache.entry((h, next, guard_key)).or_default();
-            if !bucket.contains(&linearized) {
+            if !bucket.contains(&linearized) && !dead.dominates(dh, next, &linearized) {
                 bucket.push(linearized.clone());
                 cache_bytes += words * 8 + 48;
                 if cache_bytes > budget.max_cache_bytes {
@@ -287,6 +302,7 @@ fn search(
                     ));
                 }
                 hash = h;
+                det_hash = dh;
                 calls.push((entry, state, forced, after_optional));
                 after_optional = next_optional;
                 state = next;
@@ -338,6 +354,11 @@ fn search(
                 return Verdict::Violation(Box::new(explain(&d, sops, ops, values, required)));
             };
             let back = list.entries[call].0;
+            if !sops[back].optional {
+                // The configuration being left failed, and no restriction applied to it.
+                cache_bytes += dead.insert(det_hash, state, &linearized);
+                det_hash ^= zobrist(back);
+            }
             list.relink(sops[back].ret);
             list.relink(call);
             linearized.clear(back);

@@ -12,7 +12,9 @@ fn scale() {
                 indeterminate_pct: pct,
             });
             let mut b = Budget::default();
-            b.max_time = std::time::Duration::from_secs(30); b.max_steps = u64::MAX; b.max_cache_bytes = 200 << 20;
+            b.max_time = std::time::Duration::from_secs(30);
+            b.max_steps = u64::MAX;
+            b.max_cache_bytes = 200 << 20;
             let t = std::time::Instant::now();
             let r = check_history(&events, &b).unwrap();
             eprintln!(
@@ -31,12 +33,31 @@ fn scale() {
             let t = std::time::Instant::now();
             let r = check_history(&events, &b).unwrap();
             eprintln!("   mutated: exit {} in {:?}", r.exit_code(), t.elapsed());
-            for k in &r.keys { if let lincheck::Verdict::Unknown(w) = &k.verdict { eprintln!("    {} {w}", k.key); } }
+            for k in &r.keys {
+                if let lincheck::Verdict::Unknown(w) = &k.verdict {
+                    eprintln!("    {} {w}", k.key);
+                }
+            }
             let ops = lincheck::pair(&events).unwrap();
             let key = &events[i].key;
-            let info: Vec<_> = ops.iter().filter(|o| &o.key == key && o.completion == lincheck::Completion::Indeterminate).collect();
-            let inv = ops.iter().find(|o| o.key == *key && o.invoke_ns <= events[i].time_ns && o.complete_ns == Some(events[i].time_ns)).map(|o| o.invoke_ns).unwrap_or(0);
-            eprintln!("    key {key}: {} info ops total, {} invoked before the mutated read", info.len(), info.iter().filter(|o| o.invoke_ns < inv).count());
+            let info: Vec<_> = ops
+                .iter()
+                .filter(|o| &o.key == key && o.completion == lincheck::Completion::Indeterminate)
+                .collect();
+            let inv = ops
+                .iter()
+                .find(|o| {
+                    o.key == *key
+                        && o.invoke_ns <= events[i].time_ns
+                        && o.complete_ns == Some(events[i].time_ns)
+                })
+                .map(|o| o.invoke_ns)
+                .unwrap_or(0);
+            eprintln!(
+                "    key {key}: {} info ops total, {} invoked before the mutated read",
+                info.len(),
+                info.iter().filter(|o| o.invoke_ns < inv).count()
+            );
         }
     }
 }
