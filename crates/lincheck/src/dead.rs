@@ -16,12 +16,15 @@ use std::collections::HashMap;
 
 use crate::bitset::Bitset;
 
+/// A dead set split into (determinate part, indeterminate part), as words.
+type Split = (Box<[u64]>, Box<[u64]>);
+
 /// Dead configurations by (hash of their determinate operations, state).
 pub(crate) struct DeadIndex {
     /// Bits of the indeterminate operations.
     optional: Bitset,
     /// Per key: (determinate part, indeterminate part) of each dead set.
-    map: HashMap<(u64, u32), Vec<(Box<[u64]>, Box<[u64]>)>>,
+    map: HashMap<(u64, u32), Vec<Split>>,
 }
 
 impl DeadIndex {
