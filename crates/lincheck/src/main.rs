@@ -44,7 +44,7 @@ struct BudgetArgs {
     #[arg(long, default_value_t = 60.0)]
     max_seconds: f64,
     /// Memoization cache per key, in MiB, before answering "unknown".
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 512)]
     max_cache_mb: usize,
 }
 

@@ -43,7 +43,8 @@ pub struct Budget {
     pub max_steps: u64,
     /// Wall time.
     pub max_time: Duration,
-    /// Approximate memory of the memoization cache.
+    /// Approximate memory of the memoization cache and the dominance index (per key;
+    /// keys are checked on up to one thread per core at once).
     pub max_cache_bytes: usize,
 }
 
@@ -52,7 +53,7 @@ impl Default for Budget {
         Self {
             max_steps: 50_000_000,
             max_time: Duration::from_secs(60),
-            max_cache_bytes: 1 << 30,
+            max_cache_bytes: 512 << 20,
         }
     }
 }
