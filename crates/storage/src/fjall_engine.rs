@@ -9,11 +9,12 @@
 //!   loss. fjall 3 has no background/periodic fsync thread, so nothing else
 //!   adds latency to `apply` (apart from the journal mutex being held while a
 //!   `persist` or a journal rotation fsyncs).
-//! * [`Engine::persist`] calls `Database::persist(PersistMode::SyncAll)`, which
-//!   flushes the journal's userspace buffer and `fsync`s the active journal
-//!   file. Sealed journals were already `fsync`ed on rotation, and memtable
-//!   flushes write fsynced tables, so after `persist` returns every earlier
-//!   apply survives power loss. Journal recovery truncates a torn trailing
+//! * [`Engine::persist`] flushes the journal's userspace buffer and `fsync`s the
+//!   active journal file, as `Database::persist(PersistMode::SyncAll)` does, but
+//!   without holding fjall's journal lock during the fsync (`journal_sync`), so
+//!   writers keep applying meanwhile. Sealed journals were already `fsync`ed on
+//!   rotation, and memtable flushes write fsynced tables, so after `persist`
+//!   returns every earlier apply survives power loss. Journal recovery truncates a torn trailing
 //!   batch (checksummed start/end markers), keeping batches atomic.
 //! * An fsync/write failure poisons the fjall database: later writes and
 //!   persists fail with [`StorageError::Poisoned`] until the process restarts
@@ -31,11 +32,12 @@
 
 use crate::accounting::{Charged, EngineScope};
 use crate::idle_flush::IdleFlush;
+use crate::journal_sync::JournalSync;
 use crate::{
     check_space_name, key_unstorable, range_is_empty, Bytes, Engine, KvIter, Snapshot,
     StorageError, ValueIter, WriteBatch,
 };
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, Readable};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -68,6 +70,8 @@ pub struct Fjall {
     applied: Arc<AtomicU64>,
     /// Value of `applied` read just before the last successful fsync began.
     durable: Mutex<u64>,
+    /// Fsyncs the journal outside fjall's journal lock.
+    journal: JournalSync,
     /// Refuses writes while the disk is (nearly) full.
     space: SpaceGuard,
 }
@@ -194,6 +198,7 @@ impl Fjall {
             ddl,
             applied,
             durable: Mutex::new(0),
+            journal: JournalSync::new(path),
             space: SpaceGuard {
                 min_free: AtomicU64::new(DEFAULT_MIN_FREE_BYTES),
                 reading: Mutex::new(None),
@@ -312,6 +317,9 @@ impl Engine for Fjall {
             return Ok(());
         }
         batch.validate()?;
+        if self.journal.failed() {
+            return Err(StorageError::Poisoned);
+        }
         self.space.admit(&self.path, batch.approx_bytes())?;
         // The memtable's growth is the engine's memory, not the writer's.
         let _engine = EngineScope::enter();
@@ -342,7 +350,7 @@ impl Engine for Fjall {
             return Ok(());
         }
         let upto = self.applied.load(Ordering::Acquire);
-        self.db.persist(PersistMode::SyncAll)?;
+        self.journal.persist(&self.db)?;
         *durable = upto;
         Ok(())
     }

@@ -52,6 +52,7 @@ mod error;
 mod faulty;
 mod fjall_engine;
 mod idle_flush;
+mod journal_sync;
 mod memory;
 
 #[cfg(test)]
