@@ -16,6 +16,10 @@
 //!   creates the next one. Bytes handed over before we list the folder are therefore
 //!   either in the file we find (and fsync) or in an older journal that a rotation
 //!   already fsynced. Sealed journals need nothing more, as with fjall's persist.
+//! * `fdatasync` suffices: it writes back the file's data and whatever metadata reading
+//!   it back needs (its size, should an append have grown it; fjall preallocates
+//!   journals, so usually nothing), and skips the modification time, an inode write
+//!   per fsync that recovery never reads.
 //! * A failed fsync is sticky: after one, the kernel may have dropped the dirty pages,
 //!   and a later fsync could succeed without them. [`JournalSync`] then refuses every
 //!   later persist (and the engine every write), as fjall poisons itself.
@@ -75,7 +79,7 @@ impl JournalSync {
         let Some((_, file)) = open.as_ref() else {
             return Ok(db.persist(PersistMode::SyncAll)?);
         };
-        if let Err(e) = file.sync_all() {
+        if let Err(e) = file.sync_data() {
             self.failed.store(true, Ordering::Release);
             return Err(StorageError::Io(e));
         }
