@@ -36,6 +36,7 @@
 pub mod codec;
 mod durability;
 mod error;
+mod fence;
 pub mod kv;
 mod log_store;
 mod network;
@@ -45,13 +46,17 @@ mod sm_store;
 mod snapshot;
 mod state_machine;
 mod tcp;
+mod transfer;
 mod types;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transfer_tests;
 
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};
+pub use fence::{ProposeError, Proposer};
 pub use log_store::LogStore;
 pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
 pub use openraft;
@@ -64,6 +69,7 @@ pub use snapshot::{
 };
 pub use state_machine::{ApplyCtx, StateMachine};
 pub use tcp::{serve_tcp, TcpTransport};
+pub use transfer::{Stage, TransferError, Transferred};
 pub use types::{
     Command, Entry, GroupId, LogId, Node, NodeId, Raft, RaftStorageError, Reply, SnapshotMeta,
     StoredMembership, TypeConfig, Vote,

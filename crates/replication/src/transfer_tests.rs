@@ -1,0 +1,448 @@
+//! Tests of leader transfer on in-process groups: an in-memory transport between
+//! [`Router`]s that can cut a node off, [`KvMachine`] replicas compared at the end.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::{Config, ServerState};
+use parking_lot::{Mutex, RwLock};
+use storage::{Engine, Memory};
+
+use crate::kv::{read_map, KvCommand, KvMachine};
+use crate::*;
+
+const G: GroupId = GroupId(1);
+const PREFIX: &str = "raft.g1";
+
+/// The in-memory network: every node's router, and the nodes cut off from all others.
+#[derive(Default)]
+struct Net {
+    routers: RwLock<HashMap<NodeId, Arc<Router>>>,
+    cut: RwLock<HashSet<NodeId>>,
+}
+
+/// One node's side of [`Net`].
+struct Local {
+    net: Arc<Net>,
+    me: NodeId,
+}
+
+impl Transport for Local {
+    async fn call(
+        &self,
+        target: NodeId,
+        _: &Node,
+        group: GroupId,
+        request: RaftRequest,
+    ) -> Result<RaftResponse, TransportError> {
+        let cut = {
+            let cut = self.net.cut.read();
+            cut.contains(&self.me) || cut.contains(&target)
+        };
+        let router = self.net.routers.read().get(&target).cloned();
+        match router {
+            Some(router) if !cut => Ok(router.handle(group, request).await),
+            _ => Err(TransportError::Closed),
+        }
+    }
+}
+
+struct Member {
+    engine: Arc<dyn Engine>,
+    proposer: Proposer,
+    transport: Arc<Local>,
+}
+
+struct Group {
+    net: Arc<Net>,
+    members: BTreeMap<NodeId, Member>,
+}
+
+fn config() -> Arc<Config> {
+    let c = Config {
+        heartbeat_interval: 50,
+        election_timeout_min: 300,
+        election_timeout_max: 500,
+        ..Default::default()
+    };
+    Arc::new(c.validate().unwrap())
+}
+
+impl Group {
+    /// A group of voters `1..=voters`, initialized by node 1, with a leader.
+    async fn start(voters: u64) -> Self {
+        let mut group = Group {
+            net: Arc::default(),
+            members: BTreeMap::new(),
+        };
+        for id in 1..=voters {
+            group.add_node(id).await;
+        }
+        let members: BTreeMap<NodeId, Node> = (1..=voters)
+            .map(|id| (id, Node::new(format!("n{id}"))))
+            .collect();
+        group.raft(1).initialize(members).await.unwrap();
+        group.wait_for_leader(None).await;
+        group
+    }
+
+    /// Starts node `id` (not yet a member).
+    async fn add_node(&mut self, id: NodeId) {
+        let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+        let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline).unwrap();
+        let sm = StateMachineStore::open(
+            engine.clone(),
+            PREFIX,
+            KvMachine::default(),
+            Durability::Inline,
+        )
+        .unwrap();
+        let transport = Arc::new(Local {
+            net: self.net.clone(),
+            me: id,
+        });
+        let network = Network::new(transport.clone(), G);
+        let raft = Raft::new(id, config(), network, log, sm).await.unwrap();
+        let router = Arc::new(Router::new());
+        router.add_group(G, raft.clone());
+        self.net.routers.write().insert(id, router);
+        self.members.insert(
+            id,
+            Member {
+                engine,
+                proposer: Proposer::new(raft),
+                transport,
+            },
+        );
+    }
+
+    fn raft(&self, id: NodeId) -> &Raft {
+        self.members[&id].proposer.raft()
+    }
+
+    /// The node that leads in the highest term, if any.
+    fn leader(&self) -> Option<NodeId> {
+        leader_among(self.members.values().map(|m| &m.proposer))
+    }
+
+    /// Waits for a leader (other than `not`); answers it.
+    async fn wait_for_leader(&self, not: Option<NodeId>) -> NodeId {
+        for _ in 0..400 {
+            if let Some(l) = self.leader().filter(|l| Some(*l) != not) {
+                return l;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("no leader within 10 s");
+    }
+
+    async fn transfer(&self, from: NodeId, to: NodeId, timeout: Duration) -> Result<Transferred, TransferError> {
+        let m = &self.members[&from];
+        m.proposer
+            .transfer_leader(&*m.transport, G, to, timeout)
+            .await
+    }
+
+    async fn put(&self, at: NodeId, key: &str) -> Result<Reply, ProposeError> {
+        let cmd = KvCommand::Put {
+            key: key.into(),
+            value: format!("v-{key}"),
+        };
+        self.members[&at]
+            .proposer
+            .propose(Command(cmd.encode().unwrap()))
+            .await
+    }
+
+    fn map(&self, id: NodeId) -> BTreeMap<String, String> {
+        let engine = &*self.members[&id].engine;
+        let spaces = state_spaces(engine, PREFIX, &[KvMachine::KIND.to_owned()]).unwrap();
+        read_map(engine, &spaces[0]).unwrap()
+    }
+
+    /// Waits until every running replica holds the same map and applied position.
+    async fn converged(&self, ids: &[NodeId]) -> BTreeMap<String, String> {
+        for _ in 0..400 {
+            let applied: Vec<_> = ids
+                .iter()
+                .map(|id| applied_log_id(&*self.members[id].engine, PREFIX).unwrap())
+                .collect();
+            let first = self.map(ids[0]);
+            if applied.windows(2).all(|w| w[0] == w[1]) && ids.iter().all(|id| self.map(*id) == first) {
+                return first;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("replicas {ids:?} did not converge");
+    }
+
+    async fn shutdown(self) {
+        for m in self.members.values() {
+            m.proposer.raft().shutdown().await.unwrap();
+        }
+    }
+}
+
+fn leader_among<'a>(proposers: impl Iterator<Item = &'a Proposer>) -> Option<NodeId> {
+    proposers
+        .map(|p| p.raft().metrics().borrow().clone())
+        .filter(|m| m.state == ServerState::Leader)
+        .max_by_key(|m| m.current_term)
+        .map(|m| m.id)
+}
+
+fn term(raft: &Raft) -> u64 {
+    raft.metrics().borrow().current_term
+}
+
+const TIMEOUT: Duration = Duration::from_secs(3);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_moves_to_each_follower_in_turn_and_back() {
+    let group = Group::start(3).await;
+    let mut leader = group.wait_for_leader(None).await;
+    group.put(leader, "before").await.unwrap();
+    // Led longer than the lease (election_timeout_max): the leader grants at once.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut times = Vec::new();
+    // To each other voter in turn, then back to node 1 (the configured primary).
+    let mut order: Vec<NodeId> = (1..=3).filter(|id| *id != leader).collect();
+    order.push(1);
+    for target in order {
+        if target == leader {
+            continue;
+        }
+        let before = term(group.raft(leader));
+        let done = group.transfer(leader, target, TIMEOUT).await.unwrap();
+        assert!(!done.quiet, "three voters take the direct path");
+        assert!(done.term > before);
+        // The old leader saw the new one lead; the new one's metrics may lag a moment.
+        assert_eq!(group.wait_for_leader(Some(leader)).await, target);
+        times.push(done.elapsed);
+        // The new leader serves writes; the old one sends proposers there.
+        group.put(target, &format!("at-{target}")).await.unwrap();
+        assert!(matches!(
+            group.put(leader, "stale").await,
+            Err(ProposeError::NotLeader { leader: Some(l) }) if l == target
+        ));
+        leader = target;
+    }
+    assert_eq!(leader, 1);
+    // The first transfer did not wait for the leader's lease; the others (from leaders
+    // elected just before) did.
+    eprintln!("in-process transfers (3 voters, direct path): {times:?}");
+    assert!(times[0] < Duration::from_millis(300), "{times:?}");
+    let map = group.converged(&[1, 2, 3]).await;
+    assert!(map.contains_key("before") && map.contains_key("at-2") && map.contains_key("at-3"));
+    assert!(!map.contains_key("stale"));
+    group.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfers_under_a_write_load_lose_no_acknowledged_write() {
+    let group = Arc::new(Group::start(3).await);
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let fenced = Arc::new(Mutex::new(0usize));
+    let mut writers = Vec::new();
+    for w in 0..3 {
+        let (group, acked, stop, fenced) = (group.clone(), acked.clone(), stop.clone(), fenced.clone());
+        writers.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("w{w}-{i:05}");
+                let Some(at) = group.leader() else {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    continue;
+                };
+                match group.put(at, &key).await {
+                    Ok(_) => {
+                        acked.lock().push(key);
+                        i += 1;
+                    }
+                    Err(ProposeError::Transferring { .. }) => {
+                        *fenced.lock() += 1;
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    // Not acknowledged: it may or may not be applied; the key is retried.
+                    Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+                }
+            }
+        }));
+    }
+    let mut times = Vec::new();
+    for round in 0..6 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let leader = group.wait_for_leader(None).await;
+        let target = leader % 3 + 1;
+        let done = group.transfer(leader, target, TIMEOUT).await;
+        let done = done.unwrap_or_else(|e| panic!("round {round}: n{leader} -> n{target}: {e}"));
+        times.push(done.elapsed);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let map = group.converged(&[1, 2, 3]).await;
+    let acked = acked.lock();
+    assert!(acked.len() > 50, "only {} writes acknowledged", acked.len());
+    let missing: Vec<_> = acked.iter().filter(|k| !map.contains_key(*k)).collect();
+    assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
+    assert!(*fenced.lock() > 0, "no proposal met the fence");
+    eprintln!(
+        "in-process transfers under load: {} writes acknowledged, {} fenced, transfers {times:?}",
+        acked.len(),
+        fenced.lock()
+    );
+    if let Ok(group) = Arc::try_unwrap(group) {
+        group.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_to_a_partitioned_or_stopped_node_times_out_and_the_leader_keeps_serving() {
+    let group = Group::start(3).await;
+    let leader = group.wait_for_leader(None).await;
+    group.put(leader, "a").await.unwrap();
+    let cut = leader % 3 + 1;
+    let before = term(group.raft(leader));
+
+    // Caught up, then cut off: the hand-off cannot reach it.
+    group.converged(&[1, 2, 3]).await;
+    group.net.cut.write().insert(cut);
+    let t = std::time::Instant::now();
+    let err = group.transfer(leader, cut, Duration::from_secs(1)).await.unwrap_err();
+    assert!(
+        matches!(err, TransferError::TimedOut { stage: Stage::HandOff, .. }),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
+    assert_eq!(group.leader(), Some(leader));
+    assert_eq!(term(group.raft(leader)), before);
+    group.put(leader, "b").await.unwrap();
+    // Healed: the cut node's own elections (it heard no leader) may depose the leader
+    // once (openraft has no pre-vote); that is not the transfer's doing.
+    group.net.cut.write().remove(&cut);
+    group.put(group.wait_for_leader(None).await, "c").await.ok();
+    group.converged(&[1, 2, 3]).await;
+
+    // Stopped: its router is gone and its node shut down.
+    let leader = group.wait_for_leader(None).await;
+    let stopped = leader % 3 + 1;
+    let before = term(group.raft(leader));
+    group.net.routers.write().remove(&stopped);
+    group.raft(stopped).shutdown().await.unwrap();
+    group.put(leader, "d").await.unwrap();
+    let err = group.transfer(leader, stopped, Duration::from_secs(1)).await.unwrap_err();
+    let m = group.raft(leader).metrics().borrow().clone();
+    assert!(
+        matches!(err, TransferError::TimedOut { stage: Stage::CatchUp, .. }),
+        "{err}; the leader's metrics: {m:?}"
+    );
+    assert_eq!(group.leader(), Some(leader));
+    assert_eq!(term(group.raft(leader)), before);
+    group.put(leader, "e").await.unwrap();
+    let live: Vec<NodeId> = (1..=3).filter(|id| *id != stopped).collect();
+    let map = group.converged(&live).await;
+    for key in ["a", "b", "d", "e"] {
+        assert!(map.contains_key(key), "{key} lost");
+    }
+    for id in live {
+        group.raft(id).shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn learners_strangers_followers_and_a_second_transfer_are_refused() {
+    let mut group = Group::start(3).await;
+    let leader = group.wait_for_leader(None).await;
+    group.add_node(4).await;
+    group
+        .raft(leader)
+        .add_learner(4, Node::new("n4"), true)
+        .await
+        .unwrap();
+    let follower = leader % 3 + 1;
+    let err = group.transfer(leader, 4, TIMEOUT).await.unwrap_err();
+    assert!(matches!(err, TransferError::TargetIsLearner(4)), "{err}");
+    assert!(err.to_string().contains("learner"));
+    let err = group.transfer(leader, 9, TIMEOUT).await.unwrap_err();
+    assert!(matches!(err, TransferError::NotAMember(9)), "{err}");
+    let err = group.transfer(leader, leader, TIMEOUT).await.unwrap_err();
+    assert!(matches!(err, TransferError::TargetIsSelf(_)), "{err}");
+    let err = group.transfer(follower, leader, TIMEOUT).await.unwrap_err();
+    assert!(
+        matches!(err, TransferError::NotLeader { leader: Some(l) } if l == leader),
+        "{err}"
+    );
+    // A second transfer while one holds the fence; proposals meet the fence meanwhile.
+    let _held = group.members[&leader].proposer.fence.raise(follower).unwrap();
+    let err = group.transfer(leader, follower, TIMEOUT).await.unwrap_err();
+    assert!(matches!(err, TransferError::AlreadyTransferring(f) if f == follower), "{err}");
+    assert!(matches!(
+        group.put(leader, "x").await,
+        Err(ProposeError::Transferring { target }) if target == follower
+    ));
+    drop(_held);
+    group.put(leader, "x").await.unwrap();
+    assert_eq!(group.leader(), Some(leader));
+    group.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_or_early_timeout_now_is_refused() {
+    let group = Group::start(3).await;
+    let leader = group.wait_for_leader(None).await;
+    group.put(leader, "a").await.unwrap();
+    group.converged(&[1, 2, 3]).await;
+    let follower = leader % 3 + 1;
+    let m = group.raft(leader).metrics().borrow().clone();
+    let router = group.net.routers.read()[&follower].clone();
+    let last = m.last_applied;
+    // A vote of an earlier term: a delayed TimeoutNow starts no election.
+    let old = Vote::new_committed(m.current_term - 1, leader);
+    let answer = router.handle(G, RaftRequest::TimeoutNow { vote: old, last_log_id: last }).await;
+    assert!(matches!(answer, RaftResponse::Refused(ref w) if w.contains("does not follow")), "{answer:?}");
+    // A log the follower does not hold yet.
+    let ahead = last.map(|mut l| {
+        l.index += 10;
+        l
+    });
+    let answer = router.handle(G, RaftRequest::TimeoutNow { vote: m.vote, last_log_id: ahead }).await;
+    assert!(matches!(answer, RaftResponse::Refused(ref w) if w.contains("caught up")), "{answer:?}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(group.leader(), Some(leader));
+    assert_eq!(term(group.raft(leader)), m.current_term);
+    group.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_voters_take_the_quiet_path_and_a_failed_one_leaves_the_leader_in_charge() {
+    let group = Group::start(5).await;
+    let leader = group.wait_for_leader(None).await;
+    group.put(leader, "a").await.unwrap();
+    let target = leader % 5 + 1;
+    let done = group.transfer(leader, target, TIMEOUT).await.unwrap();
+    assert!(done.quiet);
+    assert_eq!(group.leader(), Some(target));
+    eprintln!("in-process transfer (5 voters, quiet path): {:?}", done.elapsed);
+    group.put(target, "b").await.unwrap();
+
+    // The target cut off after catching up: heartbeats resume in time, no election.
+    let next = target % 5 + 1;
+    group.converged(&[1, 2, 3, 4, 5]).await;
+    let before = term(group.raft(target));
+    group.net.cut.write().insert(next);
+    let err = group.transfer(target, next, TIMEOUT).await.unwrap_err();
+    assert!(matches!(err, TransferError::TimedOut { stage: Stage::HandOff, .. }), "{err}");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(group.leader(), Some(target));
+    assert_eq!(term(group.raft(target)), before);
+    group.put(target, "c").await.unwrap();
+    group.net.cut.write().remove(&next);
+    assert_eq!(group.converged(&[1, 2, 3, 4, 5]).await.len(), 3);
+    group.shutdown().await;
+}
