@@ -17,8 +17,9 @@
 //!    membership ([`TransferError::TargetIsLearner`], [`TransferError::NotAMember`]).
 //! 2. Fence: new proposals get [`crate::ProposeError::Transferring`]; proposals already
 //!    in flight are awaited, so the leader's log stops growing.
-//! 3. Catch up: wait until the leader's replication metrics show `target` has matched
-//!    the leader's last log id.
+//! 3. Catch up: read the leader's committed log id from its core (the metrics may lag
+//!    behind a write just acknowledged), then wait until the leader's replication
+//!    metrics show `target` has matched it and the leader's last log id.
 //! 4. Votes. *Direct* (three voters or fewer: `target` and the leader are a majority):
 //!    wait until the leader's own lease has run out (only if it was elected less than
 //!    `election_timeout_max` ago); heartbeats continue, so the other followers stay put.
@@ -199,7 +200,13 @@ impl Proposer {
         if !self.fence.drained(left(deadline)).await {
             return Err(timed_out(Stage::Drain, None));
         }
-        let last = caught_up(raft, target, &m.vote, deadline)
+        // Read from the core, not the metrics (which may lag): every acknowledged
+        // proposal's entry is at or below it.
+        let committed = raft
+            .with_raft_state(|s| s.committed)
+            .await
+            .map_err(|e| TransferError::Stopped(e.to_string()))?;
+        let last = caught_up(raft, target, &m.vote, committed, deadline)
             .await?
             .ok_or_else(|| timed_out(Stage::CatchUp, None))?;
 
@@ -268,12 +275,14 @@ fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
 }
 
-/// Waits until `target` has matched the leader's last log id; answers that log id, or
-/// `None` at the deadline. Fails if this node stops leading in `vote`.
+/// Waits until `target` has matched `committed` and the leader's last log id as the
+/// metrics show it; answers the matched log id, or `None` at the deadline. Fails if this
+/// node stops leading in `vote`.
 async fn caught_up(
     raft: &Raft,
     target: NodeId,
     vote: &Vote,
+    committed: Option<LogId>,
     deadline: Instant,
 ) -> Result<Option<Option<LogId>>, TransferError> {
     let mut metrics = raft.metrics();
@@ -287,7 +296,7 @@ async fn caught_up(
         }
         let matched = m.replication.as_ref().and_then(|r| r.get(&target).cloned());
         if let Some(matched) = matched {
-            if matched.map(|l| l.index) == m.last_log_index {
+            if matched >= committed && matched.map(|l| l.index) == m.last_log_index {
                 return Ok(Some(matched));
             }
         }

@@ -427,7 +427,7 @@ async fn five_voters_take_the_quiet_path_and_a_failed_one_leaves_the_leader_in_c
     let target = leader % 5 + 1;
     let done = group.transfer(leader, target, TIMEOUT).await.unwrap();
     assert!(done.quiet);
-    assert_eq!(group.leader(), Some(target));
+    assert_eq!(group.wait_for_leader(Some(leader)).await, target);
     eprintln!("in-process transfer (5 voters, quiet path): {:?}", done.elapsed);
     group.put(target, "b").await.unwrap();
 
