@@ -3,8 +3,13 @@
 //! (a crash that also loses every write not yet fsynced), message loss (links that
 //! break connections) and held (delayed) links.
 //!
+//! Leader transfers ([`replication::Proposer::transfer_leader`]) are among the faults: to
+//! a random node, sometimes with a node crashing while it runs; and once the first
+//! leader, partitioned away and replaced, is back, leadership is handed back to it (the
+//! configured primary returning), which must succeed.
+//!
 //! Checks: never two leaders in one term; a new leader is elected after the leader is
-//! partitioned away; after healing,
+//! partitioned away; the hand-back succeeds; after healing,
 //! every acknowledged write is present on every replica, and the replicas converge to
 //! identical state and applied position.
 //!
@@ -50,6 +55,10 @@ struct Outcome {
     /// The replicas' common applied position at the end (a fingerprint of the run).
     applied: Option<replication::LogId>,
     election: Duration,
+    /// The transfer back to the first leader once it returned.
+    handback: Duration,
+    /// Every transfer: from, to, time taken or why it failed.
+    transfers: Vec<(NodeId, NodeId, Result<Duration, String>)>,
     snapshots: u64,
     faults: BTreeMap<&'static str, u32>,
 }
@@ -79,7 +88,9 @@ fn a_seed_replays_the_same_run() {
         fault_phase: Duration::from_secs(6),
     };
     let seed = seeds_from_env(&[5])[0];
-    let fingerprint = |o: Outcome| (o.acked, o.applied, o.election, o.snapshots, o.faults);
+    let fingerprint = |o: Outcome| {
+        (o.acked, o.applied, o.election, o.handback, o.transfers, o.snapshots, o.faults)
+    };
     let first = fingerprint(simulate(seed, &plan));
     let second = fingerprint(simulate(seed, &plan));
     assert_eq!(first, second, "seed {seed} did not replay identically");
@@ -106,16 +117,30 @@ fn run_seed(seed: u64, plan: &Plan) {
     eprintln!("replication sim: seed {seed} (rerun alone with PONDER_SIM_SEED={seed})");
     let started = std::time::Instant::now();
     let outcome = simulate(seed, plan);
+    let done: Vec<u128> = outcome
+        .transfers
+        .iter()
+        .filter_map(|(_, _, r)| r.as_ref().ok().map(|d| d.as_millis()))
+        .collect();
     eprintln!(
         "replication sim: seed {seed} passed in {:.1} s: {} writes acknowledged, all at {}, \
-         new leader {} ms after the leader's partition, {} snapshots installed, faults {:?}",
+         new leader {} ms after the leader's partition, leadership handed back in {} ms, \
+         transfers {} of {} done (ms: {done:?}), {} snapshots installed, faults {:?}",
         started.elapsed().as_secs_f64(),
         outcome.acked,
         outcome.applied.map_or("-".to_string(), |a| a.to_string()),
         outcome.election.as_millis(),
+        outcome.handback.as_millis(),
+        done.len(),
+        outcome.transfers.len(),
         outcome.snapshots,
         outcome.faults,
     );
+    for (from, to, r) in &outcome.transfers {
+        if let Err(why) = r {
+            eprintln!("  transfer n{from} -> n{to} failed: {why}");
+        }
+    }
 }
 
 fn simulate(seed: u64, plan: &Plan) -> Outcome {
@@ -159,6 +184,10 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
                             break;
                         }
                         Ok(WriteAnswer::NotLeader(Some(l))) => target = l,
+                        Ok(WriteAnswer::Transferring(to)) => {
+                            target = to;
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
                         _ => {
                             target = ids[(ids.iter().position(|x| *x == target).unwrap_or(0) + 1)
                                 % ids.len()];
@@ -199,6 +228,22 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
     assert_ne!(new_leader, leader);
     heal(&mut sim, &names, &mut BTreeSet::new());
 
+    // 1b. The old leader (the configured primary) is back: leadership is handed to it.
+    run_for(&mut sim, &mut watch, Duration::from_millis(500));
+    *cluster.transfer_to.lock() = Some(leader);
+    let back = run_until(&mut sim, &mut watch, Duration::from_secs(10), || {
+        cluster.transfers.lock().first().cloned()
+    })
+    .unwrap_or_else(|| panic!("seed {seed}: the transfer back to n{leader} was never taken"));
+    let handback = match back {
+        (_, to, Ok(took)) if to == leader => took,
+        other => panic!("seed {seed}: the transfer back to n{leader} failed: {other:?}"),
+    };
+    let led = run_until(&mut sim, &mut watch, Duration::from_secs(1), || {
+        leader_of(&cluster, &BTreeSet::new()).filter(|l| *l == leader)
+    });
+    assert_eq!(led, Some(leader), "seed {seed}: n{leader} does not lead after the transfer");
+
     // 2. Random faults, one outage at a time (a majority is usually up).
     let mut crashed: BTreeSet<NodeId> = BTreeSet::new();
     let end = sim.elapsed() + plan.fault_phase;
@@ -206,7 +251,7 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
         let victim = cluster.ids[rng.gen_range(0..cluster.ids.len())];
         let vname = host_name(victim);
         let length = Duration::from_millis(rng.gen_range(200..3000));
-        match rng.gen_range(0..5) {
+        match rng.gen_range(0..6) {
             0 => {
                 *faults.entry("partition").or_default() += 1;
                 isolate(&sim, &names, victim);
@@ -229,6 +274,29 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
                 crashed.insert(victim);
                 run_for(&mut sim, &mut watch, length);
                 heal(&mut sim, &names, &mut crashed);
+            }
+            5 => {
+                // A transfer to a node that does not lead (the victim if none leads),
+                // sometimes with a crash of a node (the target, the leader or the third)
+                // while it runs.
+                *faults.entry("transfer").or_default() += 1;
+                let followers: Vec<NodeId> = match leader_of(&cluster, &BTreeSet::new()) {
+                    Some(l) => cluster.ids.iter().copied().filter(|i| *i != l).collect(),
+                    None => vec![victim],
+                };
+                let to = followers[rng.gen_range(0..followers.len())];
+                *cluster.transfer_to.lock() = Some(to);
+                if rng.gen_bool(0.5) {
+                    *faults.entry("crash during transfer").or_default() += 1;
+                    run_for(&mut sim, &mut watch, Duration::from_millis(rng.gen_range(0..200)));
+                    let other = cluster.ids[rng.gen_range(0..cluster.ids.len())];
+                    sim.crash(host_name(other).as_str());
+                    crashed.insert(other);
+                }
+                run_for(&mut sim, &mut watch, length);
+                heal(&mut sim, &names, &mut crashed);
+                // A request no leader took is dropped.
+                cluster.transfer_to.lock().take();
             }
             2 => {
                 *faults.entry("message loss").or_default() += 1;
@@ -289,10 +357,13 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
         acked >= 10,
         "seed {seed}: only {acked} writes were acknowledged"
     );
+    let transfers = cluster.transfers.lock().clone();
     Outcome {
         acked,
         applied,
         election,
+        handback,
+        transfers,
         snapshots: cluster.snapshots_sent.load(Ordering::Relaxed),
         faults,
     }
