@@ -20,11 +20,15 @@
 //!   byte stream (the simulation's turmoil TCP).
 //! * [`Runtime`]: openraft's async runtime (tokio, with a seedable RNG for the election
 //!   timeouts, so a simulation seed fixes them).
+//! * [`Proposer`]: proposals to a group go through it ([`Proposer::propose`]), so that
+//!   [`Proposer::transfer_leader`] (module `transfer`) can fence them while it hands the
+//!   group's leadership to a chosen voter (openraft 0.9 has no leader transfer: fence,
+//!   catch up, then a [`RaftRequest::TimeoutNow`] makes the target campaign).
 //! * [`kv::KvMachine`]: a small key-value state machine, the test double.
 //!
 //! What is not here yet: TLS and authentication on the cluster port (until then it must
 //! only be reachable by the cluster's servers), wiring into the server and cluster,
-//! leader transfer, linearizable reads.
+//! linearizable reads.
 //!
 //! Invariants that hold across the modules: a group's log and state machine share one
 //! engine (one journal orders their writes; see `sm_store`); nothing that comes from the

@@ -32,7 +32,9 @@
 //!    `trigger().elect()`: a campaign at term + 1 that the leader and (quiet path) the
 //!    followers grant.
 //! 6. Wait until the leader's metrics show `target` leading a higher term. Heartbeats
-//!    are restored and the fence lowered on every exit.
+//!    resume when the quiet window closes (lease + `election_timeout_min`/2 after they
+//!    stopped; this assumes `heartbeat_interval` plus a round trip is shorter than
+//!    `election_timeout_min`/2) and on every exit; the fence is lowered on every exit.
 //!
 //! Why it is safe: nothing here bypasses Raft's rules. `target` wins only by a quorum of
 //! granted votes for a new term, so election safety (one leader per term) is openraft's;
@@ -116,8 +118,10 @@ pub enum TransferError {
     /// Another transfer holds the fence.
     #[error("a transfer to node {0} is already underway")]
     AlreadyTransferring(NodeId),
-    /// Leadership went elsewhere during the transfer (this node no longer leads).
-    #[error("leadership moved to {leader:?} instead of node {target}")]
+    /// This node lost the leadership of its term during the transfer, other than by the
+    /// target winning the election the transfer started (a crash, a partition, another
+    /// node's election).
+    #[error("this node lost leadership during the transfer to node {target} (the leader now: {leader:?})")]
     LeadershipLost {
         /// The intended target.
         target: NodeId,
@@ -215,10 +219,10 @@ impl Proposer {
         let heartbeat = Duration::from_millis(config.heartbeat_interval);
         // Direct when this node's grant and the target's own make a majority.
         let quiet = voters > 3;
-        let mut _paused = None;
+        let mut paused = None;
         let hand_off_by = if quiet {
             raft.runtime_config().heartbeat(false);
-            _paused = Some(HeartbeatsPaused(raft.clone()));
+            paused = Some(HeartbeatsPaused(raft.clone()));
             let stopped = Instant::now();
             tokio::time::sleep_until((stopped + lease + heartbeat).min(deadline)).await;
             // Past this, a follower's own election timer may fire: heartbeats must resume.
@@ -238,13 +242,23 @@ impl Proposer {
             return Err(timed_out(Stage::Lease, None));
         }
 
-        hand_off(raft, transport, group, target, &node, &m.vote, last, heartbeat, hand_off_by)
-            .await
-            .map_err(|e| timed_out(Stage::HandOff, Some(e)))?;
-        // A refused or lost hand-off on the quiet path: resume heartbeats before the
-        // followers' timers fire (the deadline above), then wait out the election.
-        drop(_paused);
+        hand_off(
+            raft,
+            transport,
+            group,
+            target,
+            &node,
+            &m.vote,
+            last,
+            heartbeat,
+            hand_off_by,
+        )
+        .await
+        .map_err(|e| timed_out(Stage::HandOff, Some(e)))?;
 
+        // Quiet path: heartbeats stay paused while the election runs (a heartbeat would
+        // renew the followers' leases under the target's vote requests), until the quiet
+        // window closes.
         let mut metrics = raft.metrics();
         loop {
             let m = metrics.borrow_and_update().clone();
@@ -261,7 +275,13 @@ impl Proposer {
                     quiet,
                 });
             }
-            match tokio::time::timeout(left(deadline), metrics.changed()).await {
+            let until = if paused.is_some() {
+                hand_off_by
+            } else {
+                deadline
+            };
+            match tokio::time::timeout(left(until), metrics.changed()).await {
+                Err(_) if paused.is_some() => paused = None,
                 Err(_) => return Err(timed_out(Stage::Election, None)),
                 Ok(Err(e)) => return Err(TransferError::Stopped(e.to_string())),
                 Ok(Ok(())) => {}
@@ -348,7 +368,11 @@ async fn hand_off<T: Transport>(
 
 /// The receiving side of [`RaftRequest::TimeoutNow`]: starts an election if this node
 /// still follows the leader of `vote`, votes, and holds the leader's `last_log_id`.
-pub(crate) async fn timeout_now(raft: &Raft, vote: Vote, last_log_id: Option<LogId>) -> RaftResponse {
+pub(crate) async fn timeout_now(
+    raft: &Raft,
+    vote: Vote,
+    last_log_id: Option<LogId>,
+) -> RaftResponse {
     let m = raft.metrics().borrow().clone();
     if m.vote.leader_id() != vote.leader_id() || !m.vote.is_committed() {
         return RaftResponse::Refused(format!(
@@ -356,7 +380,12 @@ pub(crate) async fn timeout_now(raft: &Raft, vote: Vote, last_log_id: Option<Log
             m.id, m.vote
         ));
     }
-    if !m.membership_config.membership().voter_ids().any(|v| v == m.id) {
+    if !m
+        .membership_config
+        .membership()
+        .voter_ids()
+        .any(|v| v == m.id)
+    {
         return RaftResponse::Refused(format!("node {} is not a voter", m.id));
     }
     if m.last_log_index < last_log_id.map(|l| l.index) {

@@ -138,7 +138,12 @@ impl Group {
         panic!("no leader within 10 s");
     }
 
-    async fn transfer(&self, from: NodeId, to: NodeId, timeout: Duration) -> Result<Transferred, TransferError> {
+    async fn transfer(
+        &self,
+        from: NodeId,
+        to: NodeId,
+        timeout: Duration,
+    ) -> Result<Transferred, TransferError> {
         let m = &self.members[&from];
         m.proposer
             .transfer_leader(&*m.transport, G, to, timeout)
@@ -170,7 +175,9 @@ impl Group {
                 .map(|id| applied_log_id(&*self.members[id].engine, PREFIX).unwrap())
                 .collect();
             let first = self.map(ids[0]);
-            if applied.windows(2).all(|w| w[0] == w[1]) && ids.iter().all(|id| self.map(*id) == first) {
+            if applied.windows(2).all(|w| w[0] == w[1])
+                && ids.iter().all(|id| self.map(*id) == first)
+            {
                 return first;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -248,7 +255,8 @@ async fn transfers_under_a_write_load_lose_no_acknowledged_write() {
     let fenced = Arc::new(Mutex::new(0usize));
     let mut writers = Vec::new();
     for w in 0..3 {
-        let (group, acked, stop, fenced) = (group.clone(), acked.clone(), stop.clone(), fenced.clone());
+        let (group, acked, stop, fenced) =
+            (group.clone(), acked.clone(), stop.clone(), fenced.clone());
         writers.push(tokio::spawn(async move {
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
@@ -314,12 +322,25 @@ async fn a_transfer_to_a_partitioned_or_stopped_node_times_out_and_the_leader_ke
     group.converged(&[1, 2, 3]).await;
     group.net.cut.write().insert(cut);
     let t = std::time::Instant::now();
-    let err = group.transfer(leader, cut, Duration::from_secs(1)).await.unwrap_err();
+    let err = group
+        .transfer(leader, cut, Duration::from_secs(1))
+        .await
+        .unwrap_err();
     assert!(
-        matches!(err, TransferError::TimedOut { stage: Stage::HandOff, .. }),
+        matches!(
+            err,
+            TransferError::TimedOut {
+                stage: Stage::HandOff,
+                ..
+            }
+        ),
         "{err}"
     );
-    assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
     assert_eq!(group.leader(), Some(leader));
     assert_eq!(term(group.raft(leader)), before);
     group.put(leader, "b").await.unwrap();
@@ -336,10 +357,19 @@ async fn a_transfer_to_a_partitioned_or_stopped_node_times_out_and_the_leader_ke
     group.net.routers.write().remove(&stopped);
     group.raft(stopped).shutdown().await.unwrap();
     group.put(leader, "d").await.unwrap();
-    let err = group.transfer(leader, stopped, Duration::from_secs(1)).await.unwrap_err();
+    let err = group
+        .transfer(leader, stopped, Duration::from_secs(1))
+        .await
+        .unwrap_err();
     let m = group.raft(leader).metrics().borrow().clone();
     assert!(
-        matches!(err, TransferError::TimedOut { stage: Stage::CatchUp, .. }),
+        matches!(
+            err,
+            TransferError::TimedOut {
+                stage: Stage::CatchUp,
+                ..
+            }
+        ),
         "{err}; the leader's metrics: {m:?}"
     );
     assert_eq!(group.leader(), Some(leader));
@@ -379,9 +409,16 @@ async fn learners_strangers_followers_and_a_second_transfer_are_refused() {
         "{err}"
     );
     // A second transfer while one holds the fence; proposals meet the fence meanwhile.
-    let _held = group.members[&leader].proposer.fence.raise(follower).unwrap();
+    let _held = group.members[&leader]
+        .proposer
+        .fence
+        .raise(follower)
+        .unwrap();
     let err = group.transfer(leader, follower, TIMEOUT).await.unwrap_err();
-    assert!(matches!(err, TransferError::AlreadyTransferring(f) if f == follower), "{err}");
+    assert!(
+        matches!(err, TransferError::AlreadyTransferring(f) if f == follower),
+        "{err}"
+    );
     assert!(matches!(
         group.put(leader, "x").await,
         Err(ProposeError::Transferring { target }) if target == follower
@@ -404,15 +441,37 @@ async fn a_stale_or_early_timeout_now_is_refused() {
     let last = m.last_applied;
     // A vote of an earlier term: a delayed TimeoutNow starts no election.
     let old = Vote::new_committed(m.current_term - 1, leader);
-    let answer = router.handle(G, RaftRequest::TimeoutNow { vote: old, last_log_id: last }).await;
-    assert!(matches!(answer, RaftResponse::Refused(ref w) if w.contains("does not follow")), "{answer:?}");
+    let answer = router
+        .handle(
+            G,
+            RaftRequest::TimeoutNow {
+                vote: old,
+                last_log_id: last,
+            },
+        )
+        .await;
+    assert!(
+        matches!(answer, RaftResponse::Refused(ref w) if w.contains("does not follow")),
+        "{answer:?}"
+    );
     // A log the follower does not hold yet.
     let ahead = last.map(|mut l| {
         l.index += 10;
         l
     });
-    let answer = router.handle(G, RaftRequest::TimeoutNow { vote: m.vote, last_log_id: ahead }).await;
-    assert!(matches!(answer, RaftResponse::Refused(ref w) if w.contains("caught up")), "{answer:?}");
+    let answer = router
+        .handle(
+            G,
+            RaftRequest::TimeoutNow {
+                vote: m.vote,
+                last_log_id: ahead,
+            },
+        )
+        .await;
+    assert!(
+        matches!(answer, RaftResponse::Refused(ref w) if w.contains("caught up")),
+        "{answer:?}"
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(group.leader(), Some(leader));
     assert_eq!(term(group.raft(leader)), m.current_term);
@@ -428,7 +487,10 @@ async fn five_voters_take_the_quiet_path_and_a_failed_one_leaves_the_leader_in_c
     let done = group.transfer(leader, target, TIMEOUT).await.unwrap();
     assert!(done.quiet);
     assert_eq!(group.wait_for_leader(Some(leader)).await, target);
-    eprintln!("in-process transfer (5 voters, quiet path): {:?}", done.elapsed);
+    eprintln!(
+        "in-process transfer (5 voters, quiet path): {:?}",
+        done.elapsed
+    );
     group.put(target, "b").await.unwrap();
 
     // The target cut off after catching up: heartbeats resume in time, no election.
@@ -437,7 +499,16 @@ async fn five_voters_take_the_quiet_path_and_a_failed_one_leaves_the_leader_in_c
     let before = term(group.raft(target));
     group.net.cut.write().insert(next);
     let err = group.transfer(target, next, TIMEOUT).await.unwrap_err();
-    assert!(matches!(err, TransferError::TimedOut { stage: Stage::HandOff, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            TransferError::TimedOut {
+                stage: Stage::HandOff,
+                ..
+            }
+        ),
+        "{err}"
+    );
     tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(group.leader(), Some(target));
     assert_eq!(term(group.raft(target)), before);

@@ -178,7 +178,10 @@ async fn leadership_moves_around_the_group_under_writes_over_tcp() {
         .map(|(i, n)| (i as u64 + 1, Node::new(n.addr.clone())))
         .collect();
     nodes[0].rafts[&g].initialize(members).await.unwrap();
-    let proposers: Vec<Proposer> = nodes.iter().map(|n| Proposer::new(n.rafts[&g].clone())).collect();
+    let proposers: Vec<Proposer> = nodes
+        .iter()
+        .map(|n| Proposer::new(n.rafts[&g].clone()))
+        .collect();
     let leader_of = |proposers: &[Proposer]| {
         proposers
             .iter()
@@ -197,9 +200,15 @@ async fn leadership_moves_around_the_group_under_writes_over_tcp() {
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
                 let key = format!("k{i:05}");
-                let cmd = KvCommand::Put { key: key.clone(), value: "v".into() };
+                let cmd = KvCommand::Put {
+                    key: key.clone(),
+                    value: "v".into(),
+                };
                 let at = leader_of(&proposers).unwrap_or(1);
-                match proposers[at as usize - 1].propose(Command(cmd.encode().unwrap())).await {
+                match proposers[at as usize - 1]
+                    .propose(Command(cmd.encode().unwrap()))
+                    .await
+                {
                     Ok(_) => {
                         acked.push(key);
                         i += 1;
@@ -221,7 +230,12 @@ async fn leadership_moves_around_the_group_under_writes_over_tcp() {
         }
         let p = &proposers[leader as usize - 1];
         let done = p
-            .transfer_leader(&*nodes[leader as usize - 1].transport, g, target, Duration::from_secs(5))
+            .transfer_leader(
+                &*nodes[leader as usize - 1].transport,
+                g,
+                target,
+                Duration::from_secs(5),
+            )
             .await
             .unwrap_or_else(|e| panic!("n{leader} -> n{target}: {e}"));
         times.push(done.elapsed);
@@ -239,7 +253,10 @@ async fn leadership_moves_around_the_group_under_writes_over_tcp() {
     let map = map_of(&nodes[0], g);
     let lost: Vec<_> = acked.iter().filter(|k| !map.contains_key(*k)).collect();
     assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
-    eprintln!("TCP transfers under writes ({} acknowledged): {times:?}", acked.len());
+    eprintln!(
+        "TCP transfers under writes ({} acknowledged): {times:?}",
+        acked.len()
+    );
     for p in &proposers {
         p.raft().shutdown().await.unwrap();
     }

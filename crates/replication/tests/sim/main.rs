@@ -89,7 +89,15 @@ fn a_seed_replays_the_same_run() {
     };
     let seed = seeds_from_env(&[5])[0];
     let fingerprint = |o: Outcome| {
-        (o.acked, o.applied, o.election, o.handback, o.transfers, o.snapshots, o.faults)
+        (
+            o.acked,
+            o.applied,
+            o.election,
+            o.handback,
+            o.transfers,
+            o.snapshots,
+            o.faults,
+        )
     };
     let first = fingerprint(simulate(seed, &plan));
     let second = fingerprint(simulate(seed, &plan));
@@ -242,7 +250,11 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
     let led = run_until(&mut sim, &mut watch, Duration::from_secs(1), || {
         leader_of(&cluster, &BTreeSet::new()).filter(|l| *l == leader)
     });
-    assert_eq!(led, Some(leader), "seed {seed}: n{leader} does not lead after the transfer");
+    assert_eq!(
+        led,
+        Some(leader),
+        "seed {seed}: n{leader} does not lead after the transfer"
+    );
 
     // 2. Random faults, one outage at a time (a majority is usually up).
     let mut crashed: BTreeSet<NodeId> = BTreeSet::new();
@@ -288,7 +300,11 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
                 *cluster.transfer_to.lock() = Some(to);
                 if rng.gen_bool(0.5) {
                     *faults.entry("crash during transfer").or_default() += 1;
-                    run_for(&mut sim, &mut watch, Duration::from_millis(rng.gen_range(0..200)));
+                    run_for(
+                        &mut sim,
+                        &mut watch,
+                        Duration::from_millis(rng.gen_range(0..200)),
+                    );
                     let other = cluster.ids[rng.gen_range(0..cluster.ids.len())];
                     sim.crash(host_name(other).as_str());
                     crashed.insert(other);
