@@ -37,7 +37,7 @@ pub enum ProposeError {
     },
     /// openraft refused or failed otherwise (membership change in progress, shut down).
     #[error(transparent)]
-    Raft(RaftError<NodeId, ClientWriteError<NodeId, Node>>),
+    Raft(Box<RaftError<NodeId, ClientWriteError<NodeId, Node>>>),
 }
 
 #[derive(Default)]
@@ -159,7 +159,7 @@ impl Proposer {
                     leader: f.leader_id,
                 })
             }
-            Err(e) => Err(ProposeError::Raft(e)),
+            Err(e) => Err(ProposeError::Raft(Box::new(e))),
         }
     }
 }

@@ -295,7 +295,7 @@ async fn transfers_under_a_write_load_lose_no_acknowledged_write() {
         w.await.unwrap();
     }
     let map = group.converged(&[1, 2, 3]).await;
-    let acked = acked.lock();
+    let acked = acked.lock().clone();
     assert!(acked.len() > 50, "only {} writes acknowledged", acked.len());
     let missing: Vec<_> = acked.iter().filter(|k| !map.contains_key(*k)).collect();
     assert!(missing.is_empty(), "acknowledged but lost: {missing:?}");
@@ -305,9 +305,10 @@ async fn transfers_under_a_write_load_lose_no_acknowledged_write() {
         acked.len(),
         fenced.lock()
     );
-    if let Ok(group) = Arc::try_unwrap(group) {
-        group.shutdown().await;
-    }
+    let Ok(group) = Arc::try_unwrap(group) else {
+        panic!("the writers still hold the group");
+    };
+    group.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,7 +42,7 @@ use replication::kv::KvCommand;
 use replication::openraft::ServerState;
 use replication::NodeId;
 
-use node::{host_name, run_node, write_to, Cluster, WriteAnswer};
+use node::{host_name, run_node, write_to, Cluster, TransferRecord, WriteAnswer};
 
 /// How long faults are injected, in simulated time.
 struct Plan {
@@ -58,7 +58,7 @@ struct Outcome {
     /// The transfer back to the first leader once it returned.
     handback: Duration,
     /// Every transfer: from, to, time taken or why it failed.
-    transfers: Vec<(NodeId, NodeId, Result<Duration, String>)>,
+    transfers: Vec<TransferRecord>,
     snapshots: u64,
     faults: BTreeMap<&'static str, u32>,
 }

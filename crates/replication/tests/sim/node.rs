@@ -28,6 +28,9 @@ pub fn host_name(id: NodeId) -> String {
     format!("n{id}")
 }
 
+/// A leader transfer done: from, to, and the time it took or why it failed.
+pub type TransferRecord = (NodeId, NodeId, Result<Duration, String>);
+
 /// What outlives a node's crashes, and what the test observes.
 pub struct Cluster {
     pub ids: Vec<NodeId>,
@@ -39,7 +42,7 @@ pub struct Cluster {
     /// A leader transfer the test asks for: the node that leads takes it.
     pub transfer_to: Mutex<Option<NodeId>>,
     /// Transfers done: from, to, and the time taken or why it failed.
-    pub transfers: Mutex<Vec<(NodeId, NodeId, Result<Duration, String>)>>,
+    pub transfers: Mutex<Vec<TransferRecord>>,
 }
 
 impl Cluster {
