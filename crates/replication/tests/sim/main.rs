@@ -29,6 +29,7 @@
 
 mod disk;
 mod node;
+mod steps;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,10 +40,10 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use replication::kv::KvCommand;
-use replication::openraft::ServerState;
 use replication::NodeId;
 
 use node::{host_name, run_node, write_to, Cluster, TransferRecord, WriteAnswer};
+use steps::{heal, isolate, leader_of, run_for, run_until, term_of, Watch};
 
 /// How long faults are injected, in simulated time.
 struct Plan {
@@ -383,91 +384,4 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
         snapshots: cluster.snapshots_sent.load(Ordering::Relaxed),
         faults,
     }
-}
-
-/// The node that leads in the highest term among live nodes not in `excluded`, if it
-/// sees itself as leader.
-fn leader_of(cluster: &Cluster, excluded: &BTreeSet<NodeId>) -> Option<NodeId> {
-    let rafts = cluster.rafts.lock();
-    rafts
-        .iter()
-        .filter(|(id, _)| !excluded.contains(id))
-        .map(|(id, r)| (*id, r.metrics().borrow().clone()))
-        .filter(|(_, m)| m.state == ServerState::Leader)
-        .max_by_key(|(_, m)| m.current_term)
-        .map(|(id, _)| id)
-}
-
-fn term_of(cluster: &Cluster, id: NodeId) -> u64 {
-    cluster.rafts.lock()[&id].metrics().borrow().current_term
-}
-
-/// Cuts `id` off from the other nodes (the client still reaches it).
-fn isolate(sim: &turmoil::Sim<'_>, names: &[String], id: NodeId) {
-    let me = host_name(id);
-    for n in names.iter().filter(|n| **n != me) {
-        sim.partition(me.as_str(), n.as_str());
-    }
-}
-
-/// Repairs every link and restarts crashed nodes.
-fn heal(sim: &mut turmoil::Sim<'_>, names: &[String], crashed: &mut BTreeSet<NodeId>) {
-    for a in names {
-        for b in names.iter().filter(|b| *b != a) {
-            sim.repair(a.as_str(), b.as_str());
-        }
-    }
-    sim.set_fail_rate(0.0);
-    for id in std::mem::take(crashed) {
-        sim.bounce(host_name(id).as_str());
-    }
-}
-
-/// Watches every step for two leaders in one term (Raft's election safety: it rests on
-/// votes being durable).
-struct Watch {
-    seed: u64,
-    cluster: Arc<Cluster>,
-    leaders: BTreeMap<u64, NodeId>,
-}
-
-impl Watch {
-    fn check(&mut self) {
-        for (id, raft) in self.cluster.rafts.lock().iter() {
-            let m = raft.metrics().borrow().clone();
-            if m.state == ServerState::Leader {
-                let first = *self.leaders.entry(m.current_term).or_insert(*id);
-                assert_eq!(
-                    first, *id,
-                    "seed {}: n{first} and n{id} both led term {}",
-                    self.seed, m.current_term
-                );
-            }
-        }
-    }
-}
-
-fn run_for(sim: &mut turmoil::Sim<'_>, watch: &mut Watch, d: Duration) {
-    let end = sim.elapsed() + d;
-    while sim.elapsed() < end {
-        sim.step().expect("simulation step");
-        watch.check();
-    }
-}
-
-/// Steps until `check` answers (checked every 10 ms of simulated time) or `limit` passes.
-fn run_until<T>(
-    sim: &mut turmoil::Sim<'_>,
-    watch: &mut Watch,
-    limit: Duration,
-    mut check: impl FnMut() -> Option<T>,
-) -> Option<T> {
-    let end = sim.elapsed() + limit;
-    while sim.elapsed() < end {
-        if let Some(t) = check() {
-            return Some(t);
-        }
-        run_for(sim, watch, Duration::from_millis(10));
-    }
-    check()
 }
