@@ -374,6 +374,12 @@ pub(crate) async fn timeout_now(
     last_log_id: Option<LogId>,
 ) -> RaftResponse {
     let m = raft.metrics().borrow().clone();
+    let mine = m.vote.leader_id();
+    if mine.node_id == m.id && mine.term > vote.leader_id().term {
+        // Already campaigning (or leading) past that term: an earlier TimeoutNow of this
+        // transfer got through and only its answer was lost.
+        return RaftResponse::ElectionStarted;
+    }
     if m.vote.leader_id() != vote.leader_id() || !m.vote.is_committed() {
         return RaftResponse::Refused(format!(
             "node {} does not follow the leader of vote {vote} (its vote is {})",

@@ -239,7 +239,7 @@ async fn learners_strangers_followers_and_a_second_transfer_are_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stale_or_early_timeout_now_is_refused() {
+async fn a_stale_or_early_timeout_now_is_refused_and_a_repeated_one_starts_no_second_election() {
     let group = Group::start(3).await;
     let leader = group.wait_for_leader(None).await;
     group.put(leader, "a").await.unwrap();
@@ -284,6 +284,34 @@ async fn a_stale_or_early_timeout_now_is_refused() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(group.leader(), Some(leader));
     assert_eq!(term(group.raft(leader)), m.current_term);
+
+    // The real one (the leader has led longer than its lease, so it grants at once);
+    // repeated after the follower won (an answer lost), it starts no second election.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let now = RaftRequest::TimeoutNow {
+        vote: m.vote,
+        last_log_id: last,
+    };
+    let answer = router.handle(G, now).await;
+    assert!(
+        matches!(answer, RaftResponse::ElectionStarted),
+        "{answer:?}"
+    );
+    assert_eq!(group.wait_for_leader(Some(leader)).await, follower);
+    let won = term(group.raft(follower));
+    assert_eq!(won, m.current_term + 1);
+    let again = RaftRequest::TimeoutNow {
+        vote: m.vote,
+        last_log_id: last,
+    };
+    let answer = router.handle(G, again).await;
+    assert!(
+        matches!(answer, RaftResponse::ElectionStarted),
+        "{answer:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(term(group.raft(follower)), won);
+    assert_eq!(group.leader(), Some(follower));
     group.shutdown().await;
 }
 
