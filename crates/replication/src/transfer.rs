@@ -53,6 +53,10 @@
 //! already have granted its vote and stepped down; the group then elects whoever can
 //! win, as after a leader crash (an error is returned, no write is lost).
 //!
+//! Only proposals through the [`Proposer`] (and its clones) are fenced: a membership
+//! change started during a transfer is not refused, it only makes the catch-up wait for
+//! its entries (a joint membership at the start is refused).
+//!
 //! What it costs: writes are fenced from the call until the new leader is known. On the
 //! direct path that is the catch-up plus one TimeoutNow and one vote round trip (plus up
 //! to `election_timeout_max` if the leader was elected just before); on the quiet path
