@@ -171,7 +171,16 @@ async fn operate(
         if proposer.raft().metrics().borrow().state != ServerState::Leader {
             continue;
         }
-        let Some(to) = cluster.transfer_to.lock().take() else {
+        // A request to hand leadership to this node is left to the node that leads (this
+        // one may be a deposed leader that has not heard of its successor yet).
+        let Some(to) = ({
+            let mut request = cluster.transfer_to.lock();
+            if *request == Some(id) {
+                None
+            } else {
+                request.take()
+            }
+        }) else {
             continue;
         };
         let started = tokio::time::Instant::now();
