@@ -141,9 +141,10 @@ fn run_seed(seed: u64, plan: &Plan) {
         outcome.election.as_millis(),
         outcome
             .handback
-            .map_or("- (it led again already)".into(), |d| d
-                .as_millis()
-                .to_string()),
+            .map_or("- (it led again on its own)".into(), |d| format!(
+                "in {} ms",
+                d.as_millis()
+            )),
         done.len(),
         outcome.transfers.len(),
         outcome.snapshots,
@@ -248,8 +249,10 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
         if let Some(record) = cluster.transfers.lock().first().cloned() {
             return Some(Some(record));
         }
-        // It may have won an election of its own after healing (no pre-vote in openraft).
-        (leader_of(&cluster, &BTreeSet::new()) == Some(leader)).then_some(None)
+        // It may have won an election of its own after healing (no pre-vote in openraft):
+        // it leads while the request is still untaken.
+        let untaken = cluster.transfer_to.lock().is_some();
+        (untaken && leader_of(&cluster, &BTreeSet::new()) == Some(leader)).then_some(None)
     })
     .unwrap_or_else(|| panic!("seed {seed}: the transfer back to n{leader} was never taken"));
     let handback = match back {
