@@ -43,7 +43,7 @@ use replication::kv::KvCommand;
 use replication::NodeId;
 
 use node::{host_name, run_node, write_to, Cluster, TransferRecord, WriteAnswer};
-use steps::{heal, isolate, leader_of, run_for, run_until, term_of, Watch};
+use steps::{heal, isolate, leader_of, run_for, run_until, settled, term_of, Watch};
 
 /// How long faults are injected, in simulated time.
 struct Plan {
@@ -242,8 +242,14 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
     assert_ne!(new_leader, leader);
     heal(&mut sim, &names, &mut BTreeSet::new());
 
-    // 1b. The old leader (the configured primary) is back: leadership is handed to it.
-    run_for(&mut sim, &mut watch, Duration::from_millis(500));
+    // 1b. The old leader (the configured primary) is back: once it follows the new
+    // leader (it may first disrupt the group with elections of its own: openraft has no
+    // pre-vote), leadership is handed to it.
+    run_until(&mut sim, &mut watch, Duration::from_secs(10), || {
+        settled(&cluster).then_some(())
+    })
+    .unwrap_or_else(|| panic!("seed {seed}: the group did not settle after healing"));
+    run_for(&mut sim, &mut watch, Duration::from_millis(300));
     *cluster.transfer_to.lock() = Some(leader);
     let back = run_until(&mut sim, &mut watch, Duration::from_secs(10), || {
         if let Some(record) = cluster.transfers.lock().first().cloned() {

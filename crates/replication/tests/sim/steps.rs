@@ -23,6 +23,19 @@ pub fn leader_of(cluster: &Cluster, excluded: &BTreeSet<NodeId>) -> Option<NodeI
         .map(|(id, _)| id)
 }
 
+/// Whether every node follows one leader in one term.
+pub fn settled(cluster: &Cluster) -> bool {
+    let rafts = cluster.rafts.lock();
+    let views: BTreeSet<_> = rafts
+        .values()
+        .map(|r| {
+            let m = r.metrics().borrow().clone();
+            (m.current_term, m.current_leader)
+        })
+        .collect();
+    rafts.len() == cluster.ids.len() && views.len() == 1 && views.iter().all(|(_, l)| l.is_some())
+}
+
 pub fn term_of(cluster: &Cluster, id: NodeId) -> u64 {
     cluster.rafts.lock()[&id].metrics().borrow().current_term
 }
