@@ -122,6 +122,61 @@ fn three_nodes_survive_random_faults_long() {
     }
 }
 
+/// Hands leadership back to `primary` once the group has settled, as a controller
+/// would: a failed attempt (the returning node may disrupt the group with elections of
+/// its own, openraft having no pre-vote) is retried once the group settles again, up to
+/// five attempts. Answers the successful transfer's time, or `None` if `primary` won an
+/// election of its own first.
+fn hand_back(
+    sim: &mut turmoil::Sim<'_>,
+    watch: &mut Watch,
+    cluster: &Cluster,
+    primary: NodeId,
+) -> Option<Duration> {
+    let seed = watch.seed;
+    let mut failures = Vec::new();
+    for _ in 0..5 {
+        run_until(sim, watch, Duration::from_secs(10), || {
+            settled(cluster).then_some(())
+        })
+        .unwrap_or_else(|| panic!("seed {seed}: the group did not settle"));
+        run_for(sim, watch, Duration::from_millis(300));
+        if leader_of(cluster, &BTreeSet::new()) == Some(primary) {
+            return None;
+        }
+        let before = cluster.transfers.lock().len();
+        *cluster.transfer_to.lock() = Some(primary);
+        let record = run_until(sim, watch, Duration::from_secs(10), || {
+            if let Some(record) = cluster.transfers.lock().get(before).cloned() {
+                return Some(Some(record));
+            }
+            // It won an election of its own while the request was untaken.
+            let untaken = cluster.transfer_to.lock().is_some();
+            (untaken && leader_of(cluster, &BTreeSet::new()) == Some(primary)).then_some(None)
+        })
+        .unwrap_or_else(|| panic!("seed {seed}: the transfer back to n{primary} was never taken"));
+        match record {
+            Some((_, to, Ok(took))) if to == primary => {
+                let led = run_until(sim, watch, Duration::from_secs(1), || {
+                    leader_of(cluster, &BTreeSet::new()).filter(|l| *l == primary)
+                });
+                assert_eq!(
+                    led,
+                    Some(primary),
+                    "seed {seed}: n{primary} does not lead after the transfer"
+                );
+                return Some(took);
+            }
+            None => {
+                cluster.transfer_to.lock().take();
+                return None;
+            }
+            Some(other) => failures.push(other),
+        }
+    }
+    panic!("seed {seed}: five transfers back to n{primary} failed: {failures:?}");
+}
+
 fn run_seed(seed: u64, plan: &Plan) {
     eprintln!("replication sim: seed {seed} (rerun alone with PONDER_SIM_SEED={seed})");
     let started = std::time::Instant::now();
@@ -242,41 +297,8 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
     assert_ne!(new_leader, leader);
     heal(&mut sim, &names, &mut BTreeSet::new());
 
-    // 1b. The old leader (the configured primary) is back: once it follows the new
-    // leader (it may first disrupt the group with elections of its own: openraft has no
-    // pre-vote), leadership is handed to it.
-    run_until(&mut sim, &mut watch, Duration::from_secs(10), || {
-        settled(&cluster).then_some(())
-    })
-    .unwrap_or_else(|| panic!("seed {seed}: the group did not settle after healing"));
-    run_for(&mut sim, &mut watch, Duration::from_millis(300));
-    *cluster.transfer_to.lock() = Some(leader);
-    let back = run_until(&mut sim, &mut watch, Duration::from_secs(10), || {
-        if let Some(record) = cluster.transfers.lock().first().cloned() {
-            return Some(Some(record));
-        }
-        // It may have won an election of its own after healing (no pre-vote in openraft):
-        // it leads while the request is still untaken.
-        let untaken = cluster.transfer_to.lock().is_some();
-        (untaken && leader_of(&cluster, &BTreeSet::new()) == Some(leader)).then_some(None)
-    })
-    .unwrap_or_else(|| panic!("seed {seed}: the transfer back to n{leader} was never taken"));
-    let handback = match back {
-        Some((_, to, Ok(took))) if to == leader => Some(took),
-        None => {
-            cluster.transfer_to.lock().take();
-            None
-        }
-        Some(other) => panic!("seed {seed}: the transfer back to n{leader} failed: {other:?}"),
-    };
-    let led = run_until(&mut sim, &mut watch, Duration::from_secs(1), || {
-        leader_of(&cluster, &BTreeSet::new()).filter(|l| *l == leader)
-    });
-    assert_eq!(
-        led,
-        Some(leader),
-        "seed {seed}: n{leader} does not lead after the transfer"
-    );
+    // 1b. The old leader (the configured primary) is back: leadership is handed to it.
+    let handback = hand_back(&mut sim, &mut watch, &cluster, leader);
 
     // 2. Random faults, one outage at a time (a majority is usually up).
     let mut crashed: BTreeSet<NodeId> = BTreeSet::new();

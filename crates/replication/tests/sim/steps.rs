@@ -23,17 +23,31 @@ pub fn leader_of(cluster: &Cluster, excluded: &BTreeSet<NodeId>) -> Option<NodeI
         .map(|(id, _)| id)
 }
 
-/// Whether every node follows one leader in one term.
+/// Whether every node follows one leader in one term, and that leader has matched
+/// every follower's log.
 pub fn settled(cluster: &Cluster) -> bool {
     let rafts = cluster.rafts.lock();
-    let views: BTreeSet<_> = rafts
+    let metrics: Vec<_> = rafts
         .values()
-        .map(|r| {
-            let m = r.metrics().borrow().clone();
-            (m.current_term, m.current_leader)
-        })
+        .map(|r| r.metrics().borrow().clone())
         .collect();
-    rafts.len() == cluster.ids.len() && views.len() == 1 && views.iter().all(|(_, l)| l.is_some())
+    let views: BTreeSet<_> = metrics
+        .iter()
+        .map(|m| (m.current_term, m.current_leader))
+        .collect();
+    let matched = metrics.iter().any(|m| {
+        m.state == ServerState::Leader
+            && m.replication.as_ref().is_some_and(|r| {
+                cluster
+                    .ids
+                    .iter()
+                    .all(|id| r.get(id).is_some_and(|l| l.is_some()))
+            })
+    });
+    rafts.len() == cluster.ids.len()
+        && views.len() == 1
+        && views.iter().all(|(_, l)| l.is_some())
+        && matched
 }
 
 pub fn term_of(cluster: &Cluster, id: NodeId) -> u64 {
