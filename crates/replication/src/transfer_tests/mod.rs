@@ -330,8 +330,18 @@ async fn five_voters_take_the_quiet_path_and_a_failed_one_leaves_the_leader_in_c
     );
     group.put(target, "b").await.unwrap();
 
-    // The target cut off after catching up: heartbeats resume in time, no election.
-    let next = target % 5 + 1;
+    // And back: the first transfer resumed the old leader's heartbeats (paused, they
+    // would let the followers' timers fire within lease + election timeout).
+    let back = group.transfer(target, leader, TIMEOUT).await.unwrap();
+    assert!(back.quiet);
+    assert_eq!(group.wait_for_leader(Some(target)).await, leader);
+    let led = term(group.raft(leader));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(group.leader(), Some(leader));
+    assert_eq!(term(group.raft(leader)), led);
+
+    // A node cut off after catching up: heartbeats resume in time, no election.
+    let (target, next) = (leader, target % 5 + 1);
     group.converged(&[1, 2, 3, 4, 5]).await;
     let before = term(group.raft(target));
     group.net.cut.write().insert(next);
