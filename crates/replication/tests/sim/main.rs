@@ -8,9 +8,11 @@
 //! leader, partitioned away and replaced, is back, leadership is handed back to it (the
 //! configured primary returning), which must succeed.
 //!
-//! Checks: never two leaders in one term; a new leader is elected after the leader is
-//! partitioned away; the hand-back succeeds; after healing,
-//! every acknowledged write is present on every replica, and the replicas converge to
+//! Checks: every node's persisted vote only moves forward and every new leader holds
+//! every applied entry ([`steps::Watch`]: openraft's leader ids are (term, node id), so
+//! two nodes may lead one term one after the other); a new leader is elected after the
+//! leader is partitioned away; the hand-back succeeds; after healing, every acknowledged
+//! write is present on every replica, and the replicas converge to
 //! identical state and applied position.
 //!
 //! Reproducing: each run prints its seed; `PONDER_SIM_SEED=<seed> cargo test -p
@@ -271,11 +273,7 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
     }
 
     let mut faults: BTreeMap<&'static str, u32> = BTreeMap::new();
-    let mut watch = Watch {
-        seed,
-        cluster: cluster.clone(),
-        leaders: BTreeMap::new(),
-    };
+    let mut watch = Watch::new(seed, cluster.clone());
     let names: Vec<String> = cluster.ids.iter().map(|id| host_name(*id)).collect();
 
     // 1. A leader is elected, then partitioned away: another node must take over.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use replication::openraft::ServerState;
-use replication::NodeId;
+use replication::{NodeId, Vote};
 
 use crate::node::{host_name, Cluster};
 
@@ -75,24 +75,68 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, names: &[String], crashed: &mut BTreeSet
     }
 }
 
-/// Watches every step for two leaders in one term (Raft's election safety: it rests on
-/// votes being durable).
+/// Watches every step for Raft's safety as openraft 0.9 defines it. Its default leader
+/// ids are `(term, node id)`, totally ordered, and a vote moves to any greater one: a
+/// voter that granted `(t, a)` may later grant `(t, b)` for `b > a`, so two nodes can
+/// lead the same term one after the other (like Paxos ballots; the first can commit
+/// nothing more once its voters moved on). "One leader per term" is therefore not an
+/// invariant here; these are:
+/// * a node's persisted vote never goes back, across crashes and power losses too (the
+///   durability election safety rests on);
+/// * leader completeness: a node seen leading a leader id for the first time holds (by
+///   index) every entry any node has applied, applied entries being committed.
 pub struct Watch {
     pub seed: u64,
     pub cluster: Arc<Cluster>,
-    pub leaders: BTreeMap<u64, NodeId>,
+    /// Leader ids seen leading.
+    pub leaders: BTreeSet<(u64, NodeId)>,
+    /// The greatest vote each node has reported.
+    pub votes: BTreeMap<NodeId, Vote>,
 }
 
 impl Watch {
+    pub fn new(seed: u64, cluster: Arc<Cluster>) -> Self {
+        Self {
+            seed,
+            cluster,
+            leaders: BTreeSet::new(),
+            votes: BTreeMap::new(),
+        }
+    }
+
     pub fn check(&mut self) {
-        for (id, raft) in self.cluster.rafts.lock().iter() {
-            let m = raft.metrics().borrow().clone();
-            if m.state == ServerState::Leader {
-                let first = *self.leaders.entry(m.current_term).or_insert(*id);
-                assert_eq!(
-                    first, *id,
-                    "seed {}: n{first} and n{id} both led term {}",
-                    self.seed, m.current_term
+        let seed = self.seed;
+        let metrics: Vec<_> = self
+            .cluster
+            .rafts
+            .lock()
+            .values()
+            .map(|r| r.metrics().borrow().clone())
+            .collect();
+        let applied = metrics
+            .iter()
+            .filter_map(|m| m.last_applied.map(|l| (l.index, m.id)))
+            .max();
+        for m in &metrics {
+            let seen = self.votes.entry(m.id).or_insert(m.vote);
+            assert!(
+                m.vote >= *seen,
+                "seed {seed}: n{}'s vote went back from {seen} to {}",
+                m.id,
+                m.vote
+            );
+            *seen = m.vote;
+            if m.state != ServerState::Leader || !self.leaders.insert((m.current_term, m.id)) {
+                continue;
+            }
+            if let Some((index, holder)) = applied {
+                assert!(
+                    m.last_log_index >= Some(index),
+                    "seed {seed}: n{} leads {} with its last log index at {:?}, but n{holder} \
+                     applied index {index}",
+                    m.id,
+                    m.vote,
+                    m.last_log_index
                 );
             }
         }
