@@ -37,7 +37,8 @@
 //!    `election_timeout_min`/2) and on every exit; the fence is lowered on every exit.
 //!
 //! Why it is safe: nothing here bypasses Raft's rules. `target` wins only by a quorum of
-//! granted votes for a new term, so election safety (one leader per term) is openraft's;
+//! votes granted for a new term under openraft's rules, so election safety is openraft's
+//! (one leader per leader id; openraft 0.9's leader ids are (term, node id));
 //! a voter grants only a candidate whose log is at least as long as its own, so the new
 //! leader holds every committed entry (leader completeness): no acknowledged write is
 //! lost. The lease is an availability device, not a safety one; letting it lapse (or the
