@@ -164,6 +164,11 @@ impl Proposer {
     /// Hands this group's leadership to voter `target` (see the module note), giving up
     /// after `timeout`. `transport` and `group` are those of the group's [`crate::Network`].
     /// Proposals through this proposer (and its clones) are refused while it runs.
+    ///
+    /// `timeout` should leave room for the target's catch-up plus, with more than three
+    /// voters or a leader elected less than `election_timeout_max` ago, one
+    /// `election_timeout_max` + `heartbeat_interval`. The quiet path (more than three
+    /// voters) assumes `heartbeat_interval` is under half `election_timeout_min`.
     pub async fn transfer_leader<T: Transport>(
         &self,
         transport: &T,
