@@ -24,10 +24,14 @@
 //!   cluster's CA, built from three PEM files (`tls`; docs/clustering.md).
 //! * [`Runtime`]: openraft's async runtime (tokio, with a seedable RNG for the election
 //!   timeouts, so a simulation seed fixes them).
+//! * [`Proposer`]: proposals to a group go through it ([`Proposer::propose`]), so that
+//!   [`Proposer::transfer_leader`] (module `transfer`) can fence them while it hands the
+//!   group's leadership to a chosen voter (openraft 0.9 has no leader transfer: fence,
+//!   catch up, then a [`RaftRequest::TimeoutNow`] makes the target campaign).
 //! * [`kv::KvMachine`]: a small key-value state machine, the test double.
 //!
 //! What is not here yet: wiring into the server and cluster (the `--cluster-tls-*`
-//! flags), leader transfer, linearizable reads.
+//! flags), linearizable reads.
 //!
 //! Invariants that hold across the modules: a group's log and state machine share one
 //! engine (one journal orders their writes; see `sm_store`); nothing that comes from the
@@ -39,6 +43,7 @@
 pub mod codec;
 mod durability;
 mod error;
+mod fence;
 pub mod hello;
 pub mod kv;
 mod log_store;
@@ -51,13 +56,17 @@ mod snapshot;
 mod state_machine;
 mod tcp;
 mod tls;
+mod transfer;
 mod types;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transfer_tests;
 
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};
+pub use fence::{ProposeError, Proposer};
 pub use hello::{ClusterId, ClusterIdError, HelloError};
 pub use log_store::LogStore;
 pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
@@ -73,6 +82,7 @@ pub use snapshot::{
 pub use state_machine::{ApplyCtx, StateMachine};
 pub use tcp::{serve_tcp, TcpTransport, MAX_HANDSHAKES};
 pub use tls::{ClusterTls, ClusterTlsError, SERVER_NAME};
+pub use transfer::{Stage, TransferError, Transferred};
 pub use types::{
     Command, Entry, GroupId, LogId, Node, NodeId, Raft, RaftStorageError, Reply, SnapshotMeta,
     StoredMembership, TypeConfig, Vote,

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TransportError;
 use crate::snapshot::{Chunk, SnapshotData, DEFAULT_CHUNK_BYTES};
-use crate::types::{GroupId, Node, NodeId, SnapshotMeta, TypeConfig, Vote};
+use crate::types::{GroupId, LogId, Node, NodeId, SnapshotMeta, TypeConfig, Vote};
 
 /// A Raft message from one member of a group to another.
 #[derive(Debug, Serialize, Deserialize)]
@@ -54,6 +54,15 @@ pub enum RaftRequest {
         /// The snapshot's metadata.
         meta: SnapshotMeta,
     },
+    /// A leader handing leadership over (`crate::transfer`): the receiver starts an
+    /// election at once if it still follows the leader of `vote` and its log reaches
+    /// `last_log_id` (the leader's last entry); otherwise it refuses.
+    TimeoutNow {
+        /// The sending leader's vote (a delayed request of an earlier term is refused).
+        vote: Vote,
+        /// The leader's last log id, which the receiver must hold.
+        last_log_id: Option<LogId>,
+    },
 }
 
 /// The answer to a [`RaftRequest`].
@@ -67,6 +76,8 @@ pub enum RaftResponse {
     ChunkStored,
     /// Answers [`RaftRequest::SnapshotDone`].
     Snapshot(SnapshotResponse<NodeId>),
+    /// Answers [`RaftRequest::TimeoutNow`]: the receiver has started an election.
+    ElectionStarted,
     /// The peer could not serve the request (no such group, shutting down, storage
     /// failure); the text says why.
     Refused(String),

@@ -111,6 +111,9 @@ impl Router {
                     Err(e) => RaftResponse::Refused(e.to_string()),
                 }
             }
+            RaftRequest::TimeoutNow { vote, last_log_id } => {
+                crate::transfer::timeout_now(&raft, vote, last_log_id).await
+            }
         }
     }
 

@@ -3,9 +3,16 @@
 //! (a crash that also loses every write not yet fsynced), message loss (links that
 //! break connections) and held (delayed) links.
 //!
-//! Checks: never two leaders in one term; a new leader is elected after the leader is
-//! partitioned away; after healing,
-//! every acknowledged write is present on every replica, and the replicas converge to
+//! Leader transfers ([`replication::Proposer::transfer_leader`]) are among the faults: to
+//! a random node, sometimes with a node crashing while it runs; and once the first
+//! leader, partitioned away and replaced, is back, leadership is handed back to it (the
+//! configured primary returning), which must succeed.
+//!
+//! Checks: every node's persisted vote only moves forward and every new leader holds
+//! every applied entry ([`steps::Watch`]: openraft's leader ids are (term, node id), so
+//! two nodes may lead one term one after the other); a new leader is elected after the
+//! leader is partitioned away; the hand-back succeeds; after healing, every acknowledged
+//! write is present on every replica, and the replicas converge to
 //! identical state and applied position.
 //!
 //! Reproducing: each run prints its seed; `PONDER_SIM_SEED=<seed> cargo test -p
@@ -24,6 +31,7 @@
 
 mod disk;
 mod node;
+mod steps;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,10 +42,10 @@ use parking_lot::Mutex;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use replication::kv::KvCommand;
-use replication::openraft::ServerState;
 use replication::NodeId;
 
-use node::{host_name, run_node, write_to, Cluster, WriteAnswer};
+use node::{host_name, run_node, write_to, Cluster, TransferRecord, WriteAnswer};
+use steps::{heal, isolate, leader_of, run_for, run_until, settled, term_of, Watch};
 
 /// How long faults are injected, in simulated time.
 struct Plan {
@@ -50,6 +58,10 @@ struct Outcome {
     /// The replicas' common applied position at the end (a fingerprint of the run).
     applied: Option<replication::LogId>,
     election: Duration,
+    /// The transfer back to the first leader once it returned (`None`: it already led).
+    handback: Option<Duration>,
+    /// Every transfer: from, to, time taken or why it failed.
+    transfers: Vec<TransferRecord>,
     snapshots: u64,
     faults: BTreeMap<&'static str, u32>,
 }
@@ -79,7 +91,17 @@ fn a_seed_replays_the_same_run() {
         fault_phase: Duration::from_secs(6),
     };
     let seed = seeds_from_env(&[5])[0];
-    let fingerprint = |o: Outcome| (o.acked, o.applied, o.election, o.snapshots, o.faults);
+    let fingerprint = |o: Outcome| {
+        (
+            o.acked,
+            o.applied,
+            o.election,
+            o.handback,
+            o.transfers,
+            o.snapshots,
+            o.faults,
+        )
+    };
     let first = fingerprint(simulate(seed, &plan));
     let second = fingerprint(simulate(seed, &plan));
     assert_eq!(first, second, "seed {seed} did not replay identically");
@@ -102,20 +124,94 @@ fn three_nodes_survive_random_faults_long() {
     }
 }
 
+/// Hands leadership back to `primary` once the group has settled, as a controller
+/// would: a failed attempt (the returning node may disrupt the group with elections of
+/// its own, openraft having no pre-vote) is retried once the group settles again, up to
+/// five attempts. Answers the successful transfer's time, or `None` if `primary` won an
+/// election of its own first.
+fn hand_back(
+    sim: &mut turmoil::Sim<'_>,
+    watch: &mut Watch,
+    cluster: &Cluster,
+    primary: NodeId,
+) -> Option<Duration> {
+    let seed = watch.seed;
+    let mut failures = Vec::new();
+    for _ in 0..5 {
+        run_until(sim, watch, Duration::from_secs(10), || {
+            settled(cluster).then_some(())
+        })
+        .unwrap_or_else(|| panic!("seed {seed}: the group did not settle"));
+        run_for(sim, watch, Duration::from_millis(300));
+        if leader_of(cluster, &BTreeSet::new()) == Some(primary) {
+            return None;
+        }
+        let before = cluster.transfers.lock().len();
+        *cluster.transfer_to.lock() = Some(primary);
+        let record = run_until(sim, watch, Duration::from_secs(10), || {
+            if let Some(record) = cluster.transfers.lock().get(before).cloned() {
+                return Some(Some(record));
+            }
+            // It won an election of its own while the request was untaken.
+            let untaken = cluster.transfer_to.lock().is_some();
+            (untaken && leader_of(cluster, &BTreeSet::new()) == Some(primary)).then_some(None)
+        })
+        .unwrap_or_else(|| panic!("seed {seed}: the transfer back to n{primary} was never taken"));
+        match record {
+            Some((_, to, Ok(took))) if to == primary => {
+                let led = run_until(sim, watch, Duration::from_secs(1), || {
+                    leader_of(cluster, &BTreeSet::new()).filter(|l| *l == primary)
+                });
+                assert_eq!(
+                    led,
+                    Some(primary),
+                    "seed {seed}: n{primary} does not lead after the transfer"
+                );
+                return Some(took);
+            }
+            None => {
+                cluster.transfer_to.lock().take();
+                return None;
+            }
+            Some(other) => failures.push(other),
+        }
+    }
+    panic!("seed {seed}: five transfers back to n{primary} failed: {failures:?}");
+}
+
 fn run_seed(seed: u64, plan: &Plan) {
     eprintln!("replication sim: seed {seed} (rerun alone with PONDER_SIM_SEED={seed})");
     let started = std::time::Instant::now();
     let outcome = simulate(seed, plan);
+    let done: Vec<u128> = outcome
+        .transfers
+        .iter()
+        .filter_map(|(_, _, r)| r.as_ref().ok().map(|d| d.as_millis()))
+        .collect();
     eprintln!(
         "replication sim: seed {seed} passed in {:.1} s: {} writes acknowledged, all at {}, \
-         new leader {} ms after the leader's partition, {} snapshots installed, faults {:?}",
+         new leader {} ms after the leader's partition, leadership handed back {}, \
+         transfers {} of {} done (ms: {done:?}), {} snapshots installed, faults {:?}",
         started.elapsed().as_secs_f64(),
         outcome.acked,
         outcome.applied.map_or("-".to_string(), |a| a.to_string()),
         outcome.election.as_millis(),
+        outcome
+            .handback
+            .map_or("- (it led again on its own)".into(), |d| format!(
+                "in {} ms",
+                d.as_millis()
+            )),
+        done.len(),
+        outcome.transfers.len(),
         outcome.snapshots,
         outcome.faults,
     );
+    for (from, to, r) in &outcome.transfers {
+        if let Err(why) = r {
+            eprintln!("  transfer n{from} -> n{to} failed: {why}");
+        }
+    }
 }
 
 fn simulate(seed: u64, plan: &Plan) -> Outcome {
@@ -159,6 +255,10 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
                             break;
                         }
                         Ok(WriteAnswer::NotLeader(Some(l))) => target = l,
+                        Ok(WriteAnswer::Transferring(to)) => {
+                            target = to;
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                        }
                         _ => {
                             target = ids[(ids.iter().position(|x| *x == target).unwrap_or(0) + 1)
                                 % ids.len()];
@@ -173,11 +273,7 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
     }
 
     let mut faults: BTreeMap<&'static str, u32> = BTreeMap::new();
-    let mut watch = Watch {
-        seed,
-        cluster: cluster.clone(),
-        leaders: BTreeMap::new(),
-    };
+    let mut watch = Watch::new(seed, cluster.clone());
     let names: Vec<String> = cluster.ids.iter().map(|id| host_name(*id)).collect();
 
     // 1. A leader is elected, then partitioned away: another node must take over.
@@ -199,6 +295,9 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
     assert_ne!(new_leader, leader);
     heal(&mut sim, &names, &mut BTreeSet::new());
 
+    // 1b. The old leader (the configured primary) is back: leadership is handed to it.
+    let handback = hand_back(&mut sim, &mut watch, &cluster, leader);
+
     // 2. Random faults, one outage at a time (a majority is usually up).
     let mut crashed: BTreeSet<NodeId> = BTreeSet::new();
     let end = sim.elapsed() + plan.fault_phase;
@@ -206,7 +305,7 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
         let victim = cluster.ids[rng.gen_range(0..cluster.ids.len())];
         let vname = host_name(victim);
         let length = Duration::from_millis(rng.gen_range(200..3000));
-        match rng.gen_range(0..5) {
+        match rng.gen_range(0..6) {
             0 => {
                 *faults.entry("partition").or_default() += 1;
                 isolate(&sim, &names, victim);
@@ -229,6 +328,33 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
                 crashed.insert(victim);
                 run_for(&mut sim, &mut watch, length);
                 heal(&mut sim, &names, &mut crashed);
+            }
+            5 => {
+                // A transfer to a node that does not lead (the victim if none leads),
+                // sometimes with a crash of a node (the target, the leader or the third)
+                // while it runs.
+                *faults.entry("transfer").or_default() += 1;
+                let followers: Vec<NodeId> = match leader_of(&cluster, &BTreeSet::new()) {
+                    Some(l) => cluster.ids.iter().copied().filter(|i| *i != l).collect(),
+                    None => vec![victim],
+                };
+                let to = followers[rng.gen_range(0..followers.len())];
+                *cluster.transfer_to.lock() = Some(to);
+                if rng.gen_bool(0.5) {
+                    *faults.entry("crash during transfer").or_default() += 1;
+                    run_for(
+                        &mut sim,
+                        &mut watch,
+                        Duration::from_millis(rng.gen_range(0..200)),
+                    );
+                    let other = cluster.ids[rng.gen_range(0..cluster.ids.len())];
+                    sim.crash(host_name(other).as_str());
+                    crashed.insert(other);
+                }
+                run_for(&mut sim, &mut watch, length);
+                heal(&mut sim, &names, &mut crashed);
+                // A request no leader took is dropped.
+                cluster.transfer_to.lock().take();
             }
             2 => {
                 *faults.entry("message loss").or_default() += 1;
@@ -289,98 +415,14 @@ fn simulate(seed: u64, plan: &Plan) -> Outcome {
         acked >= 10,
         "seed {seed}: only {acked} writes were acknowledged"
     );
+    let transfers = cluster.transfers.lock().clone();
     Outcome {
         acked,
         applied,
         election,
+        handback,
+        transfers,
         snapshots: cluster.snapshots_sent.load(Ordering::Relaxed),
         faults,
     }
-}
-
-/// The node that leads in the highest term among live nodes not in `excluded`, if it
-/// sees itself as leader.
-fn leader_of(cluster: &Cluster, excluded: &BTreeSet<NodeId>) -> Option<NodeId> {
-    let rafts = cluster.rafts.lock();
-    rafts
-        .iter()
-        .filter(|(id, _)| !excluded.contains(id))
-        .map(|(id, r)| (*id, r.metrics().borrow().clone()))
-        .filter(|(_, m)| m.state == ServerState::Leader)
-        .max_by_key(|(_, m)| m.current_term)
-        .map(|(id, _)| id)
-}
-
-fn term_of(cluster: &Cluster, id: NodeId) -> u64 {
-    cluster.rafts.lock()[&id].metrics().borrow().current_term
-}
-
-/// Cuts `id` off from the other nodes (the client still reaches it).
-fn isolate(sim: &turmoil::Sim<'_>, names: &[String], id: NodeId) {
-    let me = host_name(id);
-    for n in names.iter().filter(|n| **n != me) {
-        sim.partition(me.as_str(), n.as_str());
-    }
-}
-
-/// Repairs every link and restarts crashed nodes.
-fn heal(sim: &mut turmoil::Sim<'_>, names: &[String], crashed: &mut BTreeSet<NodeId>) {
-    for a in names {
-        for b in names.iter().filter(|b| *b != a) {
-            sim.repair(a.as_str(), b.as_str());
-        }
-    }
-    sim.set_fail_rate(0.0);
-    for id in std::mem::take(crashed) {
-        sim.bounce(host_name(id).as_str());
-    }
-}
-
-/// Watches every step for two leaders in one term (Raft's election safety: it rests on
-/// votes being durable).
-struct Watch {
-    seed: u64,
-    cluster: Arc<Cluster>,
-    leaders: BTreeMap<u64, NodeId>,
-}
-
-impl Watch {
-    fn check(&mut self) {
-        for (id, raft) in self.cluster.rafts.lock().iter() {
-            let m = raft.metrics().borrow().clone();
-            if m.state == ServerState::Leader {
-                let first = *self.leaders.entry(m.current_term).or_insert(*id);
-                assert_eq!(
-                    first, *id,
-                    "seed {}: n{first} and n{id} both led term {}",
-                    self.seed, m.current_term
-                );
-            }
-        }
-    }
-}
-
-fn run_for(sim: &mut turmoil::Sim<'_>, watch: &mut Watch, d: Duration) {
-    let end = sim.elapsed() + d;
-    while sim.elapsed() < end {
-        sim.step().expect("simulation step");
-        watch.check();
-    }
-}
-
-/// Steps until `check` answers (checked every 10 ms of simulated time) or `limit` passes.
-fn run_until<T>(
-    sim: &mut turmoil::Sim<'_>,
-    watch: &mut Watch,
-    limit: Duration,
-    mut check: impl FnMut() -> Option<T>,
-) -> Option<T> {
-    let end = sim.elapsed() + limit;
-    while sim.elapsed() < end {
-        if let Some(t) = check() {
-            return Some(t);
-        }
-        run_for(sim, watch, Duration::from_millis(10));
-    }
-    check()
 }

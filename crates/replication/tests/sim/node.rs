@@ -1,6 +1,8 @@
 //! A simulated Ponder node: one Raft group (a [`KvMachine`]) on an in-memory [`Disk`]
 //! that outlives crashes (and loses its unsynced writes on a power loss), served over
-//! turmoil's TCP; and the client side of its write port.
+//! turmoil's TCP, writes proposed through a [`Proposer`], and an operator task that
+//! hands leadership over when the test asks ([`Cluster::transfer_to`]); and the client
+//! side of its write port.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,8 +11,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use replication::kv::{read_map, KvCommand, KvMachine};
-use replication::openraft::error::{ClientWriteError, RaftError};
-use replication::openraft::{Config, SnapshotPolicy};
+use replication::openraft::{Config, ServerState, SnapshotPolicy};
 use replication::*;
 use serde::{Deserialize, Serialize};
 use storage::Engine;
@@ -27,6 +28,9 @@ pub fn host_name(id: NodeId) -> String {
     format!("n{id}")
 }
 
+/// A leader transfer done: from, to, and the time it took or why it failed.
+pub type TransferRecord = (NodeId, NodeId, Result<Duration, String>);
+
 /// What outlives a node's crashes, and what the test observes.
 pub struct Cluster {
     pub ids: Vec<NodeId>,
@@ -35,6 +39,10 @@ pub struct Cluster {
     pub rafts: Mutex<HashMap<NodeId, Raft>>,
     /// Snapshot transfers that were installed by their receiver.
     pub snapshots_sent: AtomicU64,
+    /// A leader transfer the test asks for: the node that leads takes it.
+    pub transfer_to: Mutex<Option<NodeId>>,
+    /// Transfers done: from, to, and the time taken or why it failed.
+    pub transfers: Mutex<Vec<TransferRecord>>,
 }
 
 impl Cluster {
@@ -49,6 +57,8 @@ impl Cluster {
             disks,
             rafts: Mutex::new(HashMap::new()),
             snapshots_sent: AtomicU64::new(0),
+            transfer_to: Mutex::new(None),
+            transfers: Mutex::new(Vec::new()),
         })
     }
 
@@ -109,8 +119,9 @@ pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn s
         cluster: cluster.clone(),
     });
     // Small chunks, so a snapshot takes several messages.
-    let network = Network::new(transport, GROUP).with_chunk_bytes(512);
+    let network = Network::new(transport.clone(), GROUP).with_chunk_bytes(512);
     let raft = Raft::new(id, config(), network, log, sm).await?;
+    let proposer = Proposer::new(raft.clone());
     if id == 1 {
         let members: BTreeMap<NodeId, Node> = cluster
             .ids
@@ -123,6 +134,7 @@ pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn s
     cluster.rafts.lock().insert(id, raft.clone());
     let router = Arc::new(Router::new());
     router.add_group(GROUP, raft.clone());
+    tokio::spawn(operate(id, cluster.clone(), proposer.clone(), transport));
 
     let peers = TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
     let clients = TcpListener::bind(("0.0.0.0", CLIENT_PORT)).await?;
@@ -140,9 +152,44 @@ pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn s
             }
             accepted = clients.accept() => {
                 let (conn, _) = accepted?;
-                tokio::spawn(serve_client(conn, raft.clone()));
+                tokio::spawn(serve_client(conn, proposer.clone()));
             }
         }
+    }
+}
+
+/// The operator: while this node leads, takes the transfer the test asks for and
+/// records its outcome (in simulated time).
+async fn operate(
+    id: NodeId,
+    cluster: Arc<Cluster>,
+    proposer: Proposer,
+    transport: Arc<SimTransport>,
+) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        if proposer.raft().metrics().borrow().state != ServerState::Leader {
+            continue;
+        }
+        // A request to hand leadership to this node is left to the node that leads (this
+        // one may be a deposed leader that has not heard of its successor yet).
+        let Some(to) = ({
+            let mut request = cluster.transfer_to.lock();
+            if *request == Some(id) {
+                None
+            } else {
+                request.take()
+            }
+        }) else {
+            continue;
+        };
+        let started = tokio::time::Instant::now();
+        let outcome = proposer
+            .transfer_leader(&*transport, GROUP, to, Duration::from_secs(2))
+            .await
+            .map(|_| started.elapsed())
+            .map_err(|e| e.to_string());
+        cluster.transfers.lock().push((id, to, outcome));
     }
 }
 
@@ -151,10 +198,12 @@ pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn s
 pub enum WriteAnswer {
     Done,
     NotLeader(Option<NodeId>),
+    /// Leadership is being handed to this node.
+    Transferring(NodeId),
     Failed(String),
 }
 
-async fn serve_client(mut conn: TcpStream, raft: Raft) {
+async fn serve_client(mut conn: TcpStream, proposer: Proposer) {
     let Ok(Some(body)) = codec::read_frame(&mut conn).await else {
         return;
     };
@@ -162,11 +211,10 @@ async fn serve_client(mut conn: TcpStream, raft: Raft) {
         Err(e) => WriteAnswer::Failed(e.to_string()),
         Ok(cmd) => match cmd.encode() {
             Err(e) => WriteAnswer::Failed(e.to_string()),
-            Ok(bytes) => match raft.client_write(Command(bytes)).await {
+            Ok(bytes) => match proposer.propose(Command(bytes)).await {
                 Ok(_) => WriteAnswer::Done,
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                    WriteAnswer::NotLeader(f.leader_id)
-                }
+                Err(ProposeError::NotLeader { leader }) => WriteAnswer::NotLeader(leader),
+                Err(ProposeError::Transferring { target }) => WriteAnswer::Transferring(target),
                 Err(e) => WriteAnswer::Failed(e.to_string()),
             },
         },

@@ -1,0 +1,169 @@
+//! The simulation's steering: stepping the simulation while checking election safety
+//! ([`Watch`]), cutting a node off and healing, and reading who leads.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use replication::openraft::ServerState;
+use replication::{NodeId, Vote};
+
+use crate::node::{host_name, Cluster};
+
+/// The node that leads in the highest term among live nodes not in `excluded`, if it
+/// sees itself as leader.
+pub fn leader_of(cluster: &Cluster, excluded: &BTreeSet<NodeId>) -> Option<NodeId> {
+    let rafts = cluster.rafts.lock();
+    rafts
+        .iter()
+        .filter(|(id, _)| !excluded.contains(id))
+        .map(|(id, r)| (*id, r.metrics().borrow().clone()))
+        .filter(|(_, m)| m.state == ServerState::Leader)
+        .max_by_key(|(_, m)| m.current_term)
+        .map(|(id, _)| id)
+}
+
+/// Whether every node follows one leader in one term, and that leader has matched
+/// every follower's log.
+pub fn settled(cluster: &Cluster) -> bool {
+    let rafts = cluster.rafts.lock();
+    let metrics: Vec<_> = rafts
+        .values()
+        .map(|r| r.metrics().borrow().clone())
+        .collect();
+    let views: BTreeSet<_> = metrics
+        .iter()
+        .map(|m| (m.current_term, m.current_leader))
+        .collect();
+    let matched = metrics.iter().any(|m| {
+        m.state == ServerState::Leader
+            && m.replication.as_ref().is_some_and(|r| {
+                cluster
+                    .ids
+                    .iter()
+                    .all(|id| r.get(id).is_some_and(|l| l.is_some()))
+            })
+    });
+    rafts.len() == cluster.ids.len()
+        && views.len() == 1
+        && views.iter().all(|(_, l)| l.is_some())
+        && matched
+}
+
+pub fn term_of(cluster: &Cluster, id: NodeId) -> u64 {
+    cluster.rafts.lock()[&id].metrics().borrow().current_term
+}
+
+/// Cuts `id` off from the other nodes (the client still reaches it).
+pub fn isolate(sim: &turmoil::Sim<'_>, names: &[String], id: NodeId) {
+    let me = host_name(id);
+    for n in names.iter().filter(|n| **n != me) {
+        sim.partition(me.as_str(), n.as_str());
+    }
+}
+
+/// Repairs every link and restarts crashed nodes.
+pub fn heal(sim: &mut turmoil::Sim<'_>, names: &[String], crashed: &mut BTreeSet<NodeId>) {
+    for a in names {
+        for b in names.iter().filter(|b| *b != a) {
+            sim.repair(a.as_str(), b.as_str());
+        }
+    }
+    sim.set_fail_rate(0.0);
+    for id in std::mem::take(crashed) {
+        sim.bounce(host_name(id).as_str());
+    }
+}
+
+/// Watches every step for Raft's safety as openraft 0.9 defines it. Its default leader
+/// ids are `(term, node id)`, totally ordered, and a vote moves to any greater one: a
+/// voter that granted `(t, a)` may later grant `(t, b)` for `b > a`, so two nodes can
+/// lead the same term one after the other (like Paxos ballots; the first can commit
+/// nothing more once its voters moved on). "One leader per term" is therefore not an
+/// invariant here; these are:
+/// * a node's persisted vote never goes back, across crashes and power losses too (the
+///   durability election safety rests on);
+/// * leader completeness: a node seen leading a leader id for the first time holds (by
+///   index) every entry any node has applied, applied entries being committed.
+pub struct Watch {
+    pub seed: u64,
+    pub cluster: Arc<Cluster>,
+    /// Leader ids seen leading.
+    pub leaders: BTreeSet<(u64, NodeId)>,
+    /// The greatest vote each node has reported.
+    pub votes: BTreeMap<NodeId, Vote>,
+}
+
+impl Watch {
+    pub fn new(seed: u64, cluster: Arc<Cluster>) -> Self {
+        Self {
+            seed,
+            cluster,
+            leaders: BTreeSet::new(),
+            votes: BTreeMap::new(),
+        }
+    }
+
+    pub fn check(&mut self) {
+        let seed = self.seed;
+        let metrics: Vec<_> = self
+            .cluster
+            .rafts
+            .lock()
+            .values()
+            .map(|r| r.metrics().borrow().clone())
+            .collect();
+        let applied = metrics
+            .iter()
+            .filter_map(|m| m.last_applied.map(|l| (l.index, m.id)))
+            .max();
+        for m in &metrics {
+            let seen = self.votes.entry(m.id).or_insert(m.vote);
+            assert!(
+                m.vote >= *seen,
+                "seed {seed}: n{}'s vote went back from {seen} to {}",
+                m.id,
+                m.vote
+            );
+            *seen = m.vote;
+            if m.state != ServerState::Leader || !self.leaders.insert((m.current_term, m.id)) {
+                continue;
+            }
+            if let Some((index, holder)) = applied {
+                assert!(
+                    m.last_log_index >= Some(index),
+                    "seed {seed}: n{} leads {} with its last log index at {:?}, but n{holder} \
+                     applied index {index}",
+                    m.id,
+                    m.vote,
+                    m.last_log_index
+                );
+            }
+        }
+    }
+}
+
+pub fn run_for(sim: &mut turmoil::Sim<'_>, watch: &mut Watch, d: Duration) {
+    let end = sim.elapsed() + d;
+    while sim.elapsed() < end {
+        sim.step().expect("simulation step");
+        watch.check();
+    }
+}
+
+/// Steps until `check` answers (checked every 10 ms of simulated time) or `limit` passes.
+pub fn run_until<T>(
+    sim: &mut turmoil::Sim<'_>,
+    watch: &mut Watch,
+    limit: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let end = sim.elapsed() + limit;
+    while sim.elapsed() < end {
+        if let Some(t) = check() {
+            return Some(t);
+        }
+        run_for(sim, watch, Duration::from_millis(10));
+    }
+    check()
+}
