@@ -26,4 +26,12 @@ pub use catalog::{
     CatalogCommand, Cluster, ClusterError, ClusterOptions, Credentials, IndexDefSpec, TableChanges,
     TableDef, FORMAT_VERSION,
 };
+/// The catalog replicated on Raft (`catalog::machine`): its state machine, the log
+/// entries' encoding, and the hook through which a node follows it.
+pub mod replicated {
+    pub use crate::catalog::{
+        decode_reply, encode_command, space_kinds, CatalogEffects, CatalogMachine, Outcome,
+        CATALOG_KIND, USERS_KIND, WIRE_VERSION,
+    };
+}
 pub use table::TableHandle;

@@ -32,7 +32,7 @@ pub const FORMAT_VERSION: u64 = 1;
 
 const CATALOG: &str = "catalog";
 const USERS: &str = "users";
-const FORMAT_KEY: &[u8] = b"format";
+pub(crate) const FORMAT_KEY: &[u8] = b"format";
 
 /// RethinkDB's system database (its tables are served by the admin layer).
 pub const SYSTEM_DB: &str = "rethinkdb";
@@ -84,9 +84,10 @@ pub(crate) struct CatalogState {
 /// A database `(name, id)` before and after a command.
 pub(crate) type DbChange = (Option<(String, String)>, Option<(String, String)>);
 
-/// What an applied command changed, for the caller's side effects.
-#[derive(Default, Debug)]
-pub(crate) struct Outcome {
+/// What an applied command changed, for the caller's side effects (and, replicated,
+/// for every replica's: `super::machine::CatalogEffects`).
+#[derive(Default, Debug, PartialEq)]
+pub struct Outcome {
     /// The database changed: `(name, id)` before and after.
     pub(crate) db: Option<DbChange>,
     /// Every table changed: its entry before and after.
@@ -98,6 +99,24 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// The ids of the tables the command created, changed or dropped.
+    pub fn table_ids(&self) -> Vec<String> {
+        self.tables
+            .iter()
+            .filter_map(|(o, n)| n.as_ref().or(o.as_ref()).map(|e| e.id.clone()))
+            .collect()
+    }
+
+    /// The database created, renamed or dropped: `(name, id)` before and after.
+    pub fn db_change(&self) -> Option<&DbChange> {
+        self.db.as_ref()
+    }
+
+    /// The user whose record changed.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     /// The one table changed, before the command.
     pub(crate) fn table_before(&self) -> Option<&TableEntry> {
         self.tables.first().and_then(|(o, _)| o.as_ref())
@@ -154,7 +173,7 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
     Datum::from_pairs(pairs)
 }
 
-fn parse_table(d: &Datum) -> TableEntry {
+pub(crate) fn parse_table(d: &Datum) -> TableEntry {
     let s = |v: &Datum, f: &str| {
         v.get(f)
             .and_then(Datum::as_str)
@@ -454,15 +473,29 @@ impl CatalogState {
                 let creds = credentials
                     .to_scram()
                     .ok_or_else(|| op_failed(format!("Invalid credentials for user `{name}`.")))?;
-                let user = self.users.entry(name.clone()).or_insert_with(|| {
-                    let mut u = User::new(None);
-                    if name == ADMIN {
-                        u.global = Perms::ALL;
+                // The credentials are the command's: nothing is generated here (a new
+                // user starts from them, not from fresh random material).
+                match self.users.get_mut(name) {
+                    Some(user) => {
+                        user.creds = creds;
+                        user.has_password = *has_password;
                     }
-                    u
-                });
-                user.creds = creds;
-                user.has_password = *has_password;
+                    None => {
+                        let global = if name == ADMIN {
+                            Perms::ALL
+                        } else {
+                            Perms::default()
+                        };
+                        let user = User {
+                            creds,
+                            has_password: *has_password,
+                            global,
+                            dbs: BTreeMap::new(),
+                            tables: BTreeMap::new(),
+                        };
+                        self.users.insert(name.clone(), user);
+                    }
+                }
                 out.user = Some(name.clone());
             }
             C::DeleteUser { name } => {
@@ -548,11 +581,34 @@ impl CatalogState {
     }
 }
 
+/// Where the catalog's records live: a single server's `catalog` and `users` spaces,
+/// or the spaces of a replicated catalog's Raft group (`super::machine`), which move
+/// when a snapshot is installed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Spaces {
+    pub(crate) catalog: String,
+    pub(crate) users: String,
+}
+
+impl Spaces {
+    /// A single server's spaces.
+    pub(crate) fn local() -> Spaces {
+        Spaces {
+            catalog: CATALOG.into(),
+            users: USERS.into(),
+        }
+    }
+}
+
 /// The catalog: its state, its lock, and the one writer of its records.
 pub(crate) struct Catalog {
     engine: Arc<dyn Engine>,
     lock: Mutex<()>,
     state: RwLock<CatalogState>,
+    spaces: RwLock<Spaces>,
+    /// Changed only by the entries of its Raft group (`super::machine`): the local
+    /// `apply` is refused, so nothing writes its records outside the log.
+    replicated: bool,
 }
 
 /// The catalog lock, held: the state can be read and commands applied, and no other
@@ -560,6 +616,15 @@ pub(crate) struct Catalog {
 pub(crate) struct CatalogGuard<'a> {
     catalog: &'a Catalog,
     _lock: MutexGuard<'a, ()>,
+}
+
+/// Why commands were not applied (`CatalogGuard::commit_with`).
+#[derive(Debug)]
+pub(crate) enum ApplyError {
+    /// Refused, with RethinkDB's error; nothing was written.
+    Refused(ReqlError),
+    /// The storage failed; the in-memory state is unchanged.
+    Storage(storage::StorageError),
 }
 
 impl CatalogGuard<'_> {
@@ -571,45 +636,89 @@ impl CatalogGuard<'_> {
     /// Applies `cmd`: validates it, writes the changed records in one batch with fsync,
     /// then switches the in-memory state.
     pub(crate) fn apply(&mut self, cmd: CatalogCommand) -> reql::Result<Outcome> {
+        if self.catalog.replicated {
+            return Err(op_failed(
+                "The catalog is replicated: its changes are proposed to its Raft group.",
+            ));
+        }
         let mut outs = self.commit(&[cmd], WriteBatch::new())?;
         Ok(outs.pop().unwrap_or_default())
     }
 
-    /// Applies `cmds` in order as one batch (all or none), with `extra` records.
-    fn commit(&mut self, cmds: &[CatalogCommand], mut b: WriteBatch) -> reql::Result<Vec<Outcome>> {
-        let mut next = self.catalog.state.read().clone();
-        let mut outs = Vec::with_capacity(cmds.len());
-        for cmd in cmds {
-            outs.push(next.step(cmd)?);
-        }
-        for out in &outs {
-            write_changes(&mut b, out, &next);
-        }
+    /// Applies `cmds` in order as one batch (all or none), with `extra` records,
+    /// written and fsynced locally.
+    fn commit(&mut self, cmds: &[CatalogCommand], b: WriteBatch) -> reql::Result<Vec<Outcome>> {
         let users = cmds.iter().any(CatalogCommand::is_user_command);
-        self.catalog
-            .engine
-            .apply(b)
-            .and_then(|_| self.catalog.engine.persist())
-            .map_err(|e| {
-                op_failed(if users {
-                    format!("Could not write the user records: {e}")
-                } else {
-                    format!("Could not write the catalog: {e}")
-                })
-            })?;
+        let engine = self.catalog.engine.clone();
+        let write = |b: WriteBatch| {
+            engine
+                .apply(b)
+                .and_then(|_| engine.persist())
+                .map_err(ApplyError::Storage)
+        };
+        self.commit_with(cmds, b, write).map_err(|e| match e {
+            ApplyError::Refused(e) => e,
+            ApplyError::Storage(e) => op_failed(if users {
+                format!("Could not write the user records: {e}")
+            } else {
+                format!("Could not write the catalog: {e}")
+            }),
+        })
+    }
+
+    /// The one apply path, local or replicated: stages the changed records with `extra`
+    /// (`stage`, pure), has `commit` write them, and only then switches the in-memory
+    /// state. A refusal or a failed commit leaves the state untouched.
+    pub(crate) fn commit_with(
+        &mut self,
+        cmds: &[CatalogCommand],
+        mut extra: WriteBatch,
+        commit: impl FnOnce(WriteBatch) -> Result<(), ApplyError>,
+    ) -> Result<Vec<Outcome>, ApplyError> {
+        let spaces = self.catalog.spaces.read().clone();
+        let staged = stage(&self.catalog.state.read(), cmds, &spaces, &mut extra);
+        let (next, outs) = staged.map_err(ApplyError::Refused)?;
+        commit(extra)?;
         *self.catalog.state.write() = next;
         Ok(outs)
     }
+
+    /// The spaces the records are in.
+    pub(crate) fn spaces(&self) -> Spaces {
+        self.catalog.spaces.read().clone()
+    }
+}
+
+/// The pure part of applying `cmds` in order to `state` (all or none): the new state
+/// and each command's outcome, with every changed record staged into `b` in `spaces`.
+/// Reads nothing and generates nothing, so the same state and commands stage the same
+/// records anywhere.
+pub(crate) fn stage(
+    state: &CatalogState,
+    cmds: &[CatalogCommand],
+    spaces: &Spaces,
+    b: &mut WriteBatch,
+) -> reql::Result<(CatalogState, Vec<Outcome>)> {
+    let mut next = state.clone();
+    let mut outs = Vec::with_capacity(cmds.len());
+    for cmd in cmds {
+        outs.push(next.step(cmd)?);
+    }
+    for out in &outs {
+        write_changes(b, out, &next, spaces);
+    }
+    Ok((next, outs))
 }
 
 /// Puts the records an outcome changed into `b`, as they are in `next`.
-fn write_changes(b: &mut WriteBatch, out: &Outcome, next: &CatalogState) {
+fn write_changes(b: &mut WriteBatch, out: &Outcome, next: &CatalogState, spaces: &Spaces) {
+    let (cat, users) = (spaces.catalog.as_str(), spaces.users.as_str());
     if let Some((old, new)) = &out.db {
         match new {
-            Some((name, id)) => b.put(CATALOG, db_key(id), db_record(name, id).to_json_bytes()),
+            Some((name, id)) => b.put(cat, db_key(id), db_record(name, id).to_json_bytes()),
             None => {
                 if let Some((_, id)) = old {
-                    b.delete(CATALOG, db_key(id));
+                    b.delete(cat, db_key(id));
                 }
             }
         }
@@ -621,16 +730,16 @@ fn write_changes(b: &mut WriteBatch, out: &Outcome, next: &CatalogState) {
                 // The entry as it is after every command of the batch.
                 let cur = next.tables.get(&(n.db.clone(), n.name.clone()));
                 let rec = cur.map_or_else(|| table_record(n), table_record);
-                b.put(CATALOG, table_key(&n.id), rec.to_json_bytes());
+                b.put(cat, table_key(&n.id), rec.to_json_bytes());
             }
-            (Some(o), None) => b.delete(CATALOG, table_key(&o.id)),
+            (Some(o), None) => b.delete(cat, table_key(&o.id)),
             (None, None) => {}
         }
     }
     if let Some(name) = &out.user {
         match next.users.get(name) {
-            Some(u) => b.put(USERS, name.as_bytes().to_vec(), u.encode()),
-            None => b.delete(USERS, name.as_bytes().to_vec()),
+            Some(u) => b.put(users, name.as_bytes().to_vec(), u.encode()),
+            None => b.delete(users, name.as_bytes().to_vec()),
         }
     }
 }
@@ -643,26 +752,17 @@ impl Catalog {
         engine: Arc<dyn Engine>,
         initial_password: &str,
     ) -> Result<Catalog, ClusterError> {
-        engine.create_space(CATALOG)?;
-        let fresh = match engine.get(CATALOG, FORMAT_KEY)? {
-            Some(v) => {
-                let s = String::from_utf8_lossy(&v).to_string();
-                if s != FORMAT_VERSION.to_string() {
-                    return Err(ClusterError::Format {
-                        found: s,
-                        supported: FORMAT_VERSION,
-                    });
-                }
-                false
-            }
-            None => true,
-        };
-        engine.create_space(USERS)?;
-        let (state, legacy) = Self::read(&engine)?;
+        let spaces = Spaces::local();
+        engine.create_space(&spaces.catalog)?;
+        let fresh = !check_format(&*engine, &spaces.catalog)?;
+        engine.create_space(&spaces.users)?;
+        let (state, legacy) = Self::read(&engine, &spaces)?;
         let cat = Catalog {
             engine,
             lock: Mutex::new(()),
             state: RwLock::new(state),
+            spaces: RwLock::new(spaces),
+            replicated: false,
         };
         let mut cmds = Vec::new();
         let mut extra = WriteBatch::new();
@@ -711,14 +811,58 @@ impl Catalog {
         Ok(cat)
     }
 
+    /// Opens a replicated catalog on the spaces where its group's state is now
+    /// (`super::machine`): creates them if missing, checks the format record if there
+    /// is one, and reads every record. Writes nothing: a new group starts empty, and
+    /// its first entries (database `test`, user `admin`) come through the log.
+    pub(crate) fn open_replicated(
+        engine: Arc<dyn Engine>,
+        spaces: Spaces,
+    ) -> Result<Catalog, ClusterError> {
+        engine.create_space(&spaces.catalog)?;
+        engine.create_space(&spaces.users)?;
+        check_format(&*engine, &spaces.catalog)?;
+        let (state, _) = Self::read(&engine, &spaces)?;
+        Ok(Catalog {
+            engine,
+            lock: Mutex::new(()),
+            state: RwLock::new(state),
+            spaces: RwLock::new(spaces),
+            replicated: true,
+        })
+    }
+
+    /// Moves the catalog to `spaces` (a replicated catalog's state after a snapshot
+    /// install) under the catalog lock, reading its state from them. Returns whether
+    /// anything moved; when nothing did, nothing is read.
+    pub(crate) fn attach(&self, spaces: Spaces) -> Result<bool, ClusterError> {
+        let _g = self.lock();
+        if *self.spaces.read() == spaces {
+            return Ok(false);
+        }
+        check_format(&*self.engine, &spaces.catalog)?;
+        let (state, _) = Self::read(&self.engine, &spaces)?;
+        *self.state.write() = state;
+        *self.spaces.write() = spaces;
+        Ok(true)
+    }
+
+    /// The engine the records are in.
+    pub(crate) fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
     /// Reads every record; also returns the keys of records under a name key (written
     /// by earlier builds: `db/<name>`, `table/<db>/<name>`).
-    fn read(engine: &Arc<dyn Engine>) -> Result<(CatalogState, Vec<Vec<u8>>), ClusterError> {
+    fn read(
+        engine: &Arc<dyn Engine>,
+        spaces: &Spaces,
+    ) -> Result<(CatalogState, Vec<Vec<u8>>), ClusterError> {
         let snap = engine.snapshot();
         let mut st = CatalogState::default();
         let mut legacy = Vec::new();
         let mut tables = Vec::new();
-        for kv in snap.range(CATALOG, Bound::Unbounded, Bound::Unbounded, false)? {
+        for kv in snap.range(&spaces.catalog, Bound::Unbounded, Bound::Unbounded, false)? {
             let (k, v) = kv?;
             let key = String::from_utf8_lossy(&k).to_string();
             if key == "format" {
@@ -752,7 +896,7 @@ impl Catalog {
             }
             st.tables.insert((e.db.clone(), e.name.clone()), e);
         }
-        for kv in snap.range(USERS, Bound::Unbounded, Bound::Unbounded, false)? {
+        for kv in snap.range(&spaces.users, Bound::Unbounded, Bound::Unbounded, false)? {
             let (k, v) = kv?;
             let name = String::from_utf8_lossy(&k).to_string();
             if let Some(u) = User::decode(&v, name == ADMIN) {
@@ -778,6 +922,24 @@ impl Catalog {
     /// The current state, for reading.
     pub(crate) fn read_state(&self) -> RwLockReadGuard<'_, CatalogState> {
         self.state.read()
+    }
+}
+
+/// Whether `space` holds a format record (false: a new catalog); an error when the
+/// record is not this build's version.
+pub(crate) fn check_format(engine: &dyn Engine, space: &str) -> Result<bool, ClusterError> {
+    match engine.get(space, FORMAT_KEY)? {
+        Some(v) => {
+            let s = String::from_utf8_lossy(&v).to_string();
+            if s != FORMAT_VERSION.to_string() {
+                return Err(ClusterError::Format {
+                    found: s,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            Ok(true)
+        }
+        None => Ok(false),
     }
 }
 

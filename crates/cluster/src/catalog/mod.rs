@@ -8,6 +8,9 @@
 
 mod apply;
 mod command;
+mod follow;
+mod machine;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,8 +24,11 @@ use store::{CacheBudget, GroupCommit};
 
 use crate::table::{store_err, TableHandle};
 
-pub(crate) use apply::{db_record, message, Catalog, CatalogGuard, Outcome, TableEntry};
+pub use apply::Outcome;
+pub(crate) use apply::{db_record, message, Catalog, CatalogGuard, TableEntry};
 pub use apply::{FORMAT_VERSION, SYSTEM_DB};
+pub use machine::{space_kinds, CatalogEffects, CatalogMachine, CATALOG_KIND, USERS_KIND};
+pub use wire::{decode_reply, encode_command, WIRE_VERSION};
 pub use command::{CatalogCommand, Credentials, IndexDefSpec, TableChanges, TableDef};
 
 /// Errors opening the catalog.
@@ -94,6 +100,8 @@ pub struct Cluster {
     pub(crate) admin: crate::system::AdminState,
     /// This cluster's own `Arc`, for the system tables it hands out.
     pub(crate) me: std::sync::Weak<Cluster>,
+    /// Side effects of a replicated catalog that failed here (`follow`).
+    follow_failures: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -124,6 +132,15 @@ impl Cluster {
         opts: ClusterOptions,
     ) -> Result<Arc<Cluster>, ClusterError> {
         let catalog = Arc::new(Catalog::open(engine.clone(), &opts.initial_password)?);
+        Cluster::assemble(engine, opts, catalog)
+    }
+
+    /// A cluster around an opened catalog, its tables opened.
+    fn assemble(
+        engine: Arc<dyn Engine>,
+        opts: ClusterOptions,
+        catalog: Arc<Catalog>,
+    ) -> Result<Arc<Cluster>, ClusterError> {
         let users = Arc::new(crate::auth::Users::new(catalog.clone()));
         // Started only once the format is known to be ours, so a refused directory
         // leaves no flush thread (holding the engine) behind.
@@ -139,6 +156,7 @@ impl Cluster {
             users,
             admin: crate::system::AdminState::new(),
             me: me.clone(),
+            follow_failures: Default::default(),
         });
         cluster.load()?;
         Ok(cluster)
@@ -230,7 +248,7 @@ impl Cluster {
     pub(crate) fn sync_handles(&self, out: &Outcome) {
         for (old, new) in &out.tables {
             match (old, new) {
-                (Some(o), None) => self.retire(o),
+                (Some(o), None) => self.retire(&o.id),
                 (Some(o), Some(n))
                     if o.db != n.db || o.name != n.name || o.durability != n.durability =>
                 {
@@ -251,13 +269,13 @@ impl Cluster {
 
     /// A dropped table: open feeds end with RethinkDB's "Changefeed aborted (table
     /// unavailable).", its indexes are unregistered and its storage dropped.
-    fn retire(&self, e: &TableEntry) {
-        let removed = self.handles.write().remove(&e.id);
+    fn retire(&self, id: &str) {
+        let removed = self.handles.write().remove(id);
         if let Some(h) = removed {
             h.shards.feeds().close();
             h.indexes.drop_all(&h.shards.current().shards);
         }
-        let _ = self.engine.drop_space(&space_of(&e.id));
+        let _ = self.engine.drop_space(&space_of(id));
     }
 
     /// The byte budget shared by the document caches of this server's tables.
