@@ -175,10 +175,13 @@ impl StateMachine for CatalogMachine {
     }
 
     fn attach(&mut self, spaces: &[String]) -> Result<(), StorageError> {
-        let moved = self.catalog.attach(spaces_of(spaces)?).map_err(|e| match e {
-            ClusterError::Storage(e) => e,
-            e => StorageError::Engine(e.to_string()),
-        })?;
+        let moved = self
+            .catalog
+            .attach(spaces_of(spaces)?)
+            .map_err(|e| match e {
+                ClusterError::Storage(e) => e,
+                e => StorageError::Engine(e.to_string()),
+            })?;
         if moved {
             self.effects.reloaded();
         }

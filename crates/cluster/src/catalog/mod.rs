@@ -27,9 +27,9 @@ use crate::table::{store_err, TableHandle};
 pub use apply::Outcome;
 pub(crate) use apply::{db_record, message, Catalog, CatalogGuard, TableEntry};
 pub use apply::{FORMAT_VERSION, SYSTEM_DB};
+pub use command::{CatalogCommand, Credentials, IndexDefSpec, TableChanges, TableDef};
 pub use machine::{space_kinds, CatalogEffects, CatalogMachine, CATALOG_KIND, USERS_KIND};
 pub use wire::{decode_reply, encode_command, WIRE_VERSION};
-pub use command::{CatalogCommand, Credentials, IndexDefSpec, TableChanges, TableDef};
 
 /// Errors opening the catalog.
 #[derive(Debug, thiserror::Error)]

@@ -105,7 +105,11 @@ pub(crate) fn encode_applied(out: &Outcome) -> Vec<u8> {
     let table = |e: &Option<TableEntry>| e.as_ref().map(|e| datum::to_json_value(&table_record(e)));
     let changed = Changed {
         db: out.db.clone(),
-        tables: out.tables.iter().map(|(o, n)| (table(o), table(n))).collect(),
+        tables: out
+            .tables
+            .iter()
+            .map(|(o, n)| (table(o), table(n)))
+            .collect(),
         user: out.user.clone(),
         perms: out.perms,
     };
@@ -168,6 +172,8 @@ pub fn decode_reply(bytes: &[u8]) -> Result<Outcome, ReqlError> {
             Kind::OpFailed => op_failed(r.message),
             Kind::Internal => internal(r.message),
         }),
-        _ => Err(internal("Malformed catalog reply: neither applied nor refused.")),
+        _ => Err(internal(
+            "Malformed catalog reply: neither applied nor refused.",
+        )),
     }
 }
