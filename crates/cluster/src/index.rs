@@ -201,10 +201,13 @@ impl TableIndexes {
         let mut builds = Vec::new();
         let gone = {
             let mut defs = self.defs.write();
-            let mut old: BTreeMap<Arc<str>, Entry> = std::mem::take(&mut *defs)
-                .into_values()
-                .map(|e| (e.index.space(), e))
+            // Built aside and swapped in whole: a failure leaves the definitions as
+            // they were.
+            let mut old: BTreeMap<Arc<str>, Entry> = defs
+                .values()
+                .map(|e| (e.index.space(), e.clone()))
                 .collect();
+            let mut next = BTreeMap::new();
             for (name, d) in &table.indexes {
                 let space: Arc<str> = self.space(&d.id).into();
                 let entry = match old.remove(&space) {
@@ -219,8 +222,9 @@ impl TableIndexes {
                         Entry { spec, index }
                     }
                 };
-                defs.insert(name.clone(), entry);
+                next.insert(name.clone(), entry);
             }
+            *defs = next;
             old
         };
         for e in gone.values() {

@@ -56,6 +56,9 @@ pub trait CatalogEffects: Send + Sync + 'static {
     fn reloaded(&self);
 }
 
+/// One record of a catalog: its space kind, key and value.
+pub type Record = (String, Vec<u8>, Vec<u8>);
+
 /// The catalog as a replicated state machine.
 pub struct CatalogMachine {
     catalog: Arc<Catalog>,
@@ -106,7 +109,7 @@ impl CatalogMachine {
 
     /// Every record of the catalog now: `(kind, key, value)`, in key order (replicas
     /// with the same catalog have the same records, byte for byte).
-    pub fn records(&self) -> Result<Vec<(String, Vec<u8>, Vec<u8>)>, StorageError> {
+    pub fn records(&self) -> Result<Vec<Record>, StorageError> {
         let spaces = self.catalog.lock().spaces();
         let snap = self.catalog.engine().snapshot();
         let mut out = Vec::new();

@@ -10,6 +10,7 @@ mod apply;
 mod command;
 mod follow;
 mod machine;
+mod step;
 mod wire;
 
 use std::collections::HashMap;
