@@ -7,6 +7,9 @@
 //! Every change to either (databases, tables, index definitions, write hooks, split
 //! points, users, permissions) is a `CatalogCommand` applied by one writer,
 //! `catalog::Catalog`, under one lock, persisted (fsync) before it is acknowledged.
+//! The same commands replicate the catalog on Raft ([`replicated`]: the catalog as a
+//! `replication::StateMachine`, and `Cluster::open_replicated`, a node following it);
+//! the server does not use that yet.
 
 mod access;
 pub mod auth;

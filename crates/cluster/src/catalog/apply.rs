@@ -2,10 +2,14 @@
 //!
 //! It holds the catalog's state (databases, tables with their index definitions, write
 //! hooks and split points, users with their permissions) and the one catalog lock.
-//! `CatalogGuard::apply` validates a `CatalogCommand` against the state, computes the
-//! new state on a copy, writes every record that changed in one storage batch, fsyncs,
-//! and only then switches the in-memory state: a rejected or unwritten command leaves
-//! both untouched. Records are keyed by id (`db/<id>`, `table/<id>`), and a table's
+//! Applying a `CatalogCommand` has two halves shared by a single server and a
+//! replicated catalog (`super::machine`): `stage`, the pure part, validates it against
+//! the state and computes the new state on a copy (`CatalogState::step`,
+//! `super::step`), staging every record that changed in a batch; and
+//! `CatalogGuard::commit_with`, the shell, commits that batch (locally: one storage
+//! batch, fsynced, `CatalogGuard::apply`; replicated: the Raft entry's batch) and only
+//! then switches the in-memory state: a rejected or unwritten command leaves both
+//! untouched. A replicated catalog refuses the local `apply`. Records are keyed by id (`db/<id>`, `table/<id>`), and a table's
 //! record is always written whole from this state, so a rename can leave no stale record
 //! behind and no other copy can write an old one back.
 //!

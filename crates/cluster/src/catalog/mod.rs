@@ -1,10 +1,13 @@
 //! The catalog: databases and tables (with their indexes, write hooks and shard maps)
 //! and users, persisted in the `catalog` and `users` storage spaces.
 //!
-//! Every change is a `CatalogCommand` (`command`) applied by `Catalog` (`apply`), the
-//! one writer of those spaces. `Cluster` validates requests with RethinkDB's messages,
-//! applies the command under the catalog lock, and drives the side effects outside the
-//! catalog (tables' storage spaces and handles, shards, feeds) from its `Outcome`.
+//! Every change is a `CatalogCommand` (`command`) applied by `Catalog` (`apply`, its
+//! rules in `step`), the one writer of those spaces. `Cluster` validates requests with
+//! RethinkDB's messages, applies the command under the catalog lock, and drives the
+//! side effects outside the catalog (tables' storage spaces and handles, shards, feeds)
+//! from its `Outcome`. Replicated, the catalog is a Raft group's state machine
+//! (`machine`, entries encoded by `wire`) in spaces of that group, and a node's
+//! `Cluster` follows its committed entries (`follow`, `Cluster::open_replicated`).
 
 mod apply;
 mod command;
