@@ -141,3 +141,7 @@ impl Cluster {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "follow_tests.rs"]
+mod tests;
