@@ -287,13 +287,19 @@ impl CatalogGuard<'_> {
     /// Applies `cmd`: validates it, writes the changed records in one batch with fsync,
     /// then switches the in-memory state.
     pub(crate) fn apply(&mut self, cmd: CatalogCommand) -> reql::Result<Outcome> {
+        self.local_only()?;
+        let mut outs = self.commit(&[cmd], WriteBatch::new())?;
+        Ok(outs.pop().unwrap_or_default())
+    }
+
+    /// Refuses a local change of a replicated catalog (before any side effect of it).
+    pub(crate) fn local_only(&self) -> reql::Result<()> {
         if self.catalog.replicated {
             return Err(op_failed(
                 "The catalog is replicated: its changes are proposed to its Raft group.",
             ));
         }
-        let mut outs = self.commit(&[cmd], WriteBatch::new())?;
-        Ok(outs.pop().unwrap_or_default())
+        Ok(())
     }
 
     /// Applies `cmds` in order as one batch (all or none), with `extra` records,

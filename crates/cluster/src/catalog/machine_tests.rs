@@ -16,6 +16,8 @@ use crate::auth::{Perms, Scope};
 use crate::catalog::command::{CatalogCommand, IndexDefSpec, TableChanges, TableDef};
 use crate::catalog::wire::{decode_command, encode_applied, encode_refusal};
 use crate::catalog::{decode_reply, encode_command};
+use crate::{Cluster, ClusterOptions};
+use reql::TableAccess;
 
 const PREFIX: &str = "raft.g0";
 
@@ -302,6 +304,26 @@ async fn a_replicated_catalog_refuses_local_commands() {
         .unwrap_err();
     assert!(e.message.contains("replicated"), "{}", e.message);
     assert!(sm.machine().records().unwrap().is_empty());
+    drop(sm);
+    // Nor does a Cluster on it, which creates no storage for a refused table.
+    let opts = ClusterOptions::new("s");
+    let (c, machine) = Cluster::open_replicated(engine.clone(), opts, PREFIX).unwrap();
+    let mut sm = StateMachineStore::open(engine.clone(), PREFIX, machine, Durability::Inline);
+    let sm = sm.as_mut().unwrap();
+    apply(sm, 1, &commands()[..1]).await;
+    let spaces = engine.space_names().unwrap();
+    let e = c.db_create("d").unwrap_err();
+    assert!(e.message.contains("replicated"), "{}", e.message);
+    let opts = reql::TableOptions {
+        primary_key: "id".into(),
+        durability: reql::Durability::Soft,
+        shards: 1,
+        replicas: 1,
+    };
+    let e = c.table_create("test", "t", opts).unwrap_err();
+    assert!(e.message.contains("replicated"), "{}", e.message);
+    assert_eq!(engine.space_names().unwrap(), spaces);
+    c.shutdown();
 }
 
 /// A snapshot of one replica installed on another moves its catalog to the new spaces,

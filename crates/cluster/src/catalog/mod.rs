@@ -218,6 +218,7 @@ impl Cluster {
         g: &mut CatalogGuard<'_>,
         e: &TableEntry,
     ) -> reql::Result<()> {
+        g.local_only()?;
         let db_id = g
             .state()
             .dbs
