@@ -285,6 +285,16 @@ async fn a_replicated_catalog_converges_and_a_stopped_node_catches_up_by_snapsho
     };
     let err = propose(&nodes, &dup).await.unwrap_err();
     assert_eq!((err.kind, err.message), (expected.kind, expected.message));
+    let opts = || reql::TableOptions {
+        primary_key: "id".into(),
+        durability: reql::Durability::Hard,
+        shards: 1,
+        replicas: 1,
+    };
+    single.table_create("d", "u", opts()).unwrap();
+    let expected = single.table_create("d", "u", opts()).unwrap_err();
+    let err = propose(&nodes, &table("t9", "d1", "u")).await.unwrap_err();
+    assert_eq!((err.kind, err.message), (expected.kind, expected.message));
     single.shutdown();
 
     // db d and test, table u, the format record; users admin and bob.
@@ -355,6 +365,10 @@ async fn a_replicated_catalog_converges_and_a_stopped_node_catches_up_by_snapsho
     let restarted = n.cluster();
     assert_eq!(restarted.follow_failures(), 0);
     assert!(restarted.table("d", "u").is_err());
+    for n in &nodes {
+        let hook = n.cluster().table("e", "u").unwrap().write_hook().unwrap();
+        assert!(hook.is_some(), "the write hook is not followed");
+    }
 
     for n in &nodes {
         n.raft.as_ref().unwrap().shutdown().await.unwrap();
