@@ -184,6 +184,60 @@ impl TableIndexes {
         Ok(())
     }
 
+    /// Brings the registered indexes and the hook in step with `table`'s definitions,
+    /// matching indexes by id (a replicated catalog's entry, `crate::catalog::follow`):
+    /// a renamed index keeps its state, a new one is registered with the shards and
+    /// built in the background, one no longer defined is unregistered. Never takes the
+    /// catalog lock itself (its caller holds it); a build records `IndexReady` only
+    /// where the catalog accepts local commands (not on a replicated one).
+    pub(crate) fn follow(
+        self: &Arc<Self>,
+        table: &TableEntry,
+        shards: &[Arc<Shard>],
+    ) -> Result<(), String> {
+        *self.hook.write() = table.hook.as_ref().map(|f| WriteHook {
+            function: f.clone(),
+        });
+        let mut builds = Vec::new();
+        let gone = {
+            let mut defs = self.defs.write();
+            // Built aside and swapped in whole: a failure leaves the definitions as
+            // they were.
+            let mut old: BTreeMap<Arc<str>, Entry> = defs
+                .values()
+                .map(|e| (e.index.space(), e.clone()))
+                .collect();
+            let mut next = BTreeMap::new();
+            for (name, d) in &table.indexes {
+                let space: Arc<str> = self.space(&d.id).into();
+                let entry = match old.remove(&space) {
+                    Some(e) => e,
+                    None => {
+                        let spec = IndexSpec::from(&d.spec);
+                        let index = self.make(&d.id, &spec, false).map_err(|e| e.message)?;
+                        for shard in shards {
+                            shard.add_index(index.clone()).map_err(|e| e.to_string())?;
+                        }
+                        builds.push((d.id.clone(), index.clone()));
+                        Entry { spec, index }
+                    }
+                };
+                next.insert(name.clone(), entry);
+            }
+            *defs = next;
+            old
+        };
+        for e in gone.values() {
+            for shard in shards {
+                shard.remove_index(&e.index).map_err(|e| e.to_string())?;
+            }
+        }
+        for (id, index) in builds {
+            self.spawn_build(id, index, shards.to_vec());
+        }
+        Ok(())
+    }
+
     /// The table's write hook.
     pub(crate) fn hook(&self) -> Option<WriteHook> {
         self.hook.read().clone()

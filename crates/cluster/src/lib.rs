@@ -7,6 +7,9 @@
 //! Every change to either (databases, tables, index definitions, write hooks, split
 //! points, users, permissions) is a `CatalogCommand` applied by one writer,
 //! `catalog::Catalog`, under one lock, persisted (fsync) before it is acknowledged.
+//! The same commands replicate the catalog on Raft ([`replicated`]: the catalog as a
+//! `replication::StateMachine`, and `Cluster::open_replicated`, a node following it);
+//! the server does not use that yet.
 
 mod access;
 pub mod auth;
@@ -26,4 +29,12 @@ pub use catalog::{
     CatalogCommand, Cluster, ClusterError, ClusterOptions, Credentials, IndexDefSpec, TableChanges,
     TableDef, FORMAT_VERSION,
 };
+/// The catalog replicated on Raft (`catalog::machine`): its state machine, the log
+/// entries' encoding, and the hook through which a node follows it.
+pub mod replicated {
+    pub use crate::catalog::{
+        decode_reply, encode_command, space_kinds, CatalogEffects, CatalogMachine, Outcome,
+        CATALOG_KIND, USERS_KIND, WIRE_VERSION,
+    };
+}
 pub use table::TableHandle;

@@ -164,6 +164,12 @@ impl Sharded {
         Ok(())
     }
 
+    /// Whether the table is cut at `splits` now.
+    pub(crate) fn cut_at(&self, splits: &[Datum]) -> bool {
+        let cuts: Result<Vec<_>, _> = splits.iter().map(encode).collect();
+        cuts.is_ok_and(|c| c == self.current().cuts)
+    }
+
     /// `parts - 1` split points that cut the current documents into `parts` ranges of
     /// about equal size: exact quantiles of the keys of a small table, quantiles of the
     /// key samples of a large one, and points spread over the key space of generated

@@ -2,10 +2,14 @@
 //!
 //! It holds the catalog's state (databases, tables with their index definitions, write
 //! hooks and split points, users with their permissions) and the one catalog lock.
-//! `CatalogGuard::apply` validates a `CatalogCommand` against the state, computes the
-//! new state on a copy, writes every record that changed in one storage batch, fsyncs,
-//! and only then switches the in-memory state: a rejected or unwritten command leaves
-//! both untouched. Records are keyed by id (`db/<id>`, `table/<id>`), and a table's
+//! Applying a `CatalogCommand` has two halves shared by a single server and a
+//! replicated catalog (`super::machine`): `stage`, the pure part, validates it against
+//! the state and computes the new state on a copy (`CatalogState::step`,
+//! `super::step`), staging every record that changed in a batch; and
+//! `CatalogGuard::commit_with`, the shell, commits that batch (locally: one storage
+//! batch, fsynced, `CatalogGuard::apply`; replicated: the Raft entry's batch) and only
+//! then switches the in-memory state: a rejected or unwritten command leaves both
+//! untouched. A replicated catalog refuses the local `apply`. Records are keyed by id (`db/<id>`, `table/<id>`), and a table's
 //! record is always written whole from this state, so a rename can leave no stale record
 //! behind and no other copy can write an old one back.
 //!
@@ -23,7 +27,7 @@ use reql::error::op_failed;
 use reql::{Durability, ReqlError};
 use storage::{Engine, WriteBatch};
 
-use super::command::{CatalogCommand, IndexDefSpec, TableDef};
+use super::command::{CatalogCommand, IndexDefSpec};
 use super::ClusterError;
 use crate::auth::{Perms, User, ADMIN};
 
@@ -32,7 +36,7 @@ pub const FORMAT_VERSION: u64 = 1;
 
 const CATALOG: &str = "catalog";
 const USERS: &str = "users";
-const FORMAT_KEY: &[u8] = b"format";
+pub(crate) const FORMAT_KEY: &[u8] = b"format";
 
 /// RethinkDB's system database (its tables are served by the admin layer).
 pub const SYSTEM_DB: &str = "rethinkdb";
@@ -84,9 +88,10 @@ pub(crate) struct CatalogState {
 /// A database `(name, id)` before and after a command.
 pub(crate) type DbChange = (Option<(String, String)>, Option<(String, String)>);
 
-/// What an applied command changed, for the caller's side effects.
-#[derive(Default, Debug)]
-pub(crate) struct Outcome {
+/// What an applied command changed, for the caller's side effects (and, replicated,
+/// for every replica's: `super::machine::CatalogEffects`).
+#[derive(Default, Debug, PartialEq)]
+pub struct Outcome {
     /// The database changed: `(name, id)` before and after.
     pub(crate) db: Option<DbChange>,
     /// Every table changed: its entry before and after.
@@ -98,6 +103,24 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// The ids of the tables the command created, changed or dropped.
+    pub fn table_ids(&self) -> Vec<String> {
+        self.tables
+            .iter()
+            .filter_map(|(o, n)| n.as_ref().or(o.as_ref()).map(|e| e.id.clone()))
+            .collect()
+    }
+
+    /// The database created, renamed or dropped: `(name, id)` before and after.
+    pub fn db_change(&self) -> Option<&DbChange> {
+        self.db.as_ref()
+    }
+
+    /// The user whose record changed.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     /// The one table changed, before the command.
     pub(crate) fn table_before(&self) -> Option<&TableEntry> {
         self.tables.first().and_then(|(o, _)| o.as_ref())
@@ -154,7 +177,7 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
     Datum::from_pairs(pairs)
 }
 
-fn parse_table(d: &Datum) -> TableEntry {
+pub(crate) fn parse_table(d: &Datum) -> TableEntry {
     let s = |v: &Datum, f: &str| {
         v.get(f)
             .and_then(Datum::as_str)
@@ -209,342 +232,22 @@ fn parse_table(d: &Datum) -> TableEntry {
     }
 }
 
-fn durability(s: &str) -> reql::Result<Durability> {
-    Durability::parse(s).ok_or_else(|| op_failed(format!("Unknown durability `{s}`.")))
+/// Where the catalog's records live: a single server's `catalog` and `users` spaces,
+/// or the spaces of a replicated catalog's Raft group (`super::machine`), which move
+/// when a snapshot is installed.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Spaces {
+    pub(crate) catalog: String,
+    pub(crate) users: String,
 }
 
-fn datums(v: &[serde_json::Value]) -> reql::Result<Vec<Datum>> {
-    v.iter()
-        .map(|j| datum::from_json_value(j).map_err(|e| op_failed(e.0)))
-        .collect()
-}
-
-impl CatalogState {
-    fn db_name_of(&self, id: &str) -> Option<String> {
-        self.dbs
-            .iter()
-            .find(|(_, e)| e.id == id)
-            .map(|(n, _)| n.clone())
-    }
-
-    fn table_key_of(&self, id: &str) -> reql::Result<(String, String)> {
-        self.tables
-            .iter()
-            .find(|(_, e)| e.id == id)
-            .map(|(k, _)| k.clone())
-            .ok_or_else(|| op_failed(format!("Table with id `{id}` does not exist.")))
-    }
-
-    /// Applies one command to this state (validation and the new state; no I/O).
-    pub(crate) fn step(&mut self, cmd: &CatalogCommand) -> reql::Result<Outcome> {
-        use CatalogCommand as C;
-        let mut out = Outcome::default();
-        match cmd {
-            C::CreateDb { id, name } => {
-                if name == SYSTEM_DB || self.dbs.contains_key(name) {
-                    return Err(op_failed(format!("Database `{name}` already exists.")));
-                }
-                if self.db_name_of(id).is_some() {
-                    return Err(op_failed(format!(
-                        "Database with id `{id}` already exists."
-                    )));
-                }
-                self.dbs.insert(name.clone(), DbEntry { id: id.clone() });
-                out.db = Some((None, Some((name.clone(), id.clone()))));
-            }
-            C::DropDb { id } => {
-                let name = self
-                    .db_name_of(id)
-                    .ok_or_else(|| op_failed(format!("Database with id `{id}` does not exist.")))?;
-                self.dbs.remove(&name);
-                let keys: Vec<_> = self
-                    .tables
-                    .keys()
-                    .filter(|(d, _)| *d == name)
-                    .cloned()
-                    .collect();
-                for k in keys {
-                    if let Some(e) = self.tables.remove(&k) {
-                        out.tables.push((Some(e), None));
-                    }
-                }
-                out.db = Some((Some((name, id.clone())), None));
-            }
-            C::RenameDb { id, name } => {
-                let old = self
-                    .db_name_of(id)
-                    .ok_or_else(|| op_failed(format!("Database with id `{id}` does not exist.")))?;
-                if old == *name {
-                    return Ok(out);
-                }
-                if name == SYSTEM_DB || self.dbs.contains_key(name) {
-                    return Err(op_failed(format!("Database `{name}` already exists.")));
-                }
-                self.dbs.remove(&old);
-                self.dbs.insert(name.clone(), DbEntry { id: id.clone() });
-                let keys: Vec<_> = self
-                    .tables
-                    .keys()
-                    .filter(|(d, _)| *d == old)
-                    .cloned()
-                    .collect();
-                for k in keys {
-                    if let Some(e) = self.tables.remove(&k) {
-                        let mut n = e.clone();
-                        n.db = name.clone();
-                        self.tables
-                            .insert((n.db.clone(), n.name.clone()), n.clone());
-                        out.tables.push((Some(e), Some(n)));
-                    }
-                }
-                out.db = Some((Some((old, id.clone())), Some((name.clone(), id.clone()))));
-            }
-            C::CreateTable { table } => {
-                let e = self.new_table(table)?;
-                self.tables
-                    .insert((e.db.clone(), e.name.clone()), e.clone());
-                out.tables.push((None, Some(e)));
-            }
-            C::DropTable { id } => {
-                let k = self.table_key_of(id)?;
-                let e = self.tables.remove(&k);
-                out.tables.push((e, None));
-            }
-            C::AlterTable { id, changes } => {
-                let k = self.table_key_of(id)?;
-                let old = self.tables[&k].clone();
-                let mut new = old.clone();
-                if let Some(db_id) = &changes.db_id {
-                    new.db = self.db_name_of(db_id).ok_or_else(|| {
-                        op_failed(format!("Database with id `{db_id}` does not exist."))
-                    })?;
-                }
-                if let Some(n) = &changes.name {
-                    new.name = n.clone();
-                }
-                if let Some(d) = &changes.durability {
-                    new.durability = durability(d)?;
-                }
-                if let Some(s) = changes.shards {
-                    new.shards = s;
-                }
-                if let Some(r) = changes.replicas {
-                    new.replicas = r;
-                }
-                if let Some(p) = &changes.split_points {
-                    new.splits = datums(p)?;
-                }
-                if new.splits.len() + 1 != new.shards.max(1) as usize
-                    && (changes.shards.is_some() || changes.split_points.is_some())
-                {
-                    return Err(op_failed(format!(
-                        "{} split points do not cut {} shards.",
-                        new.splits.len(),
-                        new.shards
-                    )));
-                }
-                let moved = new.db != old.db || new.name != old.name;
-                if moved
-                    && self
-                        .tables
-                        .contains_key(&(new.db.clone(), new.name.clone()))
-                {
-                    return Err(op_failed(format!(
-                        "Can't rename table `{}.{}` to `{}.{}` because table `{}.{}` already exists.",
-                        old.db, old.name, new.db, new.name, new.db, new.name
-                    )));
-                }
-                self.tables.remove(&k);
-                self.tables
-                    .insert((new.db.clone(), new.name.clone()), new.clone());
-                out.tables.push((Some(old), Some(new)));
-            }
-            C::CreateIndex {
-                table,
-                index,
-                name,
-                spec,
-            } => {
-                self.alter_indexes(table, &mut out, |e| {
-                    if e.indexes.contains_key(name) {
-                        return Err(op_failed(format!(
-                            "Index `{name}` already exists on table `{}.{}`.",
-                            e.db, e.name
-                        )));
-                    }
-                    e.indexes.insert(
-                        name.clone(),
-                        IndexDef {
-                            id: index.clone(),
-                            spec: spec.clone(),
-                            ready: false,
-                        },
-                    );
-                    Ok(())
-                })?;
-            }
-            C::DropIndex { table, name } => {
-                self.alter_indexes(table, &mut out, |e| {
-                    e.indexes.remove(name).map(|_| ()).ok_or_else(|| {
-                        op_failed(format!(
-                            "Index `{name}` does not exist on table `{}.{}`.",
-                            e.db, e.name
-                        ))
-                    })
-                })?;
-            }
-            C::RenameIndex {
-                table,
-                old,
-                new,
-                overwrite,
-            } => {
-                self.alter_indexes(table, &mut out, |e| {
-                    let fail = || {
-                        op_failed(if *overwrite {
-                            format!("Index `{old}` does not exist on table `{}.{}`.", e.db, e.name)
-                        } else {
-                            format!(
-                                "Index `{old}` does not exist or index `{new}` already exists on table `{}.{}`.",
-                                e.db, e.name
-                            )
-                        })
-                    };
-                    if !e.indexes.contains_key(old) {
-                        return Err(fail());
-                    }
-                    if old == new {
-                        return Ok(());
-                    }
-                    if e.indexes.contains_key(new) && !*overwrite {
-                        return Err(fail());
-                    }
-                    let d = e.indexes.remove(old).ok_or_else(fail)?;
-                    e.indexes.insert(new.clone(), d);
-                    Ok(())
-                })?;
-            }
-            C::IndexReady { table, index } => {
-                self.alter_indexes(table, &mut out, |e| {
-                    let d = e
-                        .indexes
-                        .values_mut()
-                        .find(|d| d.id == *index)
-                        .ok_or_else(|| {
-                            op_failed(format!(
-                                "Index with id `{index}` does not exist on table `{}.{}`.",
-                                e.db, e.name
-                            ))
-                        })?;
-                    d.ready = true;
-                    Ok(())
-                })?;
-            }
-            C::SetWriteHook { table, function } => {
-                self.alter_indexes(table, &mut out, |e| {
-                    e.hook = function.clone();
-                    Ok(())
-                })?;
-            }
-            C::PutUser {
-                name,
-                credentials,
-                has_password,
-            } => {
-                let creds = credentials
-                    .to_scram()
-                    .ok_or_else(|| op_failed(format!("Invalid credentials for user `{name}`.")))?;
-                let user = self.users.entry(name.clone()).or_insert_with(|| {
-                    let mut u = User::new(None);
-                    if name == ADMIN {
-                        u.global = Perms::ALL;
-                    }
-                    u
-                });
-                user.creds = creds;
-                user.has_password = *has_password;
-                out.user = Some(name.clone());
-            }
-            C::DeleteUser { name } => {
-                if name == ADMIN {
-                    return Err(op_failed(format!("The user `{name}` can't be deleted")));
-                }
-                if self.users.remove(name).is_none() {
-                    return Err(op_failed(format!("User `{name}` not found")));
-                }
-                out.user = Some(name.clone());
-            }
-            C::SetPermissions { user, scope, perms } => {
-                if user == ADMIN {
-                    return Err(op_failed(format!(
-                        "The permissions of the user `{user}` can't be modified."
-                    )));
-                }
-                let u = self
-                    .users
-                    .get_mut(user)
-                    .ok_or_else(|| op_failed(format!("User `{user}` not found.")))?;
-                let old = u.scope(scope);
-                u.set_scope(scope, *perms);
-                out.perms = Some((old, u.scope(scope)));
-                out.user = Some(user.clone());
-            }
+impl Spaces {
+    /// A single server's spaces.
+    pub(crate) fn local() -> Spaces {
+        Spaces {
+            catalog: CATALOG.into(),
+            users: USERS.into(),
         }
-        Ok(out)
-    }
-
-    fn new_table(&self, t: &TableDef) -> reql::Result<TableEntry> {
-        let db = self
-            .db_name_of(&t.db_id)
-            .ok_or_else(|| op_failed(format!("Database with id `{}` does not exist.", t.db_id)))?;
-        if self.tables.contains_key(&(db.clone(), t.name.clone())) {
-            return Err(op_failed(format!(
-                "Table `{db}.{}` already exists.",
-                t.name
-            )));
-        }
-        if self.tables.values().any(|e| e.id == t.id) {
-            return Err(op_failed(format!(
-                "Table with id `{}` already exists.",
-                t.id
-            )));
-        }
-        let splits = datums(&t.split_points)?;
-        if splits.len() + 1 != t.shards.max(1) as usize {
-            return Err(op_failed(format!(
-                "{} split points do not cut {} shards.",
-                splits.len(),
-                t.shards
-            )));
-        }
-        Ok(TableEntry {
-            id: t.id.clone(),
-            db,
-            name: t.name.clone(),
-            primary_key: t.primary_key.clone(),
-            durability: durability(&t.durability)?,
-            shards: t.shards,
-            replicas: t.replicas,
-            splits,
-            indexes: BTreeMap::new(),
-            hook: None,
-        })
-    }
-
-    /// Changes one table's index definitions or hook with `f`.
-    fn alter_indexes(
-        &mut self,
-        id: &str,
-        out: &mut Outcome,
-        f: impl FnOnce(&mut TableEntry) -> reql::Result<()>,
-    ) -> reql::Result<()> {
-        let k = self.table_key_of(id)?;
-        let old = self.tables[&k].clone();
-        let mut new = old.clone();
-        f(&mut new)?;
-        self.tables.insert(k, new.clone());
-        out.tables.push((Some(old), Some(new)));
-        Ok(())
     }
 }
 
@@ -553,6 +256,10 @@ pub(crate) struct Catalog {
     engine: Arc<dyn Engine>,
     lock: Mutex<()>,
     state: RwLock<CatalogState>,
+    spaces: RwLock<Spaces>,
+    /// Changed only by the entries of its Raft group (`super::machine`): the local
+    /// `apply` is refused, so nothing writes its records outside the log.
+    replicated: bool,
 }
 
 /// The catalog lock, held: the state can be read and commands applied, and no other
@@ -560,6 +267,15 @@ pub(crate) struct Catalog {
 pub(crate) struct CatalogGuard<'a> {
     catalog: &'a Catalog,
     _lock: MutexGuard<'a, ()>,
+}
+
+/// Why commands were not applied (`CatalogGuard::commit_with`).
+#[derive(Debug)]
+pub(crate) enum ApplyError {
+    /// Refused, with RethinkDB's error; nothing was written.
+    Refused(ReqlError),
+    /// The storage failed; the in-memory state is unchanged.
+    Storage(storage::StorageError),
 }
 
 impl CatalogGuard<'_> {
@@ -571,45 +287,95 @@ impl CatalogGuard<'_> {
     /// Applies `cmd`: validates it, writes the changed records in one batch with fsync,
     /// then switches the in-memory state.
     pub(crate) fn apply(&mut self, cmd: CatalogCommand) -> reql::Result<Outcome> {
+        self.local_only()?;
         let mut outs = self.commit(&[cmd], WriteBatch::new())?;
         Ok(outs.pop().unwrap_or_default())
     }
 
-    /// Applies `cmds` in order as one batch (all or none), with `extra` records.
-    fn commit(&mut self, cmds: &[CatalogCommand], mut b: WriteBatch) -> reql::Result<Vec<Outcome>> {
-        let mut next = self.catalog.state.read().clone();
-        let mut outs = Vec::with_capacity(cmds.len());
-        for cmd in cmds {
-            outs.push(next.step(cmd)?);
+    /// Refuses a local change of a replicated catalog (before any side effect of it).
+    pub(crate) fn local_only(&self) -> reql::Result<()> {
+        if self.catalog.replicated {
+            return Err(op_failed(
+                "The catalog is replicated: its changes are proposed to its Raft group.",
+            ));
         }
-        for out in &outs {
-            write_changes(&mut b, out, &next);
-        }
+        Ok(())
+    }
+
+    /// Applies `cmds` in order as one batch (all or none), with `extra` records,
+    /// written and fsynced locally.
+    fn commit(&mut self, cmds: &[CatalogCommand], b: WriteBatch) -> reql::Result<Vec<Outcome>> {
         let users = cmds.iter().any(CatalogCommand::is_user_command);
-        self.catalog
-            .engine
-            .apply(b)
-            .and_then(|_| self.catalog.engine.persist())
-            .map_err(|e| {
-                op_failed(if users {
-                    format!("Could not write the user records: {e}")
-                } else {
-                    format!("Could not write the catalog: {e}")
-                })
-            })?;
+        let engine = self.catalog.engine.clone();
+        let write = |b: WriteBatch| {
+            engine
+                .apply(b)
+                .and_then(|_| engine.persist())
+                .map_err(ApplyError::Storage)
+        };
+        self.commit_with(cmds, b, write).map_err(|e| match e {
+            ApplyError::Refused(e) => e,
+            ApplyError::Storage(e) => op_failed(if users {
+                format!("Could not write the user records: {e}")
+            } else {
+                format!("Could not write the catalog: {e}")
+            }),
+        })
+    }
+
+    /// The one apply path, local or replicated: stages the changed records with `extra`
+    /// (`stage`, pure), has `commit` write them, and only then switches the in-memory
+    /// state. A refusal or a failed commit leaves the state untouched.
+    pub(crate) fn commit_with(
+        &mut self,
+        cmds: &[CatalogCommand],
+        mut extra: WriteBatch,
+        commit: impl FnOnce(WriteBatch) -> Result<(), ApplyError>,
+    ) -> Result<Vec<Outcome>, ApplyError> {
+        let spaces = self.catalog.spaces.read().clone();
+        let staged = stage(&self.catalog.state.read(), cmds, &spaces, &mut extra);
+        let (next, outs) = staged.map_err(ApplyError::Refused)?;
+        commit(extra)?;
         *self.catalog.state.write() = next;
         Ok(outs)
     }
+
+    /// The spaces the records are in.
+    pub(crate) fn spaces(&self) -> Spaces {
+        self.catalog.spaces.read().clone()
+    }
+}
+
+/// The pure part of applying `cmds` in order to `state` (all or none): the new state
+/// and each command's outcome, with every changed record staged into `b` in `spaces`.
+/// Reads nothing and generates nothing, so the same state and commands stage the same
+/// records anywhere.
+pub(crate) fn stage(
+    state: &CatalogState,
+    cmds: &[CatalogCommand],
+    spaces: &Spaces,
+    b: &mut WriteBatch,
+) -> reql::Result<(CatalogState, Vec<Outcome>)> {
+    let mut next = state.clone();
+    let mut outs = Vec::with_capacity(cmds.len());
+    for cmd in cmds {
+        outs.push(next.step(cmd)?);
+    }
+    for out in &outs {
+        write_changes(b, out, &next, spaces);
+    }
+    Ok((next, outs))
 }
 
 /// Puts the records an outcome changed into `b`, as they are in `next`.
-fn write_changes(b: &mut WriteBatch, out: &Outcome, next: &CatalogState) {
+fn write_changes(b: &mut WriteBatch, out: &Outcome, next: &CatalogState, spaces: &Spaces) {
+    let (cat, users) = (spaces.catalog.as_str(), spaces.users.as_str());
     if let Some((old, new)) = &out.db {
         match new {
-            Some((name, id)) => b.put(CATALOG, db_key(id), db_record(name, id).to_json_bytes()),
+            Some((name, id)) => b.put(cat, db_key(id), db_record(name, id).to_json_bytes()),
             None => {
                 if let Some((_, id)) = old {
-                    b.delete(CATALOG, db_key(id));
+                    b.delete(cat, db_key(id));
                 }
             }
         }
@@ -621,16 +387,16 @@ fn write_changes(b: &mut WriteBatch, out: &Outcome, next: &CatalogState) {
                 // The entry as it is after every command of the batch.
                 let cur = next.tables.get(&(n.db.clone(), n.name.clone()));
                 let rec = cur.map_or_else(|| table_record(n), table_record);
-                b.put(CATALOG, table_key(&n.id), rec.to_json_bytes());
+                b.put(cat, table_key(&n.id), rec.to_json_bytes());
             }
-            (Some(o), None) => b.delete(CATALOG, table_key(&o.id)),
+            (Some(o), None) => b.delete(cat, table_key(&o.id)),
             (None, None) => {}
         }
     }
     if let Some(name) = &out.user {
         match next.users.get(name) {
-            Some(u) => b.put(USERS, name.as_bytes().to_vec(), u.encode()),
-            None => b.delete(USERS, name.as_bytes().to_vec()),
+            Some(u) => b.put(users, name.as_bytes().to_vec(), u.encode()),
+            None => b.delete(users, name.as_bytes().to_vec()),
         }
     }
 }
@@ -643,26 +409,17 @@ impl Catalog {
         engine: Arc<dyn Engine>,
         initial_password: &str,
     ) -> Result<Catalog, ClusterError> {
-        engine.create_space(CATALOG)?;
-        let fresh = match engine.get(CATALOG, FORMAT_KEY)? {
-            Some(v) => {
-                let s = String::from_utf8_lossy(&v).to_string();
-                if s != FORMAT_VERSION.to_string() {
-                    return Err(ClusterError::Format {
-                        found: s,
-                        supported: FORMAT_VERSION,
-                    });
-                }
-                false
-            }
-            None => true,
-        };
-        engine.create_space(USERS)?;
-        let (state, legacy) = Self::read(&engine)?;
+        let spaces = Spaces::local();
+        engine.create_space(&spaces.catalog)?;
+        let fresh = !check_format(&*engine, &spaces.catalog)?;
+        engine.create_space(&spaces.users)?;
+        let (state, legacy) = Self::read(&engine, &spaces)?;
         let cat = Catalog {
             engine,
             lock: Mutex::new(()),
             state: RwLock::new(state),
+            spaces: RwLock::new(spaces),
+            replicated: false,
         };
         let mut cmds = Vec::new();
         let mut extra = WriteBatch::new();
@@ -711,14 +468,58 @@ impl Catalog {
         Ok(cat)
     }
 
+    /// Opens a replicated catalog on the spaces where its group's state is now
+    /// (`super::machine`): creates them if missing, checks the format record if there
+    /// is one, and reads every record. Writes nothing: a new group starts empty, and
+    /// its first entries (database `test`, user `admin`) come through the log.
+    pub(crate) fn open_replicated(
+        engine: Arc<dyn Engine>,
+        spaces: Spaces,
+    ) -> Result<Catalog, ClusterError> {
+        engine.create_space(&spaces.catalog)?;
+        engine.create_space(&spaces.users)?;
+        check_format(&*engine, &spaces.catalog)?;
+        let (state, _) = Self::read(&engine, &spaces)?;
+        Ok(Catalog {
+            engine,
+            lock: Mutex::new(()),
+            state: RwLock::new(state),
+            spaces: RwLock::new(spaces),
+            replicated: true,
+        })
+    }
+
+    /// Moves the catalog to `spaces` (a replicated catalog's state after a snapshot
+    /// install) under the catalog lock, reading its state from them. Returns whether
+    /// anything moved; when nothing did, nothing is read.
+    pub(crate) fn attach(&self, spaces: Spaces) -> Result<bool, ClusterError> {
+        let _g = self.lock();
+        if *self.spaces.read() == spaces {
+            return Ok(false);
+        }
+        check_format(&*self.engine, &spaces.catalog)?;
+        let (state, _) = Self::read(&self.engine, &spaces)?;
+        *self.state.write() = state;
+        *self.spaces.write() = spaces;
+        Ok(true)
+    }
+
+    /// The engine the records are in.
+    pub(crate) fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
     /// Reads every record; also returns the keys of records under a name key (written
     /// by earlier builds: `db/<name>`, `table/<db>/<name>`).
-    fn read(engine: &Arc<dyn Engine>) -> Result<(CatalogState, Vec<Vec<u8>>), ClusterError> {
+    fn read(
+        engine: &Arc<dyn Engine>,
+        spaces: &Spaces,
+    ) -> Result<(CatalogState, Vec<Vec<u8>>), ClusterError> {
         let snap = engine.snapshot();
         let mut st = CatalogState::default();
         let mut legacy = Vec::new();
         let mut tables = Vec::new();
-        for kv in snap.range(CATALOG, Bound::Unbounded, Bound::Unbounded, false)? {
+        for kv in snap.range(&spaces.catalog, Bound::Unbounded, Bound::Unbounded, false)? {
             let (k, v) = kv?;
             let key = String::from_utf8_lossy(&k).to_string();
             if key == "format" {
@@ -752,7 +553,7 @@ impl Catalog {
             }
             st.tables.insert((e.db.clone(), e.name.clone()), e);
         }
-        for kv in snap.range(USERS, Bound::Unbounded, Bound::Unbounded, false)? {
+        for kv in snap.range(&spaces.users, Bound::Unbounded, Bound::Unbounded, false)? {
             let (k, v) = kv?;
             let name = String::from_utf8_lossy(&k).to_string();
             if let Some(u) = User::decode(&v, name == ADMIN) {
@@ -781,454 +582,29 @@ impl Catalog {
     }
 }
 
+/// Whether `space` holds a format record (false: a new catalog); an error when the
+/// record is not this build's version.
+pub(crate) fn check_format(engine: &dyn Engine, space: &str) -> Result<bool, ClusterError> {
+    match engine.get(space, FORMAT_KEY)? {
+        Some(v) => {
+            let s = String::from_utf8_lossy(&v).to_string();
+            if s != FORMAT_VERSION.to_string() {
+                return Err(ClusterError::Format {
+                    found: s,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
 /// The error of a command the caller failed to apply, as a plain message.
 pub(crate) fn message(e: ReqlError) -> String {
     e.message
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::auth::Scope;
-    use crate::catalog::command::TableChanges;
-    use proto::handshake::{OsRandom, ScramCredentials};
-    use serde_json::json;
-
-    type Records = Vec<(&'static str, Vec<u8>, Vec<u8>)>;
-
-    /// Every record of the `catalog` and `users` spaces.
-    fn dump(e: &Arc<dyn Engine>) -> Records {
-        let snap = e.snapshot();
-        let mut out = Vec::new();
-        for space in [CATALOG, USERS] {
-            for kv in snap
-                .range(space, Bound::Unbounded, Bound::Unbounded, false)
-                .unwrap()
-            {
-                let (k, v) = kv.unwrap();
-                out.push((space, k, v.to_vec()));
-            }
-        }
-        out
-    }
-
-    fn open() -> (Arc<dyn Engine>, Catalog) {
-        let e: Arc<dyn Engine> = Arc::new(storage::Memory::new());
-        let c = Catalog::open(e.clone(), "").unwrap();
-        (e, c)
-    }
-
-    fn table(id: &str, db_id: &str, name: &str) -> TableDef {
-        TableDef {
-            id: id.into(),
-            db_id: db_id.into(),
-            name: name.into(),
-            primary_key: "id".into(),
-            durability: "hard".into(),
-            shards: 1,
-            replicas: 1,
-            split_points: vec![],
-        }
-    }
-
-    fn spec() -> IndexDefSpec {
-        IndexDefSpec {
-            function: json!([69, [[2, [1]], [31, [[10, [1]], "v"]]]]),
-            multi: false,
-            geo: false,
-        }
-    }
-
-    /// One command of each kind, valid when applied in this order.
-    fn commands() -> Vec<CatalogCommand> {
-        use CatalogCommand as C;
-        let creds = (&ScramCredentials::generate("pw", &mut OsRandom)).into();
-        vec![
-            C::CreateDb {
-                id: "d1".into(),
-                name: "d".into(),
-            },
-            C::RenameDb {
-                id: "d1".into(),
-                name: "e".into(),
-            },
-            C::CreateTable {
-                table: table("t1", "d1", "t"),
-            },
-            C::AlterTable {
-                id: "t1".into(),
-                changes: TableChanges {
-                    name: Some("u".into()),
-                    durability: Some("soft".into()),
-                    shards: Some(2),
-                    split_points: Some(vec![json!("80")]),
-                    ..Default::default()
-                },
-            },
-            C::CreateIndex {
-                table: "t1".into(),
-                index: "i1".into(),
-                name: "v".into(),
-                spec: spec(),
-            },
-            C::RenameIndex {
-                table: "t1".into(),
-                old: "v".into(),
-                new: "w".into(),
-                overwrite: false,
-            },
-            C::IndexReady {
-                table: "t1".into(),
-                index: "i1".into(),
-            },
-            C::SetWriteHook {
-                table: "t1".into(),
-                function: Some(json!([69, [[2, [1, 2, 3]], [10, [3]]]])),
-            },
-            C::PutUser {
-                name: "bob".into(),
-                credentials: creds,
-                has_password: true,
-            },
-            C::SetPermissions {
-                user: "bob".into(),
-                scope: Scope::Table("t1".into()),
-                perms: Perms {
-                    read: Some(true),
-                    ..Default::default()
-                },
-            },
-            C::DropIndex {
-                table: "t1".into(),
-                name: "w".into(),
-            },
-            C::DeleteUser { name: "bob".into() },
-            C::DropTable { id: "t1".into() },
-            C::DropDb { id: "d1".into() },
-        ]
-    }
-
-    #[test]
-    fn each_command_applies_persists_and_reloads() {
-        let (e, c) = open();
-        let table_of = |c: &Catalog| c.read_state().tables.values().next().cloned();
-        for cmd in commands() {
-            let out = c
-                .apply(cmd.clone())
-                .unwrap_or_else(|err| panic!("{cmd:?}: {err:?}"));
-            // What is on disk reads back as the state in memory.
-            let again = Catalog::open(e.clone(), "").unwrap();
-            assert_eq!(*again.read_state(), *c.read_state(), "after {cmd:?}");
-            let st = c.read_state();
-            match cmd {
-                CatalogCommand::CreateDb { .. } => assert!(st.dbs.contains_key("d")),
-                CatalogCommand::RenameDb { .. } => {
-                    assert!(!st.dbs.contains_key("d") && st.dbs["e"].id == "d1")
-                }
-                CatalogCommand::CreateTable { .. } => {
-                    assert!(st.tables.contains_key(&("e".into(), "t".into())));
-                    assert_eq!(out.tables.len(), 1);
-                }
-                CatalogCommand::AlterTable { .. } => {
-                    let t = &st.tables[&("e".into(), "u".into())];
-                    assert_eq!(t.durability, Durability::Soft);
-                    assert_eq!((t.shards, t.splits.clone()), (2, vec![Datum::str("80")]));
-                    assert_eq!(st.tables.len(), 1);
-                }
-                CatalogCommand::CreateIndex { .. } => {
-                    assert!(!table_of(&c).unwrap().indexes["v"].ready)
-                }
-                CatalogCommand::RenameIndex { .. } => {
-                    assert_eq!(
-                        table_of(&c).unwrap().indexes.keys().collect::<Vec<_>>(),
-                        ["w"]
-                    )
-                }
-                CatalogCommand::IndexReady { .. } => {
-                    assert!(table_of(&c).unwrap().indexes["w"].ready)
-                }
-                CatalogCommand::SetWriteHook { .. } => {
-                    assert!(table_of(&c).unwrap().hook.is_some())
-                }
-                CatalogCommand::PutUser { .. } => assert!(st.users["bob"].has_password),
-                CatalogCommand::SetPermissions { .. } => {
-                    assert_eq!(st.users["bob"].tables["t1"].read, Some(true));
-                    assert_eq!(out.perms.unwrap().0, Perms::default());
-                }
-                CatalogCommand::DropIndex { .. } => {
-                    assert!(table_of(&c).unwrap().indexes.is_empty())
-                }
-                CatalogCommand::DeleteUser { .. } => assert!(!st.users.contains_key("bob")),
-                CatalogCommand::DropTable { .. } => assert!(st.tables.is_empty()),
-                CatalogCommand::DropDb { .. } => assert!(!st.dbs.contains_key("e")),
-            }
-        }
-        // Only `test`'s record and `admin`'s are left, keyed by id and name.
-        let keys: Vec<String> = dump(&e)
-            .into_iter()
-            .map(|(s, k, _)| format!("{s}:{}", String::from_utf8_lossy(&k)))
-            .collect();
-        let test_id = c.read_state().dbs["test"].id.clone();
-        assert_eq!(
-            keys,
-            vec![
-                format!("catalog:db/{test_id}"),
-                "catalog:format".to_string(),
-                "users:admin".to_string()
-            ]
-        );
-    }
-
-    #[test]
-    fn a_renamed_table_has_one_record_under_its_id() {
-        let (e, c) = open();
-        let test_id = c.read_state().dbs["test"].id.clone();
-        c.apply(CatalogCommand::CreateTable {
-            table: table("t1", &test_id, "t"),
-        })
-        .unwrap();
-        c.apply(CatalogCommand::AlterTable {
-            id: "t1".into(),
-            changes: TableChanges {
-                name: Some("u".into()),
-                ..Default::default()
-            },
-        })
-        .unwrap();
-        let tables: Vec<_> = dump(&e)
-            .into_iter()
-            .filter(|(_, k, _)| k.starts_with(b"table/"))
-            .collect();
-        assert_eq!(tables.len(), 1);
-        assert_eq!(tables[0].1, b"table/t1".to_vec());
-        let d = datum::from_json_slice(&tables[0].2).unwrap();
-        assert_eq!(d.get("name"), Some(&Datum::str("u")));
-    }
-
-    #[test]
-    fn rejected_commands_change_nothing() {
-        use CatalogCommand as C;
-        let (e, c) = open();
-        for cmd in commands().into_iter().take(10) {
-            c.apply(cmd).unwrap();
-        }
-        c.apply(C::CreateTable {
-            table: table("t2", "d1", "x"),
-        })
-        .unwrap();
-        let bad_creds = crate::catalog::Credentials {
-            salt: "!".into(),
-            iterations: 1,
-            stored_key: "".into(),
-            server_key: "".into(),
-        };
-        let rejected = vec![
-            (
-                C::CreateDb {
-                    id: "d9".into(),
-                    name: "e".into(),
-                },
-                "Database `e` already exists.",
-            ),
-            (
-                C::CreateDb {
-                    id: "d9".into(),
-                    name: "rethinkdb".into(),
-                },
-                "Database `rethinkdb` already exists.",
-            ),
-            (
-                C::DropDb { id: "nope".into() },
-                "Database with id `nope` does not exist.",
-            ),
-            (
-                C::RenameDb {
-                    id: "d1".into(),
-                    name: "test".into(),
-                },
-                "Database `test` already exists.",
-            ),
-            (
-                C::CreateTable {
-                    table: table("t3", "d1", "u"),
-                },
-                "Table `e.u` already exists.",
-            ),
-            (
-                C::CreateTable {
-                    table: table("t3", "nope", "z"),
-                },
-                "Database with id `nope` does not exist.",
-            ),
-            (
-                C::CreateTable {
-                    table: table("t1", "d1", "z"),
-                },
-                "Table with id `t1` already exists.",
-            ),
-            (
-                C::DropTable { id: "nope".into() },
-                "Table with id `nope` does not exist.",
-            ),
-            (
-                C::AlterTable {
-                    id: "t1".into(),
-                    changes: TableChanges {
-                        name: Some("x".into()),
-                        ..Default::default()
-                    },
-                },
-                "Can't rename table `e.u` to `e.x` because table `e.x` already exists.",
-            ),
-            (
-                C::AlterTable {
-                    id: "t1".into(),
-                    changes: TableChanges {
-                        shards: Some(3),
-                        ..Default::default()
-                    },
-                },
-                "1 split points do not cut 3 shards.",
-            ),
-            (
-                C::CreateIndex {
-                    table: "t1".into(),
-                    index: "i2".into(),
-                    name: "w".into(),
-                    spec: spec(),
-                },
-                "Index `w` already exists on table `e.u`.",
-            ),
-            (
-                C::DropIndex {
-                    table: "t1".into(),
-                    name: "nope".into(),
-                },
-                "Index `nope` does not exist on table `e.u`.",
-            ),
-            (
-                C::RenameIndex {
-                    table: "t2".into(),
-                    old: "a".into(),
-                    new: "b".into(),
-                    overwrite: false,
-                },
-                "Index `a` does not exist or index `b` already exists on table `e.x`.",
-            ),
-            (
-                C::IndexReady {
-                    table: "t1".into(),
-                    index: "nope".into(),
-                },
-                "Index with id `nope` does not exist on table `e.u`.",
-            ),
-            (
-                C::SetWriteHook {
-                    table: "nope".into(),
-                    function: None,
-                },
-                "Table with id `nope` does not exist.",
-            ),
-            (
-                C::PutUser {
-                    name: "eve".into(),
-                    credentials: bad_creds,
-                    has_password: true,
-                },
-                "Invalid credentials for user `eve`.",
-            ),
-            (
-                C::DeleteUser { name: ADMIN.into() },
-                "The user `admin` can't be deleted",
-            ),
-            (C::DeleteUser { name: "eve".into() }, "User `eve` not found"),
-            (
-                C::SetPermissions {
-                    user: ADMIN.into(),
-                    scope: Scope::Global,
-                    perms: Perms::default(),
-                },
-                "The permissions of the user `admin` can't be modified.",
-            ),
-            (
-                C::SetPermissions {
-                    user: "eve".into(),
-                    scope: Scope::Global,
-                    perms: Perms::default(),
-                },
-                "User `eve` not found.",
-            ),
-        ];
-        for (cmd, msg) in rejected {
-            let before = (dump(&e), c.read_state().clone());
-            let err = c.apply(cmd.clone()).unwrap_err();
-            assert_eq!(err.message, msg, "{cmd:?}");
-            assert!(
-                before == (dump(&e), c.read_state().clone()),
-                "{cmd:?} changed something"
-            );
-        }
-    }
-
-    #[test]
-    fn an_unwritten_command_changes_nothing_in_memory() {
-        let faulty = Arc::new(storage::Faulty::new(storage::Memory::new()));
-        let e: Arc<dyn Engine> = faulty.clone();
-        let c = Catalog::open(e, "").unwrap();
-        let before = c.read_state().clone();
-        faulty.fail_next_applies(1);
-        let err = c
-            .apply(CatalogCommand::CreateDb {
-                id: "d1".into(),
-                name: "d".into(),
-            })
-            .unwrap_err();
-        assert!(
-            err.message.starts_with("Could not write the catalog: "),
-            "{}",
-            err.message
-        );
-        assert_eq!(*c.read_state(), before);
-    }
-
-    #[test]
-    fn commands_round_trip_through_json() {
-        for cmd in commands() {
-            let s = cmd.to_json();
-            assert_eq!(CatalogCommand::from_json(&s).unwrap(), cmd, "{s}");
-        }
-        let s = commands()[0].to_json();
-        assert_eq!(s, r#"{"op":"create_db","id":"d1","name":"d"}"#);
-        assert!(CatalogCommand::from_json(r#"{"op":"drop_everything"}"#).is_err());
-    }
-
-    #[test]
-    fn records_of_earlier_builds_move_to_id_keys() {
-        let e: Arc<dyn Engine> = Arc::new(storage::Memory::new());
-        e.create_space(CATALOG).unwrap();
-        let mut b = WriteBatch::new();
-        b.put(CATALOG, FORMAT_KEY.to_vec(), b"1".to_vec());
-        b.put(
-            CATALOG,
-            b"db/d".to_vec(),
-            br#"{"id":"d1","name":"d"}"#.to_vec(),
-        );
-        b.put(
-            CATALOG,
-            b"table/d/t".to_vec(),
-            br#"{"id":"t1","db":"d","name":"t","primary_key":"k","durability":"soft","shards":1,"replicas":1,"indexes":[{"id":"i1","name":"v","function":[69,[[2,[1]],[10,[1]]]],"multi":false,"geo":false,"ready":true}]}"#
-                .to_vec(),
-        );
-        e.apply(b).unwrap();
-        let c = Catalog::open(e.clone(), "").unwrap();
-        let t = c.read_state().tables[&("d".into(), "t".into())].clone();
-        assert_eq!((t.id.as_str(), t.primary_key.as_str()), ("t1", "k"));
-        assert!(t.indexes["v"].ready);
-        let keys: Vec<Vec<u8>> = dump(&e).into_iter().map(|(_, k, _)| k).collect();
-        assert!(keys.contains(&b"db/d1".to_vec()) && keys.contains(&b"table/t1".to_vec()));
-        assert!(!keys.contains(&b"db/d".to_vec()) && !keys.contains(&b"table/d/t".to_vec()));
-        // Opening again reads the same catalog and moves nothing.
-        let again = Catalog::open(e.clone(), "").unwrap();
-        assert_eq!(*again.read_state(), *c.read_state());
-    }
-}
+#[path = "apply_tests.rs"]
+mod tests;

@@ -1,13 +1,20 @@
 //! The catalog: databases and tables (with their indexes, write hooks and shard maps)
 //! and users, persisted in the `catalog` and `users` storage spaces.
 //!
-//! Every change is a `CatalogCommand` (`command`) applied by `Catalog` (`apply`), the
-//! one writer of those spaces. `Cluster` validates requests with RethinkDB's messages,
-//! applies the command under the catalog lock, and drives the side effects outside the
-//! catalog (tables' storage spaces and handles, shards, feeds) from its `Outcome`.
+//! Every change is a `CatalogCommand` (`command`) applied by `Catalog` (`apply`, its
+//! rules in `step`), the one writer of those spaces. `Cluster` validates requests with
+//! RethinkDB's messages, applies the command under the catalog lock, and drives the
+//! side effects outside the catalog (tables' storage spaces and handles, shards, feeds)
+//! from its `Outcome`. Replicated, the catalog is a Raft group's state machine
+//! (`machine`, entries encoded by `wire`) in spaces of that group, and a node's
+//! `Cluster` follows its committed entries (`follow`, `Cluster::open_replicated`).
 
 mod apply;
 mod command;
+mod follow;
+mod machine;
+mod step;
+mod wire;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,9 +28,12 @@ use store::{CacheBudget, GroupCommit};
 
 use crate::table::{store_err, TableHandle};
 
-pub(crate) use apply::{db_record, message, Catalog, CatalogGuard, Outcome, TableEntry};
+pub use apply::Outcome;
+pub(crate) use apply::{db_record, message, Catalog, CatalogGuard, TableEntry};
 pub use apply::{FORMAT_VERSION, SYSTEM_DB};
 pub use command::{CatalogCommand, Credentials, IndexDefSpec, TableChanges, TableDef};
+pub use machine::{space_kinds, CatalogEffects, CatalogMachine, CATALOG_KIND, USERS_KIND};
+pub use wire::{decode_reply, encode_command, WIRE_VERSION};
 
 /// Errors opening the catalog.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +104,8 @@ pub struct Cluster {
     pub(crate) admin: crate::system::AdminState,
     /// This cluster's own `Arc`, for the system tables it hands out.
     pub(crate) me: std::sync::Weak<Cluster>,
+    /// Side effects of a replicated catalog that failed here (`follow`).
+    follow_failures: std::sync::atomic::AtomicU64,
 }
 
 impl Cluster {
@@ -124,6 +136,15 @@ impl Cluster {
         opts: ClusterOptions,
     ) -> Result<Arc<Cluster>, ClusterError> {
         let catalog = Arc::new(Catalog::open(engine.clone(), &opts.initial_password)?);
+        Cluster::assemble(engine, opts, catalog)
+    }
+
+    /// A cluster around an opened catalog, its tables opened.
+    fn assemble(
+        engine: Arc<dyn Engine>,
+        opts: ClusterOptions,
+        catalog: Arc<Catalog>,
+    ) -> Result<Arc<Cluster>, ClusterError> {
         let users = Arc::new(crate::auth::Users::new(catalog.clone()));
         // Started only once the format is known to be ours, so a refused directory
         // leaves no flush thread (holding the engine) behind.
@@ -139,6 +160,7 @@ impl Cluster {
             users,
             admin: crate::system::AdminState::new(),
             me: me.clone(),
+            follow_failures: Default::default(),
         });
         cluster.load()?;
         Ok(cluster)
@@ -196,6 +218,7 @@ impl Cluster {
         g: &mut CatalogGuard<'_>,
         e: &TableEntry,
     ) -> reql::Result<()> {
+        g.local_only()?;
         let db_id = g
             .state()
             .dbs
@@ -230,7 +253,7 @@ impl Cluster {
     pub(crate) fn sync_handles(&self, out: &Outcome) {
         for (old, new) in &out.tables {
             match (old, new) {
-                (Some(o), None) => self.retire(o),
+                (Some(o), None) => self.retire(&o.id),
                 (Some(o), Some(n))
                     if o.db != n.db || o.name != n.name || o.durability != n.durability =>
                 {
@@ -251,13 +274,13 @@ impl Cluster {
 
     /// A dropped table: open feeds end with RethinkDB's "Changefeed aborted (table
     /// unavailable).", its indexes are unregistered and its storage dropped.
-    fn retire(&self, e: &TableEntry) {
-        let removed = self.handles.write().remove(&e.id);
+    fn retire(&self, id: &str) {
+        let removed = self.handles.write().remove(id);
         if let Some(h) = removed {
             h.shards.feeds().close();
             h.indexes.drop_all(&h.shards.current().shards);
         }
-        let _ = self.engine.drop_space(&space_of(&e.id));
+        let _ = self.engine.drop_space(&space_of(id));
     }
 
     /// The byte budget shared by the document caches of this server's tables.

@@ -1,0 +1,147 @@
+//! A node's `Cluster` following a replicated catalog (`super::machine`): the side
+//! effects a single server performs around `Catalog::apply`, derived from each
+//! committed entry's `Outcome` alone, on every replica.
+//!
+//! For each table the outcome names: a created one gets its storage and handle (with
+//! its indexes and hook); a dropped one is retired (feeds end, indexes unregistered,
+//! storage dropped); a changed one gets its new name and durability
+//! (`Cluster::sync_handles`, shared with the local path), its new cut when the split
+//! points changed, and its index definitions and hook followed by id
+//! (`TableIndexes::follow`). After a snapshot install every table is reconciled that
+//! way with the whole catalog, and handles of tables it no longer has are retired.
+//!
+//! Invariants: runs on the task applying the group's entries, in log order; `applied`
+//! under the catalog lock (it never takes it); everything is idempotent (reconciling
+//! twice changes nothing), so the install path is the same as the entry path. Every
+//! table is hosted on every node today: placement will decide here which effects
+//! apply locally. Failures cannot be answered to anyone (the entry is committed): they
+//! are counted (`Cluster::follow_failures`) and the table is left as it was.
+
+use std::sync::{Arc, Weak};
+
+use storage::Engine;
+
+use super::machine::{open_catalog, CatalogEffects, CatalogMachine};
+use super::{Catalog, Cluster, ClusterError, ClusterOptions, Outcome, TableEntry};
+
+/// The effects of a replicated catalog on a node's `Cluster`.
+struct ClusterEffects(Weak<Cluster>);
+
+impl CatalogEffects for ClusterEffects {
+    fn applied(&self, outcome: &Outcome) {
+        if let Some(c) = self.0.upgrade() {
+            c.follow(outcome);
+        }
+    }
+
+    fn reloaded(&self) {
+        if let Some(c) = self.0.upgrade() {
+            c.reconcile();
+        }
+    }
+}
+
+impl Cluster {
+    /// Opens a node whose catalog is the one replicated by the Raft group stored under
+    /// `prefix` in `engine`: the `Cluster` (its tables opened from the catalog as it
+    /// is now) and the group's state machine, to hand to
+    /// `replication::StateMachineStore::open` with the same prefix. The catalog changes
+    /// only through the group's entries (propose `super::encode_command`, read the
+    /// reply with `super::decode_reply`); a new group's catalog is empty until its
+    /// first entries (database `test`, user `admin`) are proposed.
+    pub fn open_replicated(
+        engine: Arc<dyn Engine>,
+        opts: ClusterOptions,
+        prefix: &str,
+    ) -> Result<(Arc<Cluster>, CatalogMachine), ClusterError> {
+        let catalog: Arc<Catalog> = Arc::new(open_catalog(engine.clone(), prefix)?);
+        let cluster = Cluster::assemble(engine, opts, catalog.clone())?;
+        let effects = Arc::new(ClusterEffects(Arc::downgrade(&cluster)));
+        Ok((cluster, CatalogMachine::with_catalog(catalog, effects)))
+    }
+
+    /// How many side effects of a replicated catalog failed on this node.
+    pub fn follow_failures(&self) -> u64 {
+        self.follow_failures
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn failed(&self) {
+        self.follow_failures
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The side effects of one committed entry.
+    fn follow(&self, out: &Outcome) {
+        // Dropped tables, renames, moves and durability: as the local path does.
+        self.sync_handles(out);
+        for (_, new) in &out.tables {
+            if let Some(n) = new {
+                self.follow_table(n);
+            }
+        }
+    }
+
+    /// After a snapshot install: every table as the catalog has it, and no other.
+    fn reconcile(&self) {
+        let tables: Vec<TableEntry> = self.catalog.read_state().tables.values().cloned().collect();
+        let stale: Vec<String> = {
+            let handles = self.handles.read();
+            handles
+                .keys()
+                .filter(|id| !tables.iter().any(|t| t.id == **id))
+                .cloned()
+                .collect()
+        };
+        for id in &stale {
+            self.retire(id);
+        }
+        for e in &tables {
+            let out = Outcome {
+                tables: vec![(self.handle_entry(e), Some(e.clone()))],
+                ..Outcome::default()
+            };
+            self.sync_handles(&out);
+            self.follow_table(e);
+        }
+    }
+
+    /// The entry a handle stands for (name and durability), to diff against `e`.
+    fn handle_entry(&self, e: &TableEntry) -> Option<TableEntry> {
+        self.handle_by_id(&e.id).map(|h| TableEntry {
+            db: h.db.clone(),
+            name: h.name.clone(),
+            durability: h.durability,
+            ..e.clone()
+        })
+    }
+
+    /// Opens `e`'s table if this node has no handle for it; cuts it at its split
+    /// points and follows its index definitions and hook.
+    fn follow_table(&self, e: &TableEntry) {
+        let h = match self.handle_by_id(&e.id) {
+            Some(h) => h,
+            None => match self.open_table(e) {
+                Ok(h) => {
+                    self.handles.write().insert(e.id.clone(), h.clone());
+                    h
+                }
+                Err(_) => return self.failed(),
+            },
+        };
+        if !h.shards.cut_at(&e.splits) {
+            let indexes = || h.indexes.all_ready();
+            if h.shards.reshard(&e.splits, indexes).is_err() {
+                self.failed();
+            }
+        }
+        let shards = h.shards.current().shards.clone();
+        if h.indexes.follow(e, &shards).is_err() {
+            self.failed();
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "follow_tests.rs"]
+mod tests;
