@@ -18,6 +18,10 @@
 //!   requests), [`Router`] the receiving side, [`TcpTransport`]/[`serve_tcp`] TCP with
 //!   one connection per peer for every group, and [`call_on`] one call over any byte
 //!   stream (the simulation's turmoil TCP).
+//! * Client requests ([`ClientRequest`], `client`): a write proposed to, or a read run
+//!   on, a group's leader by a server that is not the leader; the leader answers with
+//!   [`serve_client`] (its own server calls it too), reads through the group's
+//!   [`ReadService`].
 //! * The cluster port's security: [`PeerConfig`] (given to both `TcpTransport` and
 //!   `serve_tcp`): a [`ClusterId`] checked by a hello before any Raft frame (`hello`),
 //!   and optionally [`ClusterTls`], TLS 1.3 with mutual authentication against the
@@ -27,7 +31,7 @@
 //! * [`kv::KvMachine`]: a small key-value state machine, the test double.
 //!
 //! What is not here yet: wiring into the server and cluster (the `--cluster-tls-*`
-//! flags), leader transfer, linearizable reads.
+//! flags), leader transfer.
 //!
 //! Invariants that hold across the modules: a group's log and state machine share one
 //! engine (one journal orders their writes; see `sm_store`); nothing that comes from the
@@ -36,6 +40,7 @@
 
 #![warn(missing_docs)]
 
+mod client;
 pub mod codec;
 mod durability;
 mod error;
@@ -56,6 +61,9 @@ mod types;
 #[cfg(test)]
 mod tests;
 
+pub use client::{
+    serve_client, ClientPolicy, ClientRequest, ClientResponse, ClientService, ReadService,
+};
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};
 pub use hello::{ClusterId, ClusterIdError, HelloError};

@@ -54,6 +54,8 @@ pub enum RaftRequest {
         /// The snapshot's metadata.
         meta: SnapshotMeta,
     },
+    /// A client's proposal or read for the group's leader (`client`).
+    Client(crate::client::ClientRequest),
 }
 
 /// The answer to a [`RaftRequest`].
@@ -70,6 +72,8 @@ pub enum RaftResponse {
     /// The peer could not serve the request (no such group, shutting down, storage
     /// failure); the text says why.
     Refused(String),
+    /// Answers [`RaftRequest::Client`].
+    Client(crate::client::ClientResponse),
 }
 
 /// Carries a group's request to a peer and returns its answer.
