@@ -1,0 +1,349 @@
+//! `cluster::replica::ReplicatedShard` on a 3-node Raft group (in-memory engines,
+//! loopback TCP): writes through any node (forwarded by followers) land on every
+//! replica, conflicts return the current document, the three read modes return the
+//! leader's, the linearizable or the local data, range reads come in bounded batches;
+//! after the leader stops, writes through the survivors succeed once another is elected;
+//! a node cut off from the others refuses `majority` reads and writes with RethinkDB's
+//! errors while `outdated` reads answer; a forwarded write whose answer is lost is
+//! indeterminate, and is not retried.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cluster::replica::{Op, ReadMode, ReplicatedShard, RouteError, RoutePolicy};
+use datum::{Datum, Version};
+use replication::openraft::Config;
+use replication::*;
+use reql::error::ErrorKind;
+use storage::{Engine, Memory};
+use store::{Applied, CacheBudget, GroupCommit, KeyRange, ReplicaOptions, ShardMachine, StoreChange};
+use tokio::net::TcpListener;
+
+const GROUP: GroupId = GroupId(7);
+const PREFIX: &str = "raft.g7";
+
+fn config() -> Arc<Config> {
+    let c = Config {
+        heartbeat_interval: 100,
+        election_timeout_min: 400,
+        election_timeout_max: 800,
+        ..Default::default()
+    };
+    Arc::new(c.validate().unwrap())
+}
+
+fn peers() -> PeerConfig {
+    PeerConfig::plain(ClusterId::new("replica-routing-test").unwrap())
+}
+
+/// The TCP transport, counting the client requests it sends; with `drop_answers` set,
+/// a forwarded proposal is delivered but its answer is thrown away (the leader "died"
+/// after applying it).
+struct Faulty {
+    inner: TcpTransport,
+    client_calls: AtomicUsize,
+    drop_answers: AtomicBool,
+}
+
+impl Transport for Faulty {
+    async fn call(
+        &self,
+        target: NodeId,
+        node: &Node,
+        group: GroupId,
+        request: RaftRequest,
+    ) -> Result<RaftResponse, TransportError> {
+        let propose = matches!(request, RaftRequest::Client(ClientRequest::Propose(_)));
+        if matches!(request, RaftRequest::Client(_)) {
+            self.client_calls.fetch_add(1, Ordering::SeqCst);
+        }
+        let answer = self.inner.call(target, node, group, request).await;
+        if propose && self.drop_answers.load(Ordering::SeqCst) {
+            return Err(TransportError::Closed);
+        }
+        answer
+    }
+}
+
+struct TestNode {
+    id: NodeId,
+    router: Arc<Router>,
+    addr: String,
+    transport: Arc<Faulty>,
+    handle: Option<ReplicatedShard<Faulty>>,
+}
+
+impl TestNode {
+    fn h(&self) -> &ReplicatedShard<Faulty> {
+        self.handle.as_ref().unwrap()
+    }
+
+    /// Stops this node's member of the group (its listener stays, refusing the group).
+    async fn stop(&mut self) {
+        self.router.remove_group(GROUP);
+        let h = self.handle.take().unwrap();
+        h.raft().shutdown().await.unwrap();
+    }
+}
+
+async fn start_node(id: NodeId) -> TestNode {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let router = Arc::new(Router::new());
+    tokio::spawn(serve_tcp(listener, router.clone(), peers()));
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let opts = ReplicaOptions {
+        prefix: PREFIX.into(),
+        commit: GroupCommit::start(engine.clone()),
+        cache: CacheBudget::default(),
+        feeds: changefeed::Hub::new(),
+        range: KeyRange::all(),
+        indexes: vec![],
+    };
+    let machine = ShardMachine::open(engine.clone(), opts).unwrap();
+    let shard = machine.shard().clone();
+    let sm = StateMachineStore::open(engine.clone(), PREFIX, machine, Durability::Inline).unwrap();
+    let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline).unwrap();
+    let transport = Arc::new(Faulty {
+        inner: TcpTransport::new(peers(), Duration::from_secs(1)),
+        client_calls: AtomicUsize::new(0),
+        drop_answers: AtomicBool::new(false),
+    });
+    let raft = Raft::new(id, config(), Network::new(transport.clone(), GROUP), log, sm)
+        .await
+        .unwrap();
+    router.add_group(GROUP, raft.clone());
+    let policy = RoutePolicy {
+        deadline: Duration::from_secs(5),
+        ..RoutePolicy::default()
+    };
+    let client = ClientPolicy::for_config(&config(), Duration::from_secs(2));
+    let handle = ReplicatedShard::new(GROUP, raft, shard, "id", transport.clone(), policy, client);
+    handle.register(&router);
+    TestNode {
+        id,
+        router,
+        addr,
+        transport,
+        handle: Some(handle),
+    }
+}
+
+async fn start_group() -> Vec<TestNode> {
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id).await);
+    }
+    let members: BTreeMap<NodeId, Node> = nodes
+        .iter()
+        .map(|n| (n.id, Node::new(n.addr.clone())))
+        .collect();
+    nodes[0].h().raft().initialize(members).await.unwrap();
+    nodes
+}
+
+/// The index (in `nodes`) of the leader every running member agrees on.
+async fn leader(nodes: &[TestNode]) -> usize {
+    for _ in 0..200 {
+        let running: Vec<&TestNode> = nodes.iter().filter(|n| n.handle.is_some()).collect();
+        let mut seen = Vec::new();
+        for n in &running {
+            seen.push(n.h().raft().current_leader().await);
+        }
+        if let Some(Some(l)) = seen.first().copied() {
+            let agreed = seen.iter().all(|s| *s == Some(l));
+            if let Some(i) = nodes.iter().position(|n| n.id == l && n.handle.is_some()) {
+                if agreed && nodes[i].h().raft().ensure_linearizable().await.is_ok() {
+                    return i;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no leader");
+}
+
+fn doc(id: u32, v: &str) -> Datum {
+    datum::from_json_slice(format!("{{\"id\":{id},\"v\":\"{v}\"}}").as_bytes()).unwrap()
+}
+
+fn key(id: u32) -> Datum {
+    Datum::Number(f64::from(id))
+}
+
+async fn insert(h: &ReplicatedShard<Faulty>, id: u32, v: &str) -> Result<Applied, RouteError> {
+    h.apply(&key(id), Some(Version::ABSENT), &StoreChange::Put(doc(id, v)))
+        .await
+}
+
+/// Waits until the local replica of `n` holds `d` under `id`.
+async fn replicated(n: &TestNode, id: u32, d: &Datum) {
+    for _ in 0..100 {
+        if n.h().shard().get(&key(id)).unwrap().as_ref() == Some(d) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("node {} did not get document {id}", n.id);
+}
+
+async fn collect(
+    h: &ReplicatedShard<Faulty>,
+    mode: ReadMode,
+    lower: Bound<Datum>,
+    upper: Bound<Datum>,
+    reverse: bool,
+) -> Vec<u32> {
+    let mut range = h.range(mode, lower, upper, reverse, 7);
+    let mut ids = Vec::new();
+    while let Some(batch) = range.next_batch().await.unwrap() {
+        assert!(!batch.is_empty() && batch.len() <= 7, "{}", batch.len());
+        ids.extend(batch.iter().map(|d| d.get("id").unwrap().as_f64().unwrap() as u32));
+    }
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_route_to_the_leader_and_reads_follow_their_mode() {
+    let nodes = start_group().await;
+    let l = leader(&nodes).await;
+    let (f1, f2) = match l {
+        0 => (1, 2),
+        1 => (0, 2),
+        _ => (0, 1),
+    };
+    let r = insert(nodes[l].h(), 1, "a").await;
+    assert!(matches!(r, Ok(Applied::Done((None, Some(_), None)))), "{r:?}");
+    assert_eq!(nodes[l].transport.client_calls.load(Ordering::SeqCst), 0);
+
+    // A follower forwards its write to the leader.
+    let r = insert(nodes[f1].h(), 2, "b").await;
+    assert!(matches!(r, Ok(Applied::Done((None, Some(_), None)))), "{r:?}");
+    assert_eq!(nodes[f1].transport.client_calls.load(Ordering::SeqCst), 1);
+
+    // A conflicting insert through the other follower returns the current document.
+    let r = insert(nodes[f2].h(), 1, "c").await;
+    assert!(matches!(&r, Ok(Applied::Conflict(Some(c))) if *c == doc(1, "a")), "{r:?}");
+    for n in &nodes {
+        replicated(n, 1, &doc(1, "a")).await;
+        replicated(n, 2, &doc(2, "b")).await;
+    }
+
+    // Majority and single reads through a follower see a write the moment it is
+    // acknowledged (the leader's state); outdated reads see the local replica.
+    insert(nodes[f1].h(), 3, "x").await.unwrap();
+    for mode in [ReadMode::Majority, ReadMode::Single] {
+        let got = nodes[f2].h().get(&key(3), mode).await.unwrap();
+        assert_eq!(got, Some(doc(3, "x")), "{mode:?}");
+        assert_eq!(nodes[l].h().get(&key(3), mode).await.unwrap(), Some(doc(3, "x")));
+        assert_eq!(nodes[f2].h().get(&key(99), mode).await.unwrap(), None);
+    }
+    replicated(&nodes[f2], 3, &doc(3, "x")).await;
+    let local = nodes[f2].h().get(&key(3), ReadMode::Outdated).await.unwrap();
+    assert_eq!(local, Some(doc(3, "x")));
+
+    // Range reads come in batches of at most 7, in order, in every mode.
+    for id in 10..35 {
+        insert(nodes[id as usize % 3].h(), id, "r").await.unwrap();
+    }
+    let all: Vec<u32> = (1..=3).chain(10..35).collect();
+    for n in &nodes {
+        replicated(n, 34, &doc(34, "r")).await;
+    }
+    for mode in [ReadMode::Majority, ReadMode::Single, ReadMode::Outdated] {
+        let got = collect(nodes[f1].h(), mode, Bound::Unbounded, Bound::Unbounded, false).await;
+        assert_eq!(got, all, "{mode:?}");
+        let back = collect(nodes[f2].h(), mode, Bound::Unbounded, Bound::Unbounded, true).await;
+        assert_eq!(back, all.iter().rev().copied().collect::<Vec<_>>(), "{mode:?}");
+    }
+    let part = collect(
+        nodes[f1].h(),
+        ReadMode::Majority,
+        Bound::Included(key(12)),
+        Bound::Excluded(key(30)),
+        false,
+    )
+    .await;
+    assert_eq!(part, (12..30).collect::<Vec<_>>());
+
+    // A forwarded write whose answer is lost (the leader applied it, then the
+    // connection died) is indeterminate, and was sent exactly once.
+    let before = nodes[f1].transport.client_calls.load(Ordering::SeqCst);
+    nodes[f1].transport.drop_answers.store(true, Ordering::SeqCst);
+    let err = insert(nodes[f1].h(), 50, "lost").await.unwrap_err();
+    assert_eq!(err, RouteError::LostContact(Op::Write));
+    let e = err.to_reql();
+    assert_eq!(e.kind, ErrorKind::OpIndeterminate);
+    assert_eq!(e.message, "Cannot perform write: lost contact with primary replica");
+    assert_eq!(nodes[f1].transport.client_calls.load(Ordering::SeqCst), before + 1);
+    // It was applied: the error was rightly "may or may not have been performed".
+    let got = nodes[l].h().get(&key(50), ReadMode::Majority).await.unwrap();
+    assert_eq!(got, Some(doc(50, "lost")));
+    nodes[f1].transport.drop_answers.store(false, Ordering::SeqCst);
+
+    for mut n in nodes {
+        n.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survivors_elect_a_leader_and_an_isolated_node_refuses() {
+    let mut nodes = start_group().await;
+    let l = leader(&nodes).await;
+    insert(nodes[l].h(), 1, "a").await.unwrap();
+
+    // The leader stops; a write through a survivor waits for the election and lands.
+    nodes[l].stop().await;
+    let survivor = (l + 1) % 3;
+    let started = Instant::now();
+    let r = insert(nodes[survivor].h(), 2, "b").await;
+    let took = started.elapsed();
+    println!("write through a survivor after the leader stopped: {took:?}");
+    assert!(matches!(r, Ok(Applied::Done(_))), "{r:?}");
+    let l2 = leader(&nodes).await;
+    assert_ne!(l2, l);
+    for n in nodes.iter().filter(|n| n.handle.is_some()) {
+        replicated(n, 2, &doc(2, "b")).await;
+    }
+
+    // The new leader's last follower stops: the leader is cut off from its quorum.
+    let other = (0..3).find(|&i| i != l && i != l2).unwrap();
+    nodes[other].stop().await;
+    // Past the quorum lease (the longest election timeout), it refuses.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let alone = nodes[l2].h();
+    let unavailable = "primary replica for shard [\"\", +inf) not available";
+    let w = insert(alone, 3, "c").await.unwrap_err().to_reql();
+    assert_eq!(w.kind, ErrorKind::OpFailed, "{w:?}");
+    assert!(
+        w.message
+            == "Cannot perform write: The primary replica isn't connected to a quorum of \
+                replicas. The write was not performed."
+            || w.message == format!("Cannot perform write: {unavailable}"),
+        "{w:?}"
+    );
+    let r = alone.get(&key(1), ReadMode::Majority).await.unwrap_err().to_reql();
+    assert_eq!(r.kind, ErrorKind::OpFailed, "{r:?}");
+    assert!(
+        r.message
+            == "Cannot perform read: The primary replica isn't connected to a quorum of \
+                replicas. The read was not performed, you can do an outdated read using \
+                `read_mode=\"outdated\"`."
+            || r.message == format!("Cannot perform read: {unavailable}"),
+        "{r:?}"
+    );
+    println!("isolated node refuses: {} / {}", w.message, r.message);
+    assert_eq!(
+        alone.get(&key(1), ReadMode::Outdated).await.unwrap(),
+        Some(doc(1, "a"))
+    );
+    assert_eq!(
+        alone.get(&key(3), ReadMode::Outdated).await.unwrap(),
+        None,
+        "the refused write was not performed"
+    );
+    nodes[l2].stop().await;
+}
