@@ -19,7 +19,9 @@ use replication::openraft::Config;
 use replication::*;
 use reql::error::ErrorKind;
 use storage::{Engine, Memory};
-use store::{Applied, CacheBudget, GroupCommit, KeyRange, ReplicaOptions, ShardMachine, StoreChange};
+use store::{
+    Applied, CacheBudget, GroupCommit, KeyRange, ReplicaOptions, ShardMachine, StoreChange,
+};
 use tokio::net::TcpListener;
 
 const GROUP: GroupId = GroupId(7);
@@ -89,7 +91,7 @@ impl TestNode {
     }
 }
 
-async fn start_node(id: NodeId) -> TestNode {
+async fn start_node(id: NodeId, deadline: Duration, client: ClientPolicy) -> TestNode {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let router = Arc::new(Router::new());
@@ -112,15 +114,20 @@ async fn start_node(id: NodeId) -> TestNode {
         client_calls: AtomicUsize::new(0),
         drop_answers: AtomicBool::new(false),
     });
-    let raft = Raft::new(id, config(), Network::new(transport.clone(), GROUP), log, sm)
-        .await
-        .unwrap();
+    let raft = Raft::new(
+        id,
+        config(),
+        Network::new(transport.clone(), GROUP),
+        log,
+        sm,
+    )
+    .await
+    .unwrap();
     router.add_group(GROUP, raft.clone());
     let policy = RoutePolicy {
-        deadline: Duration::from_secs(5),
+        deadline,
         ..RoutePolicy::default()
     };
-    let client = ClientPolicy::for_config(&config(), Duration::from_secs(2));
     let handle = ReplicatedShard::new(GROUP, raft, shard, "id", transport.clone(), policy, client);
     handle.register(&router);
     TestNode {
@@ -132,10 +139,15 @@ async fn start_node(id: NodeId) -> TestNode {
     }
 }
 
-async fn start_group() -> Vec<TestNode> {
+/// The client policy of the group's configuration (a commit timeout of 2 s).
+fn client_policy() -> ClientPolicy {
+    ClientPolicy::for_config(&config(), Duration::from_secs(2))
+}
+
+async fn start_group(deadline: Duration, client: ClientPolicy) -> Vec<TestNode> {
     let mut nodes = Vec::new();
     for id in 1..=3 {
-        nodes.push(start_node(id).await);
+        nodes.push(start_node(id, deadline, client).await);
     }
     let members: BTreeMap<NodeId, Node> = nodes
         .iter()
@@ -175,8 +187,12 @@ fn key(id: u32) -> Datum {
 }
 
 async fn insert(h: &ReplicatedShard<Faulty>, id: u32, v: &str) -> Result<Applied, RouteError> {
-    h.apply(&key(id), Some(Version::ABSENT), &StoreChange::Put(doc(id, v)))
-        .await
+    h.apply(
+        &key(id),
+        Some(Version::ABSENT),
+        &StoreChange::Put(doc(id, v)),
+    )
+    .await
 }
 
 /// Waits until the local replica of `n` holds `d` under `id`.
@@ -201,14 +217,18 @@ async fn collect(
     let mut ids = Vec::new();
     while let Some(batch) = range.next_batch().await.unwrap() {
         assert!(!batch.is_empty() && batch.len() <= 7, "{}", batch.len());
-        ids.extend(batch.iter().map(|d| d.get("id").unwrap().as_f64().unwrap() as u32));
+        ids.extend(
+            batch
+                .iter()
+                .map(|d| d.get("id").unwrap().as_f64().unwrap() as u32),
+        );
     }
     ids
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_route_to_the_leader_and_reads_follow_their_mode() {
-    let nodes = start_group().await;
+    let nodes = start_group(Duration::from_secs(5), client_policy()).await;
     let l = leader(&nodes).await;
     let (f1, f2) = match l {
         0 => (1, 2),
@@ -216,17 +236,26 @@ async fn writes_route_to_the_leader_and_reads_follow_their_mode() {
         _ => (0, 1),
     };
     let r = insert(nodes[l].h(), 1, "a").await;
-    assert!(matches!(r, Ok(Applied::Done((None, Some(_), None)))), "{r:?}");
+    assert!(
+        matches!(r, Ok(Applied::Done((None, Some(_), None)))),
+        "{r:?}"
+    );
     assert_eq!(nodes[l].transport.client_calls.load(Ordering::SeqCst), 0);
 
     // A follower forwards its write to the leader.
     let r = insert(nodes[f1].h(), 2, "b").await;
-    assert!(matches!(r, Ok(Applied::Done((None, Some(_), None)))), "{r:?}");
+    assert!(
+        matches!(r, Ok(Applied::Done((None, Some(_), None)))),
+        "{r:?}"
+    );
     assert_eq!(nodes[f1].transport.client_calls.load(Ordering::SeqCst), 1);
 
     // A conflicting insert through the other follower returns the current document.
     let r = insert(nodes[f2].h(), 1, "c").await;
-    assert!(matches!(&r, Ok(Applied::Conflict(Some(c))) if *c == doc(1, "a")), "{r:?}");
+    assert!(
+        matches!(&r, Ok(Applied::Conflict(Some(c))) if *c == doc(1, "a")),
+        "{r:?}"
+    );
     for n in &nodes {
         replicated(n, 1, &doc(1, "a")).await;
         replicated(n, 2, &doc(2, "b")).await;
@@ -238,11 +267,18 @@ async fn writes_route_to_the_leader_and_reads_follow_their_mode() {
     for mode in [ReadMode::Majority, ReadMode::Single] {
         let got = nodes[f2].h().get(&key(3), mode).await.unwrap();
         assert_eq!(got, Some(doc(3, "x")), "{mode:?}");
-        assert_eq!(nodes[l].h().get(&key(3), mode).await.unwrap(), Some(doc(3, "x")));
+        assert_eq!(
+            nodes[l].h().get(&key(3), mode).await.unwrap(),
+            Some(doc(3, "x"))
+        );
         assert_eq!(nodes[f2].h().get(&key(99), mode).await.unwrap(), None);
     }
     replicated(&nodes[f2], 3, &doc(3, "x")).await;
-    let local = nodes[f2].h().get(&key(3), ReadMode::Outdated).await.unwrap();
+    let local = nodes[f2]
+        .h()
+        .get(&key(3), ReadMode::Outdated)
+        .await
+        .unwrap();
     assert_eq!(local, Some(doc(3, "x")));
 
     // Range reads come in batches of at most 7, in order, in every mode.
@@ -254,10 +290,28 @@ async fn writes_route_to_the_leader_and_reads_follow_their_mode() {
         replicated(n, 34, &doc(34, "r")).await;
     }
     for mode in [ReadMode::Majority, ReadMode::Single, ReadMode::Outdated] {
-        let got = collect(nodes[f1].h(), mode, Bound::Unbounded, Bound::Unbounded, false).await;
+        let got = collect(
+            nodes[f1].h(),
+            mode,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+        )
+        .await;
         assert_eq!(got, all, "{mode:?}");
-        let back = collect(nodes[f2].h(), mode, Bound::Unbounded, Bound::Unbounded, true).await;
-        assert_eq!(back, all.iter().rev().copied().collect::<Vec<_>>(), "{mode:?}");
+        let back = collect(
+            nodes[f2].h(),
+            mode,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            true,
+        )
+        .await;
+        assert_eq!(
+            back,
+            all.iter().rev().copied().collect::<Vec<_>>(),
+            "{mode:?}"
+        );
     }
     let part = collect(
         nodes[f1].h(),
@@ -272,17 +326,33 @@ async fn writes_route_to_the_leader_and_reads_follow_their_mode() {
     // A forwarded write whose answer is lost (the leader applied it, then the
     // connection died) is indeterminate, and was sent exactly once.
     let before = nodes[f1].transport.client_calls.load(Ordering::SeqCst);
-    nodes[f1].transport.drop_answers.store(true, Ordering::SeqCst);
+    nodes[f1]
+        .transport
+        .drop_answers
+        .store(true, Ordering::SeqCst);
     let err = insert(nodes[f1].h(), 50, "lost").await.unwrap_err();
     assert_eq!(err, RouteError::LostContact(Op::Write));
     let e = err.to_reql();
     assert_eq!(e.kind, ErrorKind::OpIndeterminate);
-    assert_eq!(e.message, "Cannot perform write: lost contact with primary replica");
-    assert_eq!(nodes[f1].transport.client_calls.load(Ordering::SeqCst), before + 1);
+    assert_eq!(
+        e.message,
+        "Cannot perform write: lost contact with primary replica"
+    );
+    assert_eq!(
+        nodes[f1].transport.client_calls.load(Ordering::SeqCst),
+        before + 1
+    );
     // It was applied: the error was rightly "may or may not have been performed".
-    let got = nodes[l].h().get(&key(50), ReadMode::Majority).await.unwrap();
+    let got = nodes[l]
+        .h()
+        .get(&key(50), ReadMode::Majority)
+        .await
+        .unwrap();
     assert_eq!(got, Some(doc(50, "lost")));
-    nodes[f1].transport.drop_answers.store(false, Ordering::SeqCst);
+    nodes[f1]
+        .transport
+        .drop_answers
+        .store(false, Ordering::SeqCst);
 
     for mut n in nodes {
         n.stop().await;
@@ -291,7 +361,7 @@ async fn writes_route_to_the_leader_and_reads_follow_their_mode() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn survivors_elect_a_leader_and_an_isolated_node_refuses() {
-    let mut nodes = start_group().await;
+    let mut nodes = start_group(Duration::from_secs(5), client_policy()).await;
     let l = leader(&nodes).await;
     insert(nodes[l].h(), 1, "a").await.unwrap();
 
@@ -325,7 +395,11 @@ async fn survivors_elect_a_leader_and_an_isolated_node_refuses() {
             || w.message == format!("Cannot perform write: {unavailable}"),
         "{w:?}"
     );
-    let r = alone.get(&key(1), ReadMode::Majority).await.unwrap_err().to_reql();
+    let r = alone
+        .get(&key(1), ReadMode::Majority)
+        .await
+        .unwrap_err()
+        .to_reql();
     assert_eq!(r.kind, ErrorKind::OpFailed, "{r:?}");
     assert!(
         r.message
@@ -346,4 +420,92 @@ async fn survivors_elect_a_leader_and_an_isolated_node_refuses() {
         "the refused write was not performed"
     );
     nodes[l2].stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_follower_finds_no_primary() {
+    let mut nodes = start_group(Duration::from_secs(2), client_policy()).await;
+    let l = leader(&nodes).await;
+    insert(nodes[l].h(), 1, "a").await.unwrap();
+    let alone = (l + 1) % 3;
+    replicated(&nodes[alone], 1, &doc(1, "a")).await;
+    // The leader and the other follower stop: no leader can be elected.
+    for i in (0..3).filter(|&i| i != alone) {
+        nodes[i].stop().await;
+    }
+    let h = nodes[alone].h();
+    let started = Instant::now();
+    let w = insert(h, 2, "b").await.unwrap_err();
+    assert!(
+        matches!(w, RouteError::PrimaryUnavailable { op: Op::Write, .. }),
+        "{w:?}"
+    );
+    let w = w.to_reql();
+    assert_eq!(w.kind, ErrorKind::OpFailed);
+    assert_eq!(
+        w.message,
+        "Cannot perform write: primary replica for shard [\"\", +inf) not available"
+    );
+    // Within the deadline (and not much past it).
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    for mode in [ReadMode::Majority, ReadMode::Single] {
+        let r = h.get(&key(1), mode).await.unwrap_err().to_reql();
+        assert_eq!(r.kind, ErrorKind::OpFailed);
+        assert_eq!(
+            r.message,
+            "Cannot perform read: primary replica for shard [\"\", +inf) not available"
+        );
+    }
+    assert_eq!(
+        h.get(&key(1), ReadMode::Outdated).await.unwrap(),
+        Some(doc(1, "a"))
+    );
+    let ids = collect(
+        h,
+        ReadMode::Outdated,
+        Bound::Unbounded,
+        Bound::Unbounded,
+        false,
+    )
+    .await;
+    assert_eq!(ids, vec![1]);
+    nodes[alone].stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_appended_by_a_leader_that_loses_its_quorum_is_indeterminate() {
+    // A lease long enough that the leader does not notice it is cut off: the write is
+    // appended, never committed, and the commit timeout makes its outcome unknown.
+    let client = ClientPolicy {
+        quorum_lease: Duration::from_secs(600),
+        commit_timeout: Duration::from_secs(1),
+    };
+    let mut nodes = start_group(Duration::from_secs(5), client).await;
+    let l = leader(&nodes).await;
+    insert(nodes[l].h(), 1, "a").await.unwrap();
+    for i in (0..3).filter(|&i| i != l) {
+        nodes[i].stop().await;
+    }
+    let h = nodes[l].h();
+    let err = insert(h, 2, "b").await.unwrap_err();
+    assert!(matches!(err, RouteError::CommitUnknown(_)), "{err:?}");
+    let e = err.to_reql();
+    assert_eq!(e.kind, ErrorKind::OpIndeterminate);
+    assert_eq!(
+        e.message,
+        "Cannot perform write: The primary replica lost contact with the secondary \
+         replicas. The write may or may not have been performed."
+    );
+    // A linearizable read cannot confirm the leadership: refused, not stale.
+    let r = h.get(&key(1), ReadMode::Majority).await.unwrap_err();
+    assert_eq!(r, RouteError::NoQuorum(Op::Read));
+    assert_eq!(
+        h.get(&key(1), ReadMode::Outdated).await.unwrap(),
+        Some(doc(1, "a"))
+    );
+    nodes[l].stop().await;
 }

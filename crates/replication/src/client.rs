@@ -167,3 +167,134 @@ pub async fn serve_client(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::KvMachine;
+    use crate::network::{RaftRequest, RaftResponse, Transport};
+    use crate::types::{GroupId, Node};
+    use crate::{Durability, LogStore, Network, Router, StateMachineStore, TransportError};
+
+    /// A transport for a node that never calls out.
+    struct Nowhere;
+
+    impl Transport for Nowhere {
+        async fn call(
+            &self,
+            _: NodeId,
+            _: &Node,
+            _: GroupId,
+            _: RaftRequest,
+        ) -> Result<RaftResponse, TransportError> {
+            Err(TransportError::Closed)
+        }
+    }
+
+    /// Answers every read with the query reversed.
+    struct Mirror;
+
+    impl ReadService for Mirror {
+        fn read(&self, query: &[u8]) -> Result<Vec<u8>, String> {
+            Ok(query.iter().rev().copied().collect())
+        }
+    }
+
+    async fn node() -> Raft {
+        let engine: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        let log = LogStore::open(engine.clone(), "g", Durability::Inline).unwrap();
+        let sm =
+            StateMachineStore::open(engine, "g", KvMachine::default(), Durability::Inline).unwrap();
+        let config = Arc::new(openraft::Config::default().validate().unwrap());
+        let network = Network::new(Arc::new(Nowhere), GroupId(1));
+        Raft::new(1, config, network, log, sm).await.unwrap()
+    }
+
+    fn service(lease: Duration) -> ClientService {
+        ClientService {
+            reader: Arc::new(Mirror),
+            policy: ClientPolicy {
+                quorum_lease: lease,
+                commit_timeout: Duration::from_secs(5),
+            },
+        }
+    }
+
+    fn read(linearizable: bool) -> ClientRequest {
+        ClientRequest::Read {
+            linearizable,
+            query: vec![1, 2, 3],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_that_does_not_lead_refuses_before_the_log() {
+        let raft = node().await;
+        let s = service(Duration::from_secs(1));
+        let answer = serve_client(&raft, &s, ClientRequest::Propose(Command(vec![]))).await;
+        assert!(
+            matches!(answer, ClientResponse::NotLeader { leader: None }),
+            "{answer:?}"
+        );
+        let answer = serve_client(&raft, &s, read(true)).await;
+        assert!(
+            matches!(answer, ClientResponse::NotLeader { leader: None }),
+            "{answer:?}"
+        );
+        assert_eq!(raft.metrics().borrow().last_log_index, None);
+        raft.shutdown().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_leader_proposes_and_reads_and_the_router_needs_a_service() {
+        let raft = node().await;
+        let members = std::collections::BTreeMap::from([(1, Node::new("nowhere"))]);
+        raft.initialize(members).await.unwrap();
+        raft.wait(Some(Duration::from_secs(5)))
+            .current_leader(1, "leader")
+            .await
+            .unwrap();
+        let router = Router::new();
+        router.add_group(GroupId(1), raft.clone());
+        let refused = router
+            .handle(GroupId(1), RaftRequest::Client(read(false)))
+            .await;
+        assert!(matches!(refused, RaftResponse::Refused(_)), "{refused:?}");
+        router.add_client(GroupId(1), service(Duration::from_secs(1)));
+        for linearizable in [false, true] {
+            let answer = router
+                .handle(GroupId(1), RaftRequest::Client(read(linearizable)))
+                .await;
+            assert!(
+                matches!(&answer, RaftResponse::Client(ClientResponse::Read(b)) if b == &[3, 2, 1]),
+                "{answer:?}"
+            );
+        }
+        let put = crate::kv::KvCommand::Put {
+            key: "k".into(),
+            value: "v".into(),
+        };
+        let command = Command(crate::codec::encode_message(&put).unwrap());
+        let answer = router
+            .handle(
+                GroupId(1),
+                RaftRequest::Client(ClientRequest::Propose(command)),
+            )
+            .await;
+        assert!(
+            matches!(answer, RaftResponse::Client(ClientResponse::Applied(_))),
+            "{answer:?}"
+        );
+        raft.shutdown().await.unwrap();
+    }
+
+    #[test]
+    fn only_errors_after_the_connection_may_have_delivered() {
+        assert!(TransportError::Closed.maybe_delivered());
+        assert!(TransportError::Unexpected("x".into()).maybe_delivered());
+        assert!(!TransportError::Timeout(Duration::from_secs(1)).maybe_delivered());
+        assert!(!TransportError::Remote("no group".into()).maybe_delivered());
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!TransportError::Io(refused).maybe_delivered());
+    }
+}

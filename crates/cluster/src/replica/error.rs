@@ -111,7 +111,10 @@ impl RouteError {
                 do an outdated read using `read_mode=\"outdated\"`."
                 .to_string(),
             RouteError::LostContact(op) => {
-                format!("Cannot perform {}: lost contact with primary replica", op.name())
+                format!(
+                    "Cannot perform {}: lost contact with primary replica",
+                    op.name()
+                )
             }
             RouteError::CommitUnknown(_) => "Cannot perform write: The primary replica lost \
                 contact with the secondary replicas. The write may or may not have been \
@@ -216,7 +219,10 @@ mod tests {
         );
         let r = RouteError::LostContact(Op::Read).to_reql();
         assert_eq!(r.kind, ErrorKind::OpFailed);
-        assert_eq!(r.message, "Cannot perform read: lost contact with primary replica");
+        assert_eq!(
+            r.message,
+            "Cannot perform read: lost contact with primary replica"
+        );
         let c = RouteError::CommitUnknown("timeout".into()).to_reql();
         assert_eq!(c.kind, ErrorKind::OpIndeterminate);
         assert_eq!(
@@ -233,7 +239,10 @@ mod tests {
         assert_eq!(key.to_reql().message, "Primary key too long");
         let refused = RouteError::Refused("key outside the shard".into()).to_reql();
         assert_eq!(refused.kind, ErrorKind::OpFailed);
-        assert_eq!(refused.message, "Cannot perform write: key outside the shard");
+        assert_eq!(
+            refused.message,
+            "Cannot perform write: key outside the shard"
+        );
     }
 
     #[test]

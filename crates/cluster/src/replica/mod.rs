@@ -33,8 +33,8 @@ use store::{decode_reply, encode_command, Applied, ReplyError, Shard, StoreChang
 use tokio::time::Instant;
 
 pub use error::{range_text, Op, RouteError, StoreErrorText};
-pub use read::{RangeReader, ShardReader};
 use read::{docs, ReadAnswer, ReadQuery};
+pub use read::{RangeReader, ShardReader};
 
 /// RethinkDB's `read_mode` of `r.table`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,7 +248,11 @@ impl<T: Transport> ReplicatedShard<T> {
     fn address_of(&self, id: NodeId) -> Option<Node> {
         let metrics = self.raft.metrics();
         let metrics = metrics.borrow();
-        metrics.membership_config.membership().get_node(&id).cloned()
+        metrics
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .cloned()
     }
 
     /// Sends `request` to the group's leader (this node or another) until one answers,
