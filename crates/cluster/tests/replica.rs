@@ -382,7 +382,7 @@ async fn survivors_elect_a_leader_and_an_isolated_node_refuses() {
     // The new leader's last follower stops: the leader is cut off from its quorum.
     let other = (0..3).find(|&i| i != l && i != l2).unwrap();
     nodes[other].stop().await;
-    // Past the quorum lease (the longest election timeout), it refuses.
+    // Past the quorum lease (the shortest election timeout), it refuses.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let alone = nodes[l2].h();
     let unavailable = "primary replica for shard [\"\", +inf) not available";

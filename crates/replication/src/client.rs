@@ -79,12 +79,13 @@ pub struct ClientPolicy {
 }
 
 impl ClientPolicy {
-    /// The policy for a group with `config`: a lease of the longest election timeout
-    /// (after which the followers may have elected another leader), a commit timeout
-    /// of `commit_timeout`.
+    /// The policy for a group with `config`: a lease of the shortest election timeout
+    /// (a follower that acknowledged the leader starts no election before it, so until
+    /// then no other leader can exist, clock drift aside), a commit timeout of
+    /// `commit_timeout`.
     pub fn for_config(config: &openraft::Config, commit_timeout: Duration) -> Self {
         Self {
-            quorum_lease: Duration::from_millis(config.election_timeout_max),
+            quorum_lease: Duration::from_millis(config.election_timeout_min),
             commit_timeout,
         }
     }
