@@ -177,3 +177,89 @@ impl<T: Transport> RangeReader<'_, T> {
         Ok((!docs.is_empty()).then_some(docs))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::{GroupCommit, StoreChange};
+
+    fn reader() -> ShardReader {
+        let engine: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        let commit = GroupCommit::start(engine.clone());
+        let shard = Shard::open(engine, "docs", commit).unwrap();
+        for id in 0..10 {
+            let doc = datum::from_json_slice(format!("{{\"id\":{id}}}").as_bytes()).unwrap();
+            shard
+                .write(&Datum::Number(f64::from(id)), StoreChange::Put(doc))
+                .unwrap();
+        }
+        ShardReader::new(Arc::new(shard))
+    }
+
+    fn ask(r: &ShardReader, q: &ReadQuery) -> ReadAnswer {
+        ReadAnswer::decode(&r.read(&q.encode().unwrap()).unwrap()).unwrap()
+    }
+
+    fn ids(a: ReadAnswer) -> Vec<f64> {
+        let ReadAnswer::Docs(texts) = a else {
+            panic!("not a range answer")
+        };
+        docs(texts)
+            .unwrap()
+            .iter()
+            .map(|d| d.get("id").and_then(Datum::as_f64).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn point_and_range_reads_answer_from_the_shard_within_their_limit() {
+        let r = reader();
+        let got = ask(&r, &ReadQuery::get(&Datum::Number(3.0)));
+        assert!(matches!(got, ReadAnswer::Doc(Some(t)) if t == r#"{"id":3}"#));
+        let missing = ask(&r, &ReadQuery::get(&Datum::Number(30.0)));
+        assert!(matches!(missing, ReadAnswer::Doc(None)));
+        let range = |lower, upper, reverse, limit| ReadQuery::Range {
+            lower,
+            upper,
+            reverse,
+            limit,
+        };
+        let first = range(KeyBound::Unbounded, KeyBound::Unbounded, false, 4);
+        assert_eq!(ids(ask(&r, &first)), [0.0, 1.0, 2.0, 3.0]);
+        let after = range(
+            KeyBound::of(&Bound::Excluded(Datum::Number(3.0))),
+            KeyBound::of(&Bound::Included(Datum::Number(8.0))),
+            false,
+            100,
+        );
+        assert_eq!(ids(ask(&r, &after)), [4.0, 5.0, 6.0, 7.0, 8.0]);
+        let back = range(
+            KeyBound::Unbounded,
+            KeyBound::of(&Bound::Excluded(Datum::Number(5.0))),
+            true,
+            2,
+        );
+        assert_eq!(ids(ask(&r, &back)), [4.0, 3.0]);
+    }
+
+    #[test]
+    fn a_malformed_query_is_an_error_not_a_panic() {
+        let r = reader();
+        assert!(r.read(b"\xff\xff\xff").is_err());
+        let bad = ReadQuery::Get("{not json".into());
+        assert!(r.read(&bad.encode().unwrap()).is_err());
+    }
+
+    #[test]
+    fn read_modes_are_rethinkdbs_names() {
+        use super::super::ReadMode;
+        assert_eq!(ReadMode::from_name("single"), Some(ReadMode::Single));
+        assert_eq!(ReadMode::from_name("majority"), Some(ReadMode::Majority));
+        assert_eq!(ReadMode::from_name("outdated"), Some(ReadMode::Outdated));
+        assert_eq!(
+            ReadMode::from_name("_debug_direct"),
+            Some(ReadMode::Outdated)
+        );
+        assert_eq!(ReadMode::from_name("fast"), None);
+    }
+}
