@@ -81,3 +81,14 @@ pub enum TransportError {
     #[error(transparent)]
     Hello(#[from] crate::hello::HelloError),
 }
+
+impl TransportError {
+    /// Whether the request may have reached the peer. [`crate::TcpTransport`] fails
+    /// with `Closed` (or a wrong answer, `Unexpected`) only after the connection was
+    /// made, and with the other kinds only before a frame was sent (connecting, TLS,
+    /// hello, encoding, a refusal): a caller forwarding a write must treat the first
+    /// as an unknown outcome and may retry after the second.
+    pub fn maybe_delivered(&self) -> bool {
+        matches!(self, TransportError::Closed | TransportError::Unexpected(_))
+    }
+}

@@ -18,6 +18,10 @@
 //!   requests), [`Router`] the receiving side, [`TcpTransport`]/[`serve_tcp`] TCP with
 //!   one connection per peer for every group, and [`call_on`] one call over any byte
 //!   stream (the simulation's turmoil TCP).
+//! * Client requests ([`ClientRequest`], `client`): a write proposed to, or a read run
+//!   on, a group's leader by a server that is not the leader; the leader answers with
+//!   [`serve_client`] (its own server calls it too), reads through the group's
+//!   [`ReadService`].
 //! * The cluster port's security: [`PeerConfig`] (given to both `TcpTransport` and
 //!   `serve_tcp`): a [`ClusterId`] checked by a hello before any Raft frame (`hello`),
 //!   and optionally [`ClusterTls`], TLS 1.3 with mutual authentication against the
@@ -31,7 +35,7 @@
 //! * [`kv::KvMachine`]: a small key-value state machine, the test double.
 //!
 //! What is not here yet: wiring into the server and cluster (the `--cluster-tls-*`
-//! flags), linearizable reads.
+//! flags).
 //!
 //! Invariants that hold across the modules: a group's log and state machine share one
 //! engine (one journal orders their writes; see `sm_store`); nothing that comes from the
@@ -40,6 +44,7 @@
 
 #![warn(missing_docs)]
 
+mod client;
 pub mod codec;
 mod durability;
 mod error;
@@ -64,6 +69,9 @@ mod tests;
 #[cfg(test)]
 mod transfer_tests;
 
+pub use client::{
+    serve_client, ClientPolicy, ClientRequest, ClientResponse, ClientService, ReadService,
+};
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};
 pub use fence::{ProposeError, Proposer};

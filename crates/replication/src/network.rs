@@ -63,6 +63,8 @@ pub enum RaftRequest {
         /// The leader's last log id, which the receiver must hold.
         last_log_id: Option<LogId>,
     },
+    /// A client's proposal or read for the group's leader (`client`).
+    Client(crate::client::ClientRequest),
 }
 
 /// The answer to a [`RaftRequest`].
@@ -81,6 +83,8 @@ pub enum RaftResponse {
     /// The peer could not serve the request (no such group, shutting down, storage
     /// failure); the text says why.
     Refused(String),
+    /// Answers [`RaftRequest::Client`].
+    Client(crate::client::ClientResponse),
 }
 
 /// Carries a group's request to a peer and returns its answer.

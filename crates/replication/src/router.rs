@@ -17,6 +17,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, Semaphore};
 
+use crate::client::{serve_client, ClientService};
 use crate::codec::{decode_message, encode_message, read_frame, write_frame};
 use crate::error::TransportError;
 use crate::network::{RaftRequest, RaftResponse};
@@ -38,6 +39,7 @@ struct Reception {
 pub struct Router {
     groups: RwLock<HashMap<GroupId, Raft>>,
     receptions: Mutex<HashMap<GroupId, Reception>>,
+    clients: RwLock<HashMap<GroupId, Arc<ClientService>>>,
 }
 
 impl Router {
@@ -51,9 +53,16 @@ impl Router {
         self.groups.write().insert(group, raft);
     }
 
+    /// Serves client requests ([`RaftRequest::Client`]) of `group` with `service`
+    /// (without one they are refused).
+    pub fn add_client(&self, group: GroupId, service: ClientService) {
+        self.clients.write().insert(group, Arc::new(service));
+    }
+
     /// Stops serving `group`; returns its node.
     pub fn remove_group(&self, group: GroupId) -> Option<Raft> {
         self.receptions.lock().remove(&group);
+        self.clients.write().remove(&group);
         self.groups.write().remove(&group)
     }
 
@@ -63,6 +72,12 @@ impl Router {
             return RaftResponse::Refused(format!("no member of group {group} here"));
         };
         match request {
+            RaftRequest::Client(request) => {
+                let Some(service) = self.clients.read().get(&group).cloned() else {
+                    return RaftResponse::Refused(format!("no client service of group {group}"));
+                };
+                RaftResponse::Client(serve_client(&raft, &service, request).await)
+            }
             RaftRequest::AppendEntries(rpc) => match raft.append_entries(rpc).await {
                 Ok(r) => RaftResponse::AppendEntries(r),
                 Err(e) => RaftResponse::Refused(e.to_string()),

@@ -1,0 +1,301 @@
+//! Client requests of a group: proposals and reads forwarded to (or run on) its leader.
+//!
+//! A server that is not a group's leader forwards a client's write as
+//! [`ClientRequest::Propose`] and a read that must see the leader's state as
+//! [`ClientRequest::Read`]; the leader answers through [`serve_client`], which the
+//! leader's own server also calls directly, so both paths decide alike. What a read
+//! returns is the group's business: a [`ReadService`] registered with the [`Router`]
+//! (`Router::add_client`) turns query bytes into answer bytes.
+//!
+//! Invariants: a proposal is refused before it reaches the log ([`ClientResponse::NotLeader`],
+//! [`ClientResponse::NoQuorum`]) only when it was certainly not appended; once it may
+//! have been appended, every failure is [`ClientResponse::Lost`] (outcome unknown), never
+//! a refusal, so a caller never retries a write that may have been applied. A leader
+//! that has not heard from a quorum within [`ClientPolicy::quorum_lease`] refuses writes
+//! and reads (it may have been deposed without knowing it).
+//!
+//! [`Router`]: crate::Router
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::ServerState;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{Command, NodeId, Raft, Reply};
+
+/// A client request for a group's leader.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ClientRequest {
+    /// Append `Command` to the log and answer the state machine's reply once applied.
+    Propose(Command),
+    /// Run a read (bytes the group's [`ReadService`] understands) on the leader's state;
+    /// `linearizable` first confirms the leadership with a quorum and waits until the
+    /// state machine has applied everything committed before the read.
+    Read {
+        /// Confirm with a quorum and catch up first (`read_mode="majority"`).
+        linearizable: bool,
+        /// The encoded read.
+        query: Vec<u8>,
+    },
+}
+
+/// The answer to a [`ClientRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ClientResponse {
+    /// The proposal was committed and applied: the state machine's reply.
+    Applied(Reply),
+    /// The read's answer.
+    Read(Vec<u8>),
+    /// This node is not the leader (nothing was appended); the leader it knows of.
+    NotLeader {
+        /// The leader this node knows of, if any.
+        leader: Option<NodeId>,
+    },
+    /// This node leads but has not heard from a quorum lately; nothing was appended or
+    /// read.
+    NoQuorum,
+    /// The proposal may have been appended, but its outcome is unknown (the commit
+    /// did not come within the time limit, leadership was lost, the node stopped).
+    Lost(String),
+    /// The read failed on the leader (the text says why).
+    Failed(String),
+}
+
+/// Turns a group's read query bytes into answer bytes, on the node's local state.
+pub trait ReadService: Send + Sync + 'static {
+    /// Answers `query`; an error is a text for the client.
+    fn read(&self, query: &[u8]) -> Result<Vec<u8>, String>;
+}
+
+/// Time limits of a leader serving client requests.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientPolicy {
+    /// A leader whose last quorum acknowledgement is older than this refuses requests.
+    pub quorum_lease: Duration,
+    /// How long a proposal may wait for its commit (or a read for its quorum check).
+    pub commit_timeout: Duration,
+}
+
+impl ClientPolicy {
+    /// The policy for a group with `config`: a lease of the shortest election timeout
+    /// (a follower that acknowledged the leader starts no election before it, so until
+    /// then no other leader can exist, clock drift aside), a commit timeout of
+    /// `commit_timeout`.
+    pub fn for_config(config: &openraft::Config, commit_timeout: Duration) -> Self {
+        Self {
+            quorum_lease: Duration::from_millis(config.election_timeout_min),
+            commit_timeout,
+        }
+    }
+}
+
+/// What a group's leader needs to serve client requests: its reads and its limits.
+#[derive(Clone)]
+pub struct ClientService {
+    /// The group's reads.
+    pub reader: Arc<dyn ReadService>,
+    /// The limits.
+    pub policy: ClientPolicy,
+}
+
+/// `None` if this node leads with a fresh quorum; else the refusal.
+fn refuse_unless_leading(raft: &Raft, policy: &ClientPolicy) -> Option<ClientResponse> {
+    let metrics = raft.metrics().borrow().clone();
+    if metrics.state != ServerState::Leader || metrics.current_leader != Some(metrics.id) {
+        return Some(ClientResponse::NotLeader {
+            leader: metrics.current_leader.filter(|l| *l != metrics.id),
+        });
+    }
+    let lease = u64::try_from(policy.quorum_lease.as_millis()).unwrap_or(u64::MAX);
+    match metrics.millis_since_quorum_ack {
+        Some(ms) if ms <= lease => None,
+        _ => Some(ClientResponse::NoQuorum),
+    }
+}
+
+/// Serves one client request on `raft` (this node's member of the group).
+pub async fn serve_client(
+    raft: &Raft,
+    service: &ClientService,
+    request: ClientRequest,
+) -> ClientResponse {
+    let policy = &service.policy;
+    if let Some(refusal) = refuse_unless_leading(raft, policy) {
+        return refusal;
+    }
+    match request {
+        ClientRequest::Propose(command) => {
+            match tokio::time::timeout(policy.commit_timeout, raft.client_write(command)).await {
+                Ok(Ok(response)) => ClientResponse::Applied(response.data),
+                // Refused before the append, or the entry was truncated by a new leader:
+                // either way it is not in the log that will be committed.
+                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                    ClientResponse::NotLeader {
+                        leader: f.leader_id,
+                    }
+                }
+                Ok(Err(e)) => ClientResponse::Lost(e.to_string()),
+                Err(_) => ClientResponse::Lost(format!(
+                    "not committed within {:?}",
+                    policy.commit_timeout
+                )),
+            }
+        }
+        ClientRequest::Read {
+            linearizable,
+            query,
+        } => {
+            if linearizable {
+                let check = tokio::time::timeout(policy.commit_timeout, raft.ensure_linearizable());
+                match check.await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(f)))) => {
+                        return ClientResponse::NotLeader {
+                            leader: f.leader_id,
+                        }
+                    }
+                    Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))))
+                    | Err(_) => return ClientResponse::NoQuorum,
+                    Ok(Err(e)) => return ClientResponse::Failed(e.to_string()),
+                }
+            }
+            match service.reader.read(&query) {
+                Ok(answer) => ClientResponse::Read(answer),
+                Err(why) => ClientResponse::Failed(why),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::KvMachine;
+    use crate::network::{RaftRequest, RaftResponse, Transport};
+    use crate::types::{GroupId, Node};
+    use crate::{Durability, LogStore, Network, Router, StateMachineStore, TransportError};
+
+    /// A transport for a node that never calls out.
+    struct Nowhere;
+
+    impl Transport for Nowhere {
+        async fn call(
+            &self,
+            _: NodeId,
+            _: &Node,
+            _: GroupId,
+            _: RaftRequest,
+        ) -> Result<RaftResponse, TransportError> {
+            Err(TransportError::Closed)
+        }
+    }
+
+    /// Answers every read with the query reversed.
+    struct Mirror;
+
+    impl ReadService for Mirror {
+        fn read(&self, query: &[u8]) -> Result<Vec<u8>, String> {
+            Ok(query.iter().rev().copied().collect())
+        }
+    }
+
+    async fn node() -> Raft {
+        let engine: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        let log = LogStore::open(engine.clone(), "g", Durability::Inline).unwrap();
+        let sm =
+            StateMachineStore::open(engine, "g", KvMachine::default(), Durability::Inline).unwrap();
+        let config = Arc::new(openraft::Config::default().validate().unwrap());
+        let network = Network::new(Arc::new(Nowhere), GroupId(1));
+        Raft::new(1, config, network, log, sm).await.unwrap()
+    }
+
+    fn service(lease: Duration) -> ClientService {
+        ClientService {
+            reader: Arc::new(Mirror),
+            policy: ClientPolicy {
+                quorum_lease: lease,
+                commit_timeout: Duration::from_secs(5),
+            },
+        }
+    }
+
+    fn read(linearizable: bool) -> ClientRequest {
+        ClientRequest::Read {
+            linearizable,
+            query: vec![1, 2, 3],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_that_does_not_lead_refuses_before_the_log() {
+        let raft = node().await;
+        let s = service(Duration::from_secs(1));
+        let answer = serve_client(&raft, &s, ClientRequest::Propose(Command(vec![]))).await;
+        assert!(
+            matches!(answer, ClientResponse::NotLeader { leader: None }),
+            "{answer:?}"
+        );
+        let answer = serve_client(&raft, &s, read(true)).await;
+        assert!(
+            matches!(answer, ClientResponse::NotLeader { leader: None }),
+            "{answer:?}"
+        );
+        assert_eq!(raft.metrics().borrow().last_log_index, None);
+        raft.shutdown().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_leader_proposes_and_reads_and_the_router_needs_a_service() {
+        let raft = node().await;
+        let members = std::collections::BTreeMap::from([(1, Node::new("nowhere"))]);
+        raft.initialize(members).await.unwrap();
+        raft.wait(Some(Duration::from_secs(5)))
+            .current_leader(1, "leader")
+            .await
+            .unwrap();
+        let router = Router::new();
+        router.add_group(GroupId(1), raft.clone());
+        let refused = router
+            .handle(GroupId(1), RaftRequest::Client(read(false)))
+            .await;
+        assert!(matches!(refused, RaftResponse::Refused(_)), "{refused:?}");
+        router.add_client(GroupId(1), service(Duration::from_secs(1)));
+        for linearizable in [false, true] {
+            let answer = router
+                .handle(GroupId(1), RaftRequest::Client(read(linearizable)))
+                .await;
+            assert!(
+                matches!(&answer, RaftResponse::Client(ClientResponse::Read(b)) if b == &[3, 2, 1]),
+                "{answer:?}"
+            );
+        }
+        let put = crate::kv::KvCommand::Put {
+            key: "k".into(),
+            value: "v".into(),
+        };
+        let command = Command(crate::codec::encode_message(&put).unwrap());
+        let answer = router
+            .handle(
+                GroupId(1),
+                RaftRequest::Client(ClientRequest::Propose(command)),
+            )
+            .await;
+        assert!(
+            matches!(answer, RaftResponse::Client(ClientResponse::Applied(_))),
+            "{answer:?}"
+        );
+        raft.shutdown().await.unwrap();
+    }
+
+    #[test]
+    fn only_errors_after_the_connection_may_have_delivered() {
+        assert!(TransportError::Closed.maybe_delivered());
+        assert!(TransportError::Unexpected("x".into()).maybe_delivered());
+        assert!(!TransportError::Timeout(Duration::from_secs(1)).maybe_delivered());
+        assert!(!TransportError::Remote("no group".into()).maybe_delivered());
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!TransportError::Io(refused).maybe_delivered());
+    }
+}
