@@ -12,7 +12,9 @@ destination address redirected (`mirred`) to a veth whose peer is down, which dr
 packet (this works on kernels without the `gact` drop action). A cut from i to j is a
 filter on i's `eth0` for j's address, so any shape (asymmetric, non-transitive) works,
 and traffic to and from the root namespace is never cut. Loss is a classic-BPF filter
-(`ld rand`) with the same redirect; delay is `netem` and needs `sch_netem`.
+(`ld rand`) with the same redirect; delay is `netem` when the kernel has `sch_netem`,
+else a `DelayLine` (a last egress filter hands packets to a thread of this process that
+sends them on after the delay).
 
 Invariants: everything lives in namespaces named after this process (see `nsutil`), so
 `close()` (also run by the context manager, at interpreter exit, and by the pytest
@@ -28,6 +30,7 @@ import signal
 import subprocess
 import threading
 
+from .delayline import DelayLine
 from .nsutil import NetnsError, cleanup_stale, delete_netns, in_netns, owner_prefix, sh
 
 _runs = itertools.count()
@@ -36,6 +39,7 @@ _live_lock = threading.Lock()
 LOCK_FILE = "/run/lock/ponder-faults.lock"
 BASE_CUT_PREF = 1000
 LOSS_PREF = 10
+DELAY_PREF = 65000  # after every cut: a delayed packet has passed them all
 
 
 def _used_networks():
@@ -67,7 +71,6 @@ class Net:
         self.names = ["%s-%d" % (base, i) for i in range(n)]
         self.procs = []
         self.cuts = {}  # (src, dst) -> tc filter preference on src's eth0
-        self._next_pref = BASE_CUT_PREF
         self._shaping = {}  # node -> {"delay": (ms, jitter), "loss": pct}
         self.closed = False
         with _live_lock:
@@ -177,8 +180,8 @@ class Net:
             for d in _nodes(dst):
                 if s == d or (s, d) in self.cuts:
                     continue
-                pref = self._next_pref
-                self._next_pref += 1
+                used = set(self.cuts.values())
+                pref = next(p for p in range(BASE_CUT_PREF, DELAY_PREF) if p not in used)
                 sh(["tc", "-n", self.names[s], "filter", "add", "dev", "eth0", "egress",
                     "protocol", "ip", "pref", str(pref), "u32", "match", "ip", "dst",
                     self.addrs[d] + "/32", "action", "mirred", "egress", "redirect",
@@ -235,24 +238,63 @@ class Net:
                 str(LOSS_PREF), "bpf", "bytecode", code, "action", "mirred", "egress",
                 "redirect", "dev", "sink"])
 
-    def delay(self, i, ms, jitter=0):
-        """Delays every packet node i sends by ms (+- jitter) milliseconds with netem
-        (so round trips between i and anyone grow by ms); `delay(i, 0)` stops it.
-        Raises NetnsError when the kernel has no `sch_netem`."""
+    def delay(self, i, ms, jitter=0, backend=None):
+        """Delays every packet node i sends by ms (+- jitter) milliseconds, so round
+        trips between i and anyone grow by ms; `delay(i, 0)` stops it. With netem when
+        the kernel has `sch_netem`, else (or with backend="userspace") with a
+        `DelayLine` thread of this process; `delay_backend(i)` says which."""
+        state = self._shaping.setdefault(i, {})
+        current = state.get("delay")
         if ms <= 0:
-            sh(["tc", "-n", self.names[i], "qdisc", "del", "dev", "eth0", "root"], check=False)
-            self._shaping.setdefault(i, {}).pop("delay", None)
+            if current is not None:
+                self._undelay(i, current)
             return
-        sh(["tc", "-n", self.names[i], "qdisc", "replace", "dev", "eth0", "root", "netem",
-            "delay", "%gms" % ms, "%gms" % jitter])
-        self._shaping.setdefault(i, {})["delay"] = (ms, jitter)
+        if current is not None and (backend is None or backend == current[0]):
+            if current[0] == "userspace":
+                current[1].set(ms, jitter)
+                return
+        elif current is not None:
+            self._undelay(i, current)
+        name = self.names[i]
+        if backend != "userspace":
+            try:
+                sh(["tc", "-n", name, "qdisc", "replace", "dev", "eth0", "root", "netem",
+                    "delay", "%gms" % ms, "%gms" % jitter])
+                state["delay"] = ("netem", None)
+                return
+            except NetnsError:
+                if backend == "netem":
+                    raise
+        if sh(["ip", "-n", name, "link", "show", "dly"], check=False) == "":
+            sh(["ip", "-n", name, "link", "add", "dly", "type", "veth", "peer", "name", "dly2"])
+            sh(["ip", "-n", name, "link", "set", "dly", "up"])
+            sh(["ip", "-n", name, "link", "set", "dly2", "up"])
+        line = DelayLine(name, ms, jitter)
+        state["delay"] = ("userspace", line)
+        sh(["tc", "-n", name, "filter", "add", "dev", "eth0", "egress", "protocol", "all",
+            "pref", str(DELAY_PREF), "u32", "match", "u32", "0", "0", "action", "mirred",
+            "egress", "redirect", "dev", "dly"])
+
+    def delay_backend(self, i):
+        """"netem", "userspace" or None: how node i is being delayed."""
+        current = self._shaping.get(i, {}).get("delay")
+        return current and current[0]
+
+    def _undelay(self, i, current):
+        kind, line = current
+        if kind == "netem":
+            sh(["tc", "-n", self.names[i], "qdisc", "del", "dev", "eth0", "root"], check=False)
+        else:
+            sh(["tc", "-n", self.names[i], "filter", "del", "dev", "eth0", "egress", "pref",
+                str(DELAY_PREF)], check=False)
+            line.stop()
+        self._shaping[i].pop("delay", None)
 
     def clear_shaping(self, i=None):
         """Removes delay and loss from node i (all nodes when None)."""
         for j in (range(self.n) if i is None else [i]):
             self.loss(j, 0)
-            if "delay" in self._shaping.get(j, {}):
-                self.delay(j, 0)
+            self.delay(j, 0)
 
     # -- cleanup --------------------------------------------------------------------
     def close(self):
@@ -261,6 +303,10 @@ class Net:
         if self.closed:
             return
         self.closed = True
+        for state in self._shaping.values():
+            kind, line = state.get("delay") or (None, None)
+            if kind == "userspace":
+                line.stop()
         for p in self.procs:
             try:
                 if p.poll() is None:
