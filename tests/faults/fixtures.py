@@ -3,8 +3,12 @@ test module (`from faults.fixtures import make_net, make_proxy  # noqa: F401`).
 
 `make_net(n)` skips the test (with the reason) when the machine cannot create network
 namespaces (not root, no iproute2), and closes every Net it made when the test ends,
-however it ends; `cleanup_stale()` runs first, removing leftovers of killed runs.
+however it ends (failure, Ctrl-C, SIGTERM; `Net` also closes at interpreter exit);
+`cleanup_stale()` runs first, removing leftovers of runs killed with SIGKILL.
 """
+import signal
+import threading
+
 import pytest
 
 from .netns import Net
@@ -22,9 +26,20 @@ def require_netns():
         pytest.skip(_reason[0])
 
 
+def _terminate_as_interrupt():
+    """SIGTERM (e.g. a CI job cancelled) would end the process without teardown or
+    atexit; raised as KeyboardInterrupt instead, the fixtures still clean up."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL):
+        def handler(signum, frame):
+            raise KeyboardInterrupt("SIGTERM")
+        signal.signal(signal.SIGTERM, handler)
+
+
 @pytest.fixture
 def make_net():
     require_netns()
+    _terminate_as_interrupt()
     cleanup_stale()
     nets = []
 

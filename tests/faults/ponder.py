@@ -10,8 +10,6 @@ import os
 import socket
 import time
 
-from rethinkdb import r
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DRIVER_PORT = 28015
 CLUSTER_PORT = 29015
@@ -62,6 +60,8 @@ class NsServer:
             return ""
 
     def connect(self, **kw):
+        from rethinkdb import r  # here, so that the rest of the package needs no driver
+
         return r.connect(host=self.host, port=self.port, **kw)
 
     def kill9(self):
