@@ -4,8 +4,9 @@ process control, for cluster tests that inject faults between real `ponder` proc
 Topology: a bridge `br0` in its own namespace (`...-br`); node i's namespace (`...-<i>`)
 holds `eth0` (address 10.A.B.(i+1)/24), veth-paired with port `p<i>` of the bridge; the
 root namespace (where the test runs) holds 10.A.B.254 on a veth to the bridge, so the
-test process reaches every node directly. 10.A.B.0/24 is chosen free of every address
-and route of the root namespace, under a lock file, so concurrent runs never share one.
+test process reaches every node directly. The /24 (from 10.190.0.0-10.249.255.255, else
+172.16.0.0/12) is chosen free of every address and route of the root namespace, under a
+lock file, so concurrent runs never share one.
 
 Faults are egress filters on each node's `eth0` (tc clsact): a `u32` match on the
 destination address redirected (`mirred`) to a veth whose peer is down, which drops the
@@ -106,8 +107,7 @@ class Net:
             hosts = list(self.network.hosts())
             self.root_addr = str(hosts[-1])
             self.addrs = [str(hosts[i]) for i in range(self.n)]
-            a, b2 = self.network.network_address.packed[1:3]
-            root_if = "pdr%d-%d" % (a, b2)
+            root_if = "pdr%d-%d-%d" % tuple(self.network.network_address.packed[:3])
             sh(["ip", "link", "add", root_if, "type", "veth", "peer", "name", "h0", "netns", b])
             self.root_if = root_if  # set only once it is ours (close() deletes it)
             sh(["ip", "addr", "add", "%s/24" % self.root_addr, "dev", self.root_if])
@@ -118,14 +118,16 @@ class Net:
             sh(["ip", "-n", name, "link", "set", "eth0", "up"])
 
     def _pick_network(self):
-        used = _used_networks()
-        start = (os.getpid() * 7 + self.run_id * 131) % (60 * 256)
-        for k in range(60 * 256):
-            c = (start + k) % (60 * 256)
-            net = ipaddress.ip_network("10.%d.%d.0/24" % (190 + c // 256, c % 256))
-            if not any(net.overlaps(u) for u in used if u.prefixlen > 0):
-                return net
-        raise NetnsError("no free /24 in 10.190.0.0-10.249.255.0")
+        used = [u for u in _used_networks() if u.prefixlen > 0]
+        for first, seconds in ((10, range(190, 250)), (172, range(16, 32))):
+            size = len(seconds) * 256
+            start = (os.getpid() * 7 + self.run_id * 131) % size
+            for k in range(size):
+                c = (start + k) % size
+                net = ipaddress.ip_network("%d.%d.%d.0/24" % (first, seconds[c // 256], c % 256))
+                if not any(net.overlaps(u) for u in used):
+                    return net
+        raise NetnsError("no free /24 in 10.190.0.0-10.249.255.255 or 172.16.0.0/12")
 
     # -- addresses and processes ----------------------------------------------------
     def addr(self, i):

@@ -46,7 +46,7 @@ def unavailable():
     for tool in ("ip", "tc"):
         if shutil.which(tool) is None:
             return "`%s` (iproute2) is not installed" % tool
-    probe = "%s-probe-%d" % (PREFIX, os.getpid())
+    probe = owner_prefix() + "probe"  # cleaned by cleanup_stale() if we die here
     p = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if p.returncode != 0:
         return "cannot create a network namespace: " + p.stderr.strip()

@@ -144,6 +144,11 @@ class Proxy:
         if self._server is not None:
             self._server.close()
         await self._block()
+        # Connections still waiting for a release end too, so no task outlives the loop.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in others:
+            t.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
 
     async def _serve(self, reader, writer):
         self.accepted += 1
