@@ -72,7 +72,7 @@ class Net:
         self.names = ["%s-%d" % (base, i) for i in range(n)]
         self.procs = []
         self.cuts = {}  # (src, dst) -> tc filter preference on src's eth0
-        self._shaping = {}  # node -> {"delay": (ms, jitter), "loss": pct}
+        self._shaping = {}  # node -> {"loss": pct, "delay": (backend, DelayLine or None)}
         self.closed = False
         with _live_lock:
             _live.add(self)
@@ -278,7 +278,7 @@ class Net:
             "egress", "redirect", "dev", "dly"])
 
     def delay_backend(self, i):
-        """"netem", "userspace" or None: how node i is being delayed."""
+        """How node i is being delayed: "netem", "userspace", or None (not delayed)."""
         current = self._shaping.get(i, {}).get("delay")
         return current and current[0]
 

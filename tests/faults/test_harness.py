@@ -242,7 +242,8 @@ def test_cleanup_stale_removes_dead_runs_only(make_net):
     # A run that dies by SIGKILL, leaving its namespaces and a process inside them.
     child = subprocess.run(
         [sys.executable, "-c",
-         "import os, signal, faults; n = faults.Net(2); n.spawn(0, ['sleep', '60'], stdout=-3, stderr=-3);"
+         "import os, signal, subprocess as sp, faults; n = faults.Net(2);"
+         "n.spawn(0, ['sleep', '60'], stdout=sp.DEVNULL, stderr=sp.DEVNULL);"
          "print(' '.join(n.names + [n.bridge_ns]), n.root_if, flush=True);"
          "os.kill(os.getpid(), signal.SIGKILL)"],
         capture_output=True, text=True, timeout=30,
