@@ -251,8 +251,7 @@ def test_cleanup_stale_removes_dead_runs_only(make_net):
     assert child.returncode == -signal.SIGKILL, child.stderr
     *names, root_if = child.stdout.split()
     assert len(_leftovers(names)) == 3
-    removed = cleanup_stale()
-    assert set(names) <= set(removed)
+    cleanup_stale()  # (a parallel run's fixture may get there first: same effect)
     assert _leftovers(names) == []
     assert subprocess.run(["ip", "link", "show", root_if], capture_output=True).returncode != 0
     # this run's namespaces are untouched
