@@ -74,6 +74,7 @@ class Net:
         self.cuts = {}  # (src, dst) -> tc filter preference on src's eth0
         self._shaping = {}  # node -> {"loss": pct, "delay": (backend, DelayLine or None)}
         self.closed = False
+        self.owner_pid = os.getpid()
         with _live_lock:
             _live.add(self)
         try:
@@ -337,6 +338,7 @@ def _nodes(x):
 @atexit.register
 def _close_all():
     with _live_lock:
-        nets = list(_live)
+        # a forked child that exits normally must not tear down its parent's networks
+        nets = [n for n in _live if n.owner_pid == os.getpid()]
     for net in nets:
         net.close()
