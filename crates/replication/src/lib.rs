@@ -58,13 +58,13 @@ mod tests;
 
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};
-pub use hello::{ClusterId, ClusterIdError, HelloError};
+pub use hello::{ClusterId, ClusterIdError, Greeting, HelloError};
 pub use log_store::LogStore;
 pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
 pub use openraft;
-pub use peer::{PeerConfig, HANDSHAKE_TIMEOUT};
+pub use peer::{learn_cluster_id, PeerConfig, HANDSHAKE_TIMEOUT};
 pub use router::MAX_IN_FLIGHT;
-pub use router::{call_on, Router};
+pub use router::{call_on, Router, Service};
 pub use runtime::{seed_thread_rng, Runtime, ThreadRng};
 pub use sm_store::{applied_log_id, state_spaces, SnapshotBuilder, StateMachineStore};
 pub use snapshot::{

@@ -54,6 +54,9 @@ pub enum RaftRequest {
         /// The snapshot's metadata.
         meta: SnapshotMeta,
     },
+    /// Not Raft: a request for the node's [`crate::Service`] (cluster membership),
+    /// whatever the group; its bytes are the service's to decode.
+    Service(Vec<u8>),
 }
 
 /// The answer to a [`RaftRequest`].
@@ -70,6 +73,8 @@ pub enum RaftResponse {
     /// The peer could not serve the request (no such group, shutting down, storage
     /// failure); the text says why.
     Refused(String),
+    /// Answers [`RaftRequest::Service`].
+    Service(Vec<u8>),
 }
 
 /// Carries a group's request to a peer and returns its answer.

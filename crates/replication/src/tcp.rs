@@ -151,6 +151,28 @@ impl Drop for Pending<'_> {
     }
 }
 
+impl TcpTransport {
+    /// Sends a service request (not Raft: membership) to the server at `addr` and
+    /// returns its answer, within `timeout`; the peer's router hands it to its
+    /// [`crate::Service`].
+    pub async fn call_service(
+        &self,
+        addr: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, TransportError> {
+        let node = Node::new(addr);
+        let call = self.call(0, &node, GroupId(0), RaftRequest::Service(body));
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(RaftResponse::Service(answer))) => Ok(answer),
+            Ok(Ok(RaftResponse::Refused(why))) => Err(TransportError::Remote(why)),
+            Ok(Ok(other)) => Err(TransportError::Unexpected(format!("{other:?}"))),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(TransportError::Timeout(timeout)),
+        }
+    }
+}
+
 impl Transport for TcpTransport {
     async fn call(
         &self,
@@ -204,11 +226,12 @@ pub async fn serve_tcp(
                     let stream = peer::accept(conn, &config).await;
                     drop(permit);
                     match stream {
-                        Ok(stream) => {
+                        Ok(Some(stream)) => {
                             if let Err(e) = router.serve(stream).await {
                                 tracing::debug!("peer connection from {from} ended: {e}");
                             }
                         }
+                        Ok(None) => tracing::info!("told the joining server at {from} this cluster's id"),
                         Err(e) => tracing::warn!("refused a cluster connection from {from}: {e}"),
                     }
                 });
