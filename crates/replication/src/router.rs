@@ -272,9 +272,13 @@ mod tests {
         router.set_service(Arc::new(Reverse));
         let (mut client, server) = tokio::io::duplex(1 << 16);
         let serving = tokio::spawn(router.serve(server));
-        let answer = call_on(&mut client, GroupId(4), &RaftRequest::Service(vec![1, 2, 3]))
-            .await
-            .unwrap();
+        let answer = call_on(
+            &mut client,
+            GroupId(4),
+            &RaftRequest::Service(vec![1, 2, 3]),
+        )
+        .await
+        .unwrap();
         assert!(matches!(answer, RaftResponse::Service(b) if b == vec![3, 2, 1]));
         drop(client);
         serving.await.unwrap().unwrap();

@@ -249,7 +249,11 @@ impl ServeArgs {
 
     /// The cluster port's TLS files: all three flags, or none (naming the missing ones).
     pub fn cluster_tls(&self) -> Result<Option<ClusterTlsFiles>, Error> {
-        match (&self.cluster_tls_key, &self.cluster_tls_cert, &self.cluster_tls_ca) {
+        match (
+            &self.cluster_tls_key,
+            &self.cluster_tls_cert,
+            &self.cluster_tls_ca,
+        ) {
             (Some(key), Some(cert), Some(ca)) => Ok(Some(ClusterTlsFiles {
                 key: key.clone(),
                 cert: cert.clone(),
@@ -279,7 +283,9 @@ impl ServeArgs {
     pub fn cluster_port(&self) -> Result<u16, Error> {
         self.cluster_port
             .checked_add(self.port_offset)
-            .ok_or_else(|| Error::Argument("--cluster-port plus --port-offset is over 65535".into()))
+            .ok_or_else(|| {
+                Error::Argument("--cluster-port plus --port-offset is over 65535".into())
+            })
     }
 }
 
@@ -356,20 +362,45 @@ mod cluster_flag_tests {
     #[test]
     fn cluster_tls_needs_all_three_files() {
         assert!(args(&[]).cluster_tls().unwrap().is_none());
-        let all = args(&["--cluster-tls-key", "k", "--cluster-tls-cert", "c", "--cluster-tls-ca", "a"]);
+        let all = args(&[
+            "--cluster-tls-key",
+            "k",
+            "--cluster-tls-cert",
+            "c",
+            "--cluster-tls-ca",
+            "a",
+        ]);
         assert!(all.cluster_tls().unwrap().is_some());
-        let err = args(&["--cluster-tls-cert", "c"]).cluster_tls().unwrap_err().to_string();
-        assert!(err.contains("missing: --cluster-tls-key, --cluster-tls-ca"), "{err}");
+        let err = args(&["--cluster-tls-cert", "c"])
+            .cluster_tls()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("missing: --cluster-tls-key, --cluster-tls-ca"),
+            "{err}"
+        );
     }
 
     #[test]
     fn joins_tags_and_canonical_addresses_are_repeatable() {
-        let a = args(&["--join", "h:1", "--join", "h:2", "--server-tag", "x", "--server-tag", "y"]);
+        let a = args(&[
+            "--join",
+            "h:1",
+            "--join",
+            "h:2",
+            "--server-tag",
+            "x",
+            "--server-tag",
+            "y",
+        ]);
         assert_eq!(a.join, vec!["h:1", "h:2"]);
         assert_eq!(a.server_tag, vec!["x", "y"]);
         assert_eq!(args(&[]).server_tag, vec!["default"]);
-        let parsed = parse_canonical(&["a.b".into(), "c:5".into(), "[::1]:6".into(), "[::2]".into()], 9)
-            .unwrap();
+        let parsed = parse_canonical(
+            &["a.b".into(), "c:5".into(), "[::1]:6".into(), "[::2]".into()],
+            9,
+        )
+        .unwrap();
         assert_eq!(
             parsed,
             vec![

@@ -34,8 +34,7 @@ pub(crate) use feeds::SystemFeeds;
 pub(crate) use rows::{table_config_row, table_status_row};
 pub use servers::{name_collisions, version_string, Membership, ServerRecord};
 pub use state::{
-    now_secs,
-    AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,
+    now_secs, AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,
     LATENCY_BOUNDS,
 };
 

@@ -238,7 +238,10 @@ fn status_row(s: &ServerRecord) -> Datum {
 pub fn name_collisions(servers: &[ServerRecord]) -> BTreeMap<String, Vec<String>> {
     let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for s in servers {
-        by_name.entry(s.name.clone()).or_default().push(s.id.clone());
+        by_name
+            .entry(s.name.clone())
+            .or_default()
+            .push(s.id.clone());
     }
     by_name.retain(|_, ids| {
         ids.sort();
@@ -277,11 +280,7 @@ pub(super) fn issue_rows(c: &Cluster) -> Vec<Datum> {
 }
 
 /// A write to `server_config`: a rename or retag of an existing (connected) server.
-pub(super) fn config_put(
-    t: &SystemTable,
-    old: Option<&Datum>,
-    new: &Datum,
-) -> Result<(), String> {
+pub(super) fn config_put(t: &SystemTable, old: Option<&Datum>, new: &Datum) -> Result<(), String> {
     let c = &t.cluster;
     let Some(old) = old else {
         return Err(
@@ -292,19 +291,23 @@ pub(super) fn config_put(
         return Err("It's illegal to write to the `rethinkdb.server_config` table.".into());
     };
     let wrong = |e: String| {
-        format!("The row you're trying to put into `rethinkdb.server_config` has the wrong format. {e}")
+        format!(
+            "The row you're trying to put into `rethinkdb.server_config` has the wrong format. {e}"
+        )
     };
     let id = old.get("id").and_then(Datum::as_str).unwrap_or_default();
     let name = match new.get("name") {
-        Some(d) => server_name_of(d, "server name").map_err(|e| wrong(format!("In `name`: {e}")))?,
+        Some(d) => {
+            server_name_of(d, "server name").map_err(|e| wrong(format!("In `name`: {e}")))?
+        }
         None => return Err(wrong("Expected a field named `name`.".into())),
     };
     let tags = match new.get("tags").and_then(Datum::as_array) {
         Some(a) => {
             let mut tags = Vec::new();
             for d in a.iter() {
-                let tag =
-                    server_name_of(d, "server tag").map_err(|e| wrong(format!("In `tags`: {e}")))?;
+                let tag = server_name_of(d, "server tag")
+                    .map_err(|e| wrong(format!("In `tags`: {e}")))?;
                 if !tags.contains(&tag) {
                     tags.push(tag);
                 }
@@ -314,7 +317,10 @@ pub(super) fn config_put(
         None => {
             return Err(wrong(match new.get("tags") {
                 None => "Expected a field named `tags`.".into(),
-                Some(d) => format!("In `tags`: Expected an array, got {}.", d.to_pretty_string()),
+                Some(d) => format!(
+                    "In `tags`: Expected an array, got {}.",
+                    d.to_pretty_string()
+                ),
             }))
         }
     };
@@ -331,7 +337,11 @@ pub(super) fn config_put(
     }
     let old_name = old.get("name").and_then(Datum::as_str).unwrap_or_default();
     if name != old_name {
-        if let Some(other) = c.server_records().iter().find(|s| s.name == name && s.id != id) {
+        if let Some(other) = c
+            .server_records()
+            .iter()
+            .find(|s| s.name == name && s.id != id)
+        {
             return Err(format!(
                 "Cannot rename server `{old_name}` to `{name}` because server `{}` already exists.",
                 other.name

@@ -203,10 +203,7 @@ fn shards_of(t: &SystemTable, d: &Datum) -> Result<(u32, u32), String> {
         return Err("In `shards`: You must specify at least one shard.".into());
     }
     let name = t.cluster.server_name();
-    let me = [
-        name.as_str(),
-        t.cluster.admin.server_id.as_str(),
-    ];
+    let me = [name.as_str(), t.cluster.admin.server_id.as_str()];
     let mut replicas = 1;
     for s in items {
         let reps = s

@@ -65,12 +65,12 @@ impl Identity {
     ) -> Result<Self, IdentityError> {
         let path = dir.join(FILE);
         let mut id = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice::<Identity>(&bytes).map_err(|e| {
-                IdentityError::Corrupt {
+            Ok(bytes) => {
+                serde_json::from_slice::<Identity>(&bytes).map_err(|e| IdentityError::Corrupt {
                     path: path.clone(),
                     reason: e.to_string(),
-                }
-            })?,
+                })?
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Identity {
                 server_id: uuid::Uuid::new_v4().to_string(),
                 cluster_id: None,
@@ -130,10 +130,16 @@ mod tests {
         renamed.cluster_id = Some("k".into());
         renamed.save(dir.path()).unwrap();
         let after = Identity::load_or_create(dir.path(), "b", &tags, false).unwrap();
-        assert_eq!((after.name.as_str(), after.cluster_id.as_deref()), ("c", Some("k")));
+        assert_eq!(
+            (after.name.as_str(), after.cluster_id.as_deref()),
+            ("c", Some("k"))
+        );
         let alone = tempfile::tempdir().unwrap();
         let made = Identity::load_or_create(alone.path(), "a", &tags, false).unwrap();
-        assert!(made.cluster_id.is_some(), "the first server creates the cluster id");
+        assert!(
+            made.cluster_id.is_some(),
+            "the first server creates the cluster id"
+        );
         let kept = Identity::load_or_create(alone.path(), "a", &tags, true).unwrap();
         assert_eq!(kept.cluster_id, made.cluster_id);
         std::fs::write(dir.path().join(FILE), b"{").unwrap();

@@ -67,7 +67,7 @@ enum Request {
 
 #[derive(Debug, Serialize, Deserialize)]
 enum Answer {
-    Pong(Hello),
+    Pong(Box<Hello>),
     Configured(Result<(), String>),
     Malformed(String),
 }
@@ -113,10 +113,7 @@ impl Membership {
             dir,
             log_file,
             identity: Mutex::new(identity),
-            peers: Mutex::new(PeerSet::new(
-                &cluster.server_id().to_string(),
-                setup.joins.clone(),
-            )),
+            peers: Mutex::new(PeerSet::new(cluster.server_id(), setup.joins.clone())),
             heartbeat: Mutex::new((cluster.heartbeat_secs(), 0)),
             transport: OnceLock::new(),
             runtime: tokio::runtime::Handle::current(),
@@ -139,7 +136,12 @@ impl Drop for Membership {
 }
 
 /// Learns the cluster id if needed, then serves the port and pings until aborted.
-async fn run(inner: Arc<Inner>, listener: TcpListener, tls: Option<ClusterTls>, seeds: Vec<String>) {
+async fn run(
+    inner: Arc<Inner>,
+    listener: TcpListener,
+    tls: Option<ClusterTls>,
+    seeds: Vec<String>,
+) {
     let known = inner.identity.lock().cluster_id.clone();
     let id = match known {
         Some(id) => id,
@@ -198,7 +200,10 @@ async fn ping_loop(inner: &Arc<Inner>, transport: &Arc<TcpTransport>) {
         let timeout = Duration::from_secs_f64(inner.heartbeat_secs().max(0.5));
         let interval = (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(1));
         let targets = inner.peers.lock().targets();
-        if let Some(body) = inner.hello().and_then(|h| serde_json::to_vec(&Request::Ping(h)).ok()) {
+        if let Some(body) = inner
+            .hello()
+            .and_then(|h| serde_json::to_vec(&Request::Ping(h)).ok())
+        {
             let mut calls = tokio::task::JoinSet::new();
             for addr in targets {
                 let (t, body) = (transport.clone(), body.clone());
@@ -210,7 +215,7 @@ async fn ping_loop(inner: &Arc<Inner>, transport: &Arc<TcpTransport>) {
             while let Some(done) = calls.join_next().await {
                 let Ok((addr, answer)) = done else { continue };
                 match answer.map(|b| serde_json::from_slice::<Answer>(&b)) {
-                    Ok(Ok(Answer::Pong(h))) => inner.receive(h, Some(&addr)),
+                    Ok(Ok(Answer::Pong(h))) => inner.receive(*h, Some(&addr)),
                     Ok(Ok(other)) => tracing::debug!("{addr} answered a ping with {other:?}"),
                     Ok(Err(e)) => tracing::debug!("{addr} answered a ping with garbage: {e}"),
                     Err(e) => tracing::debug!("pinging {addr}: {e}"),
@@ -299,7 +304,7 @@ impl Inner {
             Ok(Request::Ping(h)) => {
                 self.receive(h, None);
                 match self.hello() {
-                    Some(h) => Answer::Pong(h),
+                    Some(h) => Answer::Pong(Box::new(h)),
                     None => Answer::Malformed("the server is shutting down".into()),
                 }
             }
@@ -369,7 +374,10 @@ impl cluster::system::Membership for Inner {
         self.runtime.spawn(async move {
             let mut result = None;
             for addr in addresses {
-                if let Ok(b) = transport.call_service(&addr, body.clone(), CONFIGURE_TIMEOUT).await {
+                if let Ok(b) = transport
+                    .call_service(&addr, body.clone(), CONFIGURE_TIMEOUT)
+                    .await
+                {
                     result = serde_json::from_slice::<Answer>(&b).ok();
                     break;
                 }
