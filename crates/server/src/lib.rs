@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+mod cluster_flags;
 pub mod config;
 mod conn;
 mod error;
