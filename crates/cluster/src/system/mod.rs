@@ -14,6 +14,7 @@
 
 mod alter;
 mod feeds;
+mod issues;
 mod rows;
 mod servers;
 mod state;
@@ -31,8 +32,9 @@ use crate::Cluster;
 
 pub(crate) use alter::TableAlter;
 pub(crate) use feeds::SystemFeeds;
+pub use issues::{name_collisions, not_fully_connected};
 pub(crate) use rows::{table_config_row, table_status_row};
-pub use servers::{name_collisions, version_string, Membership, ServerRecord};
+pub use servers::{version_string, Membership, ServerRecord};
 pub use state::{
     now_secs, AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,
     LATENCY_BOUNDS,

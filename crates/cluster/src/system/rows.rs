@@ -46,7 +46,7 @@ pub(super) fn rows(t: &SystemTable) -> reql::Result<Vec<Datum>> {
                 Datum::Number(*c.admin.heartbeat.lock()),
             ),
         ])],
-        Kind::CurrentIssues => super::servers::issue_rows(c),
+        Kind::CurrentIssues => super::issues::issue_rows(c),
         Kind::Jobs => jobs_rows(c, t.uuids, &t.user),
         Kind::Stats => stats_rows(c, t.uuids),
         Kind::Logs => logs_rows(c, t.uuids),

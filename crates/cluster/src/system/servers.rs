@@ -1,6 +1,5 @@
 //! The servers of the cluster as the system tables show them: `server_config`,
-//! `server_status`, the `server_name_collision` issue of `current_issues`, and writes to
-//! `server_config` (renames and retags, of this server or of a connected peer).
+//! `server_status` (their issues: `issues`), and writes to `server_config` (renames and retags, of this server or of a connected peer).
 //!
 //! Who the peers are is not this crate's business: the server binary's membership layer
 //! implements [`Membership`] and registers it with [`crate::Cluster::set_membership`].
@@ -233,52 +232,6 @@ fn status_row(s: &ServerRecord) -> Datum {
     ])
 }
 
-/// Names held by more than one server: name → ids (sorted), as RethinkDB's
-/// `server_name_collision` issue reports them.
-pub fn name_collisions(servers: &[ServerRecord]) -> BTreeMap<String, Vec<String>> {
-    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for s in servers {
-        by_name
-            .entry(s.name.clone())
-            .or_default()
-            .push(s.id.clone());
-    }
-    by_name.retain(|_, ids| {
-        ids.sort();
-        ids.dedup();
-        ids.len() > 1
-    });
-    by_name
-}
-
-/// `current_issues` rows about servers: one `server_name_collision` per shared name.
-pub(super) fn issue_rows(c: &Cluster) -> Vec<Datum> {
-    // RethinkDB derives the issue's id from the name; a v5 UUID does the same.
-    const BASE: uuid::Uuid = uuid::uuid!("a8bf71c6-a178-43ea-b25d-73a13619c8f0");
-    name_collisions(&c.server_records())
-        .into_iter()
-        .map(|(name, ids)| {
-            let id = uuid::Uuid::new_v5(&BASE, name.as_bytes()).to_string();
-            obj(vec![
-                ("critical", Datum::Bool(true)),
-                (
-                    "description",
-                    Datum::from(format!(
-                        "The following servers are all named '{name}': {}.",
-                        ids.join(", ")
-                    )),
-                ),
-                ("id", Datum::from(id)),
-                (
-                    "info",
-                    obj(vec![("ids", strs(&ids)), ("name", Datum::str(&name))]),
-                ),
-                ("type", Datum::str("server_name_collision")),
-            ])
-        })
-        .collect()
-}
-
 /// A write to `server_config`: a rename or retag of an existing (connected) server.
 pub(super) fn config_put(t: &SystemTable, old: Option<&Datum>, new: &Datum) -> Result<(), String> {
     let c = &t.cluster;
@@ -371,17 +324,6 @@ mod tests {
             name: name.into(),
             ..ServerRecord::default()
         }
-    }
-
-    #[test]
-    fn shared_names_are_collisions_and_unique_ones_are_not() {
-        let servers = [rec("b", "x"), rec("a", "x"), rec("c", "y")];
-        let found = name_collisions(&servers);
-        assert_eq!(found.len(), 1);
-        assert_eq!(found["x"], vec!["a".to_string(), "b".to_string()]);
-        assert!(name_collisions(&[rec("a", "x"), rec("b", "y")]).is_empty());
-        // One server reported twice (by two peers) is not a collision.
-        assert!(name_collisions(&[rec("a", "x"), rec("a", "x")]).is_empty());
     }
 
     #[test]
