@@ -264,6 +264,11 @@ impl Server {
         self.state.cluster.doc_cache()
     }
 
+    /// The membership layer (cluster port, router, transport), when served.
+    pub fn membership(&self) -> Option<&crate::membership::Membership> {
+        self.membership.as_ref()
+    }
+
     /// This server's catalog and tables.
     pub fn cluster(&self) -> &Arc<cluster::Cluster> {
         &self.state.cluster

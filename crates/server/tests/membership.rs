@@ -59,6 +59,16 @@ async fn servers_join_learn_each_other_rename_and_notice_a_loss() {
     for s in [&a, &b, &c] {
         until("all three", || names(s) == all).await;
     }
+    // One cluster id: A created it, B and C (fresh directories) adopted it.
+    let ids: Vec<_> = [&a, &b, &c]
+        .iter()
+        .map(|s| s.membership().and_then(|m| m.cluster_id()))
+        .collect();
+    assert!(
+        ids[0].is_some() && ids.iter().all(|i| *i == ids[0]),
+        "{ids:?}"
+    );
+    assert!(a.membership().is_some_and(|m| m.transport().is_some()));
     // B never named C: it learned C's address from A.
     let b_view = b.cluster().local_record().connected_to;
     assert_eq!(b_view.get("c"), Some(&true), "{b_view:?}");

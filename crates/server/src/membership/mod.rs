@@ -88,6 +88,8 @@ struct Inner {
 /// A running membership layer; dropping it (or `stop`) closes the cluster port.
 pub struct Membership {
     task: JoinHandle<()>,
+    inner: Arc<Inner>,
+    router: Arc<Router>,
 }
 
 impl Membership {
@@ -120,8 +122,37 @@ impl Membership {
             runtime: tokio::runtime::Handle::current(),
         });
         cluster.set_membership(inner.clone());
-        let task = tokio::spawn(run(inner, listener, tls, setup.joins.clone()));
-        Ok(Membership { task })
+        let router = Arc::new(Router::new());
+        router.set_service(Arc::new(Svc(inner.clone())));
+        let task = tokio::spawn(run(
+            inner.clone(),
+            router.clone(),
+            listener,
+            tls,
+            setup.joins.clone(),
+        ));
+        Ok(Membership {
+            task,
+            inner,
+            router,
+        })
+    }
+
+    /// The router of this server's cluster port: Raft groups register here
+    /// (`Router::add_group`) to be served beside membership.
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
+    /// The transport to the other servers (one connection per address), once the
+    /// cluster id is known (at once, unless a fresh server is still asking its seeds).
+    pub fn transport(&self) -> Option<Arc<TcpTransport>> {
+        self.inner.transport.get().cloned()
+    }
+
+    /// The cluster id, once known.
+    pub fn cluster_id(&self) -> Option<String> {
+        self.inner.identity.lock().cluster_id.clone()
     }
 
     /// Closes the cluster port and stops pinging.
@@ -139,6 +170,7 @@ impl Drop for Membership {
 /// Learns the cluster id if needed, then serves the port and pings until aborted.
 async fn run(
     inner: Arc<Inner>,
+    router: Arc<Router>,
     listener: TcpListener,
     tls: Option<ClusterTls>,
     seeds: Vec<String>,
@@ -159,8 +191,6 @@ async fn run(
         Some(tls) => PeerConfig::tls(id, tls),
         None => PeerConfig::plain(id),
     };
-    let router = Arc::new(Router::new());
-    router.set_service(Arc::new(Svc(inner.clone())));
     let transport = Arc::new(TcpTransport::new(config.clone(), CONNECT_TIMEOUT));
     let _ = inner.transport.set(transport.clone());
     tokio::select! {
