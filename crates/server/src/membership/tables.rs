@@ -23,7 +23,14 @@ impl cluster::system::Membership for Inner {
 
     fn configure(&self, id: &str, name: &str, tags: &[String]) -> Result<(), String> {
         if id == self.me {
-            return self.configure_self(name, tags);
+            let old_name = self
+                .cluster
+                .upgrade()
+                .map(|c| c.server_name())
+                .unwrap_or_default();
+            return self
+                .configure_self(name, tags)
+                .map_err(|e| not_changed(&old_name, &e));
         }
         let (addresses, old_name) = {
             let peers = self.peers.lock();
@@ -70,7 +77,7 @@ impl cluster::system::Membership for Inner {
                 self.peers.lock().renamed(id, name, tags);
                 Ok(())
             }
-            Ok(Some(Answer::Configured(Err(e)))) => Err(e),
+            Ok(Some(Answer::Configured(Err(e)))) => Err(not_changed(&old_name, &e)),
             _ => Err(lost()),
         }
     }
@@ -79,5 +86,70 @@ impl cluster::system::Membership for Inner {
         let mut ours = self.heartbeat.lock();
         let now_ms = (now_secs() * 1000.0) as u64;
         *ours = (secs, now_ms.max(ours.1 + 1));
+    }
+}
+
+/// RethinkDB's message for a change the server refused or could not make.
+fn not_changed(server: &str, why: &str) -> String {
+    format!(
+        "Error when trying to change the configuration of server `{server}`: {why} \
+         The configuration was not changed."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cluster::system::Membership as _;
+    use tokio::net::TcpListener;
+
+    use crate::config::ClusterSetup;
+    use crate::membership::{Identity, Membership};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn changes_apply_to_this_server_and_fail_for_one_not_connected() {
+        let dir = tempfile::tempdir().unwrap();
+        let tags = vec!["default".to_string()];
+        let identity = Identity::load_or_create(dir.path(), "me", &tags, false).unwrap();
+        let engine: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        let cluster = cluster::Cluster::open_with_options(
+            engine,
+            cluster::ClusterOptions {
+                server_id: Some(identity.server_id.clone()),
+                ..cluster::ClusterOptions::new("me")
+            },
+        )
+        .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let setup = ClusterSetup {
+            tags: tags.clone(),
+            ..ClusterSetup::default()
+        };
+        let log = Some(dir.path().join("log"));
+        let m = Membership::start(&cluster, listener, &setup, identity, dir.path().into(), log)
+            .unwrap();
+        let (inner, me) = (m.inner.clone(), cluster.server_id().to_string());
+        let (mine, other) = tokio::task::spawn_blocking(move || {
+            (
+                inner.configure(&me, "renamed", &["ssd".to_string()]),
+                inner.configure("nobody", "x", &[]),
+            )
+        })
+        .await
+        .unwrap();
+        mine.unwrap();
+        assert_eq!(cluster.server_name(), "renamed");
+        assert_eq!(cluster.server_tags(), vec!["ssd".to_string()]);
+        // Persisted: a restart with the old flags keeps the new name.
+        let again = Identity::load_or_create(dir.path(), "me", &tags, false).unwrap();
+        assert_eq!((again.name.as_str(), again.renamed), ("renamed", true));
+        assert_eq!(
+            other.unwrap_err(),
+            "Lost contact with server `nobody` while trying to change the server \
+             configuration. The configuration may or may not have been changed."
+        );
+        m.stop();
+        cluster.shutdown();
     }
 }
