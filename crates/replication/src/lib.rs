@@ -17,17 +17,20 @@
 //!   [`Network`] is openraft's network over it (snapshots streamed as numbered chunk
 //!   requests), [`Router`] the receiving side, [`TcpTransport`]/[`serve_tcp`] TCP with
 //!   one connection per peer for every group, and [`call_on`] one call over any byte
-//!   stream (the simulation's turmoil TCP).
+//!   stream (the simulation's turmoil TCP). Beside Raft, a node's [`Service`] (the
+//!   server's cluster membership) gets `RaftRequest::Service` requests on the same
+//!   connections ([`Router::set_service`], [`TcpTransport::call_service`]).
 //! * The cluster port's security: [`PeerConfig`] (given to both `TcpTransport` and
 //!   `serve_tcp`): a [`ClusterId`] checked by a hello before any Raft frame (`hello`),
 //!   and optionally [`ClusterTls`], TLS 1.3 with mutual authentication against the
-//!   cluster's CA, built from three PEM files (`tls`; docs/clustering.md).
+//!   cluster's CA, built from three PEM files (`tls`; docs/clustering.md). A server
+//!   without a cluster id learns it with a join hello ([`learn_cluster_id`]).
 //! * [`Runtime`]: openraft's async runtime (tokio, with a seedable RNG for the election
 //!   timeouts, so a simulation seed fixes them).
 //! * [`kv::KvMachine`]: a small key-value state machine, the test double.
 //!
-//! What is not here yet: wiring into the server and cluster (the `--cluster-tls-*`
-//! flags), leader transfer, linearizable reads.
+//! What is not here yet: Raft groups run by the server (it uses the transport for
+//! membership only), leader transfer, linearizable reads.
 //!
 //! Invariants that hold across the modules: a group's log and state machine share one
 //! engine (one journal orders their writes; see `sm_store`); nothing that comes from the
