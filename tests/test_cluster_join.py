@@ -153,13 +153,19 @@ def test_three_servers_join_rename_lose_and_regain_a_server(dirs, procs):
         conn.close()
 
 
-def test_duplicate_names_are_an_issue(dirs, procs):
-    a = start(dirs(), "twin")
+def test_duplicate_names_tags_and_canonical_addresses(dirs, procs):
+    a = start(dirs(), "twin", extra=["--server-tag", "ssd", "--server-tag", "fast"])
     procs.append(a)
-    b = start(dirs(), "twin", joins=[a])
+    b = start(dirs(), "twin", joins=[a], extra=["--canonical-address", "localhost"])
     procs.append(b)
     conn = b.connect()
     wait_for(lambda: names(conn), lambda n: n == ["twin", "twin"])
+    tags = sorted(row["tags"] for row in SYS.table("server_config").run(conn))
+    assert tags == [["default"], ["fast", "ssd"]]  # a set: sorted, as in RethinkDB
+    addresses = [row["network"]["canonical_addresses"]
+                 for row in SYS.table("server_status").run(conn)]
+    assert [{"host": "localhost", "port": b.cluster_port}] in addresses
+    # Both keep their name (RethinkDB renames neither): an issue until one is renamed.
     issues = list(SYS.table("current_issues").run(conn))
     assert [i["type"] for i in issues] == ["server_name_collision"]
     assert issues[0]["critical"] is True

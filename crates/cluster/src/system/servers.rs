@@ -125,7 +125,10 @@ impl Cluster {
     /// This server as its peers and system tables see it.
     pub fn local_record(&self) -> ServerRecord {
         let info = self.admin.info.lock().clone();
-        let (name, tags) = self.admin.identity.read().clone();
+        let (name, mut tags) = self.admin.identity.read().clone();
+        // A set in RethinkDB: shown sorted, once each.
+        tags.sort();
+        tags.dedup();
         ServerRecord {
             id: self.admin.server_id.clone(),
             name,
