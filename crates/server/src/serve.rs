@@ -85,7 +85,7 @@ impl Server {
         fjall.set_min_free_bytes(config.min_free_disk_mb.saturating_mul(1 << 20));
         let identity = match &config.cluster {
             Some(setup) => Some(
-                crate::membership::Identity::load_or_create(
+                crate::membership::Identity::load(
                     &config.directory,
                     &config.server_name,
                     &setup.tags,
@@ -119,6 +119,13 @@ impl Server {
                 return Err(e);
             }
         };
+        // Written only once the directory was accepted (a refused one stays untouched).
+        if let Some(identity) = &identity {
+            if let Err(e) = identity.save(&config.directory) {
+                cluster.shutdown();
+                return Err(Error::Membership(e.to_string()));
+            }
+        }
         cluster.set_soft_flush_interval(config.soft_flush_interval);
         let state = Arc::new(ServerState {
             cluster: cluster.clone(),

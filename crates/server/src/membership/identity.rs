@@ -3,7 +3,7 @@
 //! JSON in `<data directory>/server.json`, replaced atomically (write, fsync, rename).
 //!
 //! Invariants: the server id never changes once written; the cluster id is written once
-//! (created when a server started without `--join` loads its identity, or adopted from the first member a
+//! (created when a server started without `--join` first loads its identity, or adopted from the first member a
 //! joining server reaches); a name or tags set by a rename win over the flags from then
 //! on (`renamed`), otherwise the flags of each start apply, as before clustering.
 
@@ -54,10 +54,12 @@ pub enum IdentityError {
 }
 
 impl Identity {
-    /// Loads the identity of `dir` (creating it with a new server id if missing) and
-    /// applies the command line's `name` and `tags` unless a rename set them. A server
-    /// that is not `joining` and has no cluster id creates one now.
-    pub fn load_or_create(
+    /// Loads the identity of `dir` (a new server id if it has none) and applies the
+    /// command line's `name` and `tags` unless a rename set them. A server that is not
+    /// `joining` and has no cluster id creates one now. Nothing is written: the caller
+    /// saves it once the data directory was accepted (a refused directory is left as
+    /// it was).
+    pub fn load(
         dir: &Path,
         name: &str,
         tags: &[String],
@@ -87,7 +89,6 @@ impl Identity {
         if id.cluster_id.is_none() && !joining {
             id.cluster_id = Some(uuid::Uuid::new_v4().to_string());
         }
-        id.save(dir)?;
         Ok(id)
     }
 
@@ -115,13 +116,31 @@ impl Identity {
 mod tests {
     use super::*;
 
+    fn load_or_create(
+        dir: &Path,
+        name: &str,
+        tags: &[String],
+        joining: bool,
+    ) -> Result<Identity, IdentityError> {
+        let id = Identity::load(dir, name, tags, joining)?;
+        id.save(dir)?;
+        Ok(id)
+    }
+
+    #[test]
+    fn nothing_is_written_until_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        Identity::load(dir.path(), "a", &[], false).unwrap();
+        assert!(!dir.path().join(FILE).exists());
+    }
+
     #[test]
     fn the_server_id_persists_and_flags_apply_until_a_rename() {
         let dir = tempfile::tempdir().unwrap();
         let tags = vec!["default".to_string()];
-        let first = Identity::load_or_create(dir.path(), "a", &tags, true).unwrap();
+        let first = load_or_create(dir.path(), "a", &tags, true).unwrap();
         assert_eq!(first.cluster_id, None, "a joiner waits to learn it");
-        let again = Identity::load_or_create(dir.path(), "b", &tags, true).unwrap();
+        let again = load_or_create(dir.path(), "b", &tags, true).unwrap();
         assert_eq!(again.server_id, first.server_id);
         assert_eq!(again.name, "b", "without a rename the flag applies");
         let mut renamed = again.clone();
@@ -129,22 +148,22 @@ mod tests {
         renamed.renamed = true;
         renamed.cluster_id = Some("k".into());
         renamed.save(dir.path()).unwrap();
-        let after = Identity::load_or_create(dir.path(), "b", &tags, false).unwrap();
+        let after = load_or_create(dir.path(), "b", &tags, false).unwrap();
         assert_eq!(
             (after.name.as_str(), after.cluster_id.as_deref()),
             ("c", Some("k"))
         );
         let alone = tempfile::tempdir().unwrap();
-        let made = Identity::load_or_create(alone.path(), "a", &tags, false).unwrap();
+        let made = load_or_create(alone.path(), "a", &tags, false).unwrap();
         assert!(
             made.cluster_id.is_some(),
             "the first server creates the cluster id"
         );
-        let kept = Identity::load_or_create(alone.path(), "a", &tags, true).unwrap();
+        let kept = load_or_create(alone.path(), "a", &tags, true).unwrap();
         assert_eq!(kept.cluster_id, made.cluster_id);
         std::fs::write(dir.path().join(FILE), b"{").unwrap();
         assert!(matches!(
-            Identity::load_or_create(dir.path(), "b", &tags, false),
+            load_or_create(dir.path(), "b", &tags, false),
             Err(IdentityError::Corrupt { .. })
         ));
     }

@@ -111,7 +111,8 @@ mod tests {
     async fn changes_apply_to_this_server_and_fail_for_one_not_connected() {
         let dir = tempfile::tempdir().unwrap();
         let tags = vec!["default".to_string()];
-        let identity = Identity::load_or_create(dir.path(), "me", &tags, false).unwrap();
+        let identity = Identity::load(dir.path(), "me", &tags, false).unwrap();
+        identity.save(dir.path()).unwrap();
         let engine: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
         let cluster = cluster::Cluster::open_with_options(
             engine,
@@ -142,7 +143,7 @@ mod tests {
         assert_eq!(cluster.server_name(), "renamed");
         assert_eq!(cluster.server_tags(), vec!["ssd".to_string()]);
         // Persisted: a restart with the old flags keeps the new name.
-        let again = Identity::load_or_create(dir.path(), "me", &tags, false).unwrap();
+        let again = Identity::load(dir.path(), "me", &tags, false).unwrap();
         assert_eq!((again.name.as_str(), again.renamed), ("renamed", true));
         assert_eq!(
             other.unwrap_err(),
