@@ -205,6 +205,7 @@ async fn run(
 
 /// Asks the seeds for the cluster id until one answers; persists it.
 async fn learn(inner: &Arc<Inner>, tls: Option<&ClusterTls>, seeds: &[String]) -> String {
+    let mut reported = std::collections::HashSet::new();
     loop {
         for seed in seeds {
             match replication::learn_cluster_id(seed, tls, CONNECT_TIMEOUT).await {
@@ -218,7 +219,11 @@ async fn learn(inner: &Arc<Inner>, tls: Option<&ClusterTls>, seeds: &[String]) -
                     inner.log("notice", &format!("Joined cluster {id} through {seed}"));
                     return id.to_string();
                 }
-                Err(e) => tracing::debug!("asking {seed} for the cluster id: {e}"),
+                Err(e) => {
+                    if reported.insert(seed.clone()) {
+                        inner.log("warn", &format!("Cannot join {seed} yet: {e}"));
+                    }
+                }
             }
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -227,6 +232,9 @@ async fn learn(inner: &Arc<Inner>, tls: Option<&ClusterTls>, seeds: &[String]) -
 
 /// Pings every known address each round and marks the silent peers disconnected.
 async fn ping_loop(inner: &Arc<Inner>, transport: &Arc<TcpTransport>) {
+    // Addresses whose failure was logged: once until they answer again, so a refused
+    // or unreachable server is explained without a line per round.
+    let mut reported = std::collections::HashSet::new();
     loop {
         let timeout = Duration::from_secs_f64(inner.heartbeat_secs().max(0.5));
         let interval = (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(1));
@@ -245,11 +253,21 @@ async fn ping_loop(inner: &Arc<Inner>, transport: &Arc<TcpTransport>) {
             }
             while let Some(done) = calls.join_next().await {
                 let Ok((addr, answer)) = done else { continue };
-                match answer.map(|b| serde_json::from_slice::<Answer>(&b)) {
-                    Ok(Ok(Answer::Pong(h))) => inner.receive(*h, Some(&addr)),
-                    Ok(Ok(other)) => tracing::debug!("{addr} answered a ping with {other:?}"),
-                    Ok(Err(e)) => tracing::debug!("{addr} answered a ping with garbage: {e}"),
-                    Err(e) => tracing::debug!("pinging {addr}: {e}"),
+                let failure = match answer.map(|b| serde_json::from_slice::<Answer>(&b)) {
+                    Ok(Ok(Answer::Pong(h))) => {
+                        inner.receive(*h, Some(&addr));
+                        reported.remove(&addr);
+                        continue;
+                    }
+                    Ok(Ok(other)) => format!("it answered {other:?}"),
+                    Ok(Err(e)) => format!("its answer is malformed: {e}"),
+                    Err(e) => e.to_string(),
+                };
+                if reported.insert(addr.clone()) {
+                    inner.log(
+                        "warn",
+                        &format!("Cannot reach the server at {addr}: {failure}"),
+                    );
                 }
             }
         }
