@@ -12,9 +12,10 @@
 //! heartbeat (the latest write wins). A peer not heard from within the heartbeat timeout
 //! is marked disconnected (`peers`); it is still pinged, and reconnects when back.
 //!
-//! The cluster id: a server without one (a fresh data directory) created it when its
-//! identity was loaded if it has no `--join` (`identity`), else this layer asks the seeds for theirs (the hello's join, `learn_cluster_id`)
-//! until one answers, and persists it (`identity`).
+//! The cluster id: a server without `--join` created it when its identity was first
+//! loaded (`identity`); a fresh server with `--join` has none, and this layer asks the
+//! seeds for theirs (the hello's join, `replication::learn_cluster_id`) until one
+//! answers, then persists it. Nothing is served on the port until the id is known.
 //!
 //! Invariants: no lock is held across an `.await` or while calling into the cluster
 //! (which calls back for `connected_to`); a rename of this server is applied and
