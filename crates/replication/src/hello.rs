@@ -10,6 +10,13 @@
 //! hello or with a refusal saying why, then closes. Each side checks what it receives,
 //! so both ends report the same mismatch.
 //!
+//! Joining (kind 2, empty text): a server with a fresh data directory started with
+//! `--join` has no cluster id yet. It sends a join instead of a hello; the acceptor
+//! answers with its hello (its cluster id) and closes the connection, and the joiner
+//! adopts that id ([`join`]) before dialing again with a normal hello. With TLS the
+//! certificate has already authenticated the joiner, so this gives nothing away; without
+//! TLS the cluster id was never a secret (docs/clustering.md).
+//!
 //! Invariants: a hello is at most 13 + [`MAX_TEXT`] bytes and is read with exact-length
 //! reads (no unbounded buffering); the acceptor sends nothing to a peer whose first bytes
 //! are not the magic; time limits are the caller's (`peer`).
@@ -36,6 +43,17 @@ pub const MAX_CLUSTER_ID: usize = 128;
 
 const KIND_HELLO: u8 = 0;
 const KIND_REFUSAL: u8 = 1;
+const KIND_JOIN: u8 = 2;
+
+/// Whom the accepting side met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Greeting {
+    /// A server of this cluster: the connection carries frames from now on.
+    Member,
+    /// A server without a cluster id that asked for this one ([`join`]); it was told, and
+    /// the connection is done.
+    Joiner,
+}
 
 /// The identity every server of one cluster is given (a name or a UUID): a peer with
 /// another one is refused.
@@ -202,21 +220,46 @@ pub async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
+/// The joining side: asks the peer for its cluster id (this server has none yet).
+pub async fn join<S: AsyncRead + AsyncWrite + Unpin>(
+    conn: &mut S,
+) -> Result<ClusterId, TransportError> {
+    send(conn, KIND_JOIN, "").await?;
+    let answer = receive(conn).await?;
+    match answer.kind {
+        KIND_HELLO if answer.version != PROTOCOL_VERSION => Err(HelloError::Version {
+            ours: PROTOCOL_VERSION,
+            theirs: answer.version,
+        }
+        .into()),
+        KIND_HELLO => ClusterId::new(answer.text)
+            .map_err(|_| HelloError::Malformed("the peer's cluster id is invalid").into()),
+        KIND_REFUSAL => Err(HelloError::Refused(answer.text).into()),
+        _ => Err(HelloError::Malformed("unknown message kind").into()),
+    }
+}
+
 /// The accepting side: reads the dialer's hello, answers with this server's hello if it
-/// passes, or with a refusal saying why (nothing to a peer that is not Ponder).
+/// passes, or with a refusal saying why (nothing to a peer that is not Ponder). A join
+/// of the same protocol version is answered with this server's hello too.
 pub async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut S,
     cluster: &ClusterId,
-) -> Result<(), TransportError> {
+) -> Result<Greeting, TransportError> {
     let hello = receive(conn).await?;
     let checked = match hello.kind {
-        KIND_HELLO => check(cluster, &hello),
+        KIND_HELLO => check(cluster, &hello).map(|()| Greeting::Member),
+        KIND_JOIN if hello.version != PROTOCOL_VERSION => Err(HelloError::Version {
+            ours: PROTOCOL_VERSION,
+            theirs: hello.version,
+        }),
+        KIND_JOIN => Ok(Greeting::Joiner),
         _ => Err(HelloError::Malformed("the first message is not a hello")),
     };
     match checked {
-        Ok(()) => {
+        Ok(greeting) => {
             send(conn, KIND_HELLO, cluster.as_str()).await?;
-            Ok(())
+            Ok(greeting)
         }
         Err(why) => {
             // Best effort: the refusal is a courtesy, the error is what matters here.
@@ -238,13 +281,13 @@ mod tests {
     async fn exchange(
         dialer: &str,
         acceptor: &str,
-    ) -> (Result<(), TransportError>, Result<(), TransportError>) {
+    ) -> (Result<(), TransportError>, Result<Greeting, TransportError>) {
         let (mut a, mut b) = tokio::io::duplex(4096);
         let (d, acc) = (id(dialer), id(acceptor));
         tokio::join!(dial(&mut a, &d), accept(&mut b, &acc))
     }
 
-    fn hello_err(r: Result<(), TransportError>) -> HelloError {
+    fn hello_err<T: std::fmt::Debug>(r: Result<T, TransportError>) -> HelloError {
         match r {
             Err(TransportError::Hello(h)) => h,
             other => panic!("expected a hello error, got {other:?}"),
@@ -263,7 +306,7 @@ mod tests {
     async fn the_same_cluster_passes_and_another_is_refused_on_both_sides() {
         let (d, a) = exchange("c1", "c1").await;
         d.unwrap();
-        a.unwrap();
+        assert_eq!(a.unwrap(), Greeting::Member);
         let (d, a) = exchange("c1", "c2").await;
         assert!(matches!(
             hello_err(a),
@@ -274,6 +317,24 @@ mod tests {
             matches!(&why, HelloError::Refused(r) if r.contains("\"c1\"") && r.contains("\"c2\"")),
             "{why}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_joiner_learns_the_cluster_id() {
+        let (mut a, mut b) = tokio::io::duplex(4096);
+        let ours = id("prod-7");
+        let (learned, greeting) = tokio::join!(join(&mut a), accept(&mut b, &ours));
+        assert_eq!(learned.unwrap(), ours);
+        assert_eq!(greeting.unwrap(), Greeting::Joiner);
+        // A join of another protocol version is refused like a hello.
+        let (mut a, mut b) = tokio::io::duplex(4096);
+        let mut other = encode(KIND_JOIN, "");
+        other[8..10].copy_from_slice(&9u16.to_be_bytes());
+        a.write_all(&other).await.unwrap();
+        assert!(matches!(
+            hello_err(accept(&mut b, &ours).await),
+            HelloError::Version { theirs: 9, .. }
+        ));
     }
 
     #[tokio::test]

@@ -17,7 +17,9 @@
 //!   [`Network`] is openraft's network over it (snapshots streamed as numbered chunk
 //!   requests), [`Router`] the receiving side, [`TcpTransport`]/[`serve_tcp`] TCP with
 //!   one connection per peer for every group, and [`call_on`] one call over any byte
-//!   stream (the simulation's turmoil TCP).
+//!   stream (the simulation's turmoil TCP). Beside Raft, a node's [`Service`] (the
+//!   server's cluster membership) gets `RaftRequest::Service` requests on the same
+//!   connections ([`Router::set_service`], [`TcpTransport::call_service`]).
 //! * Client requests ([`ClientRequest`], `client`): a write proposed to, or a read run
 //!   on, a group's leader by a server that is not the leader; the leader answers with
 //!   [`serve_client`] (its own server calls it too), reads through the group's
@@ -25,7 +27,8 @@
 //! * The cluster port's security: [`PeerConfig`] (given to both `TcpTransport` and
 //!   `serve_tcp`): a [`ClusterId`] checked by a hello before any Raft frame (`hello`),
 //!   and optionally [`ClusterTls`], TLS 1.3 with mutual authentication against the
-//!   cluster's CA, built from three PEM files (`tls`; docs/clustering.md).
+//!   cluster's CA, built from three PEM files (`tls`; docs/clustering.md). A server
+//!   without a cluster id learns it with a join hello ([`learn_cluster_id`]).
 //! * [`Runtime`]: openraft's async runtime (tokio, with a seedable RNG for the election
 //!   timeouts, so a simulation seed fixes them).
 //! * [`Proposer`]: proposals to a group go through it ([`Proposer::propose`]), so that
@@ -34,8 +37,8 @@
 //!   catch up, then a [`RaftRequest::TimeoutNow`] makes the target campaign).
 //! * [`kv::KvMachine`]: a small key-value state machine, the test double.
 //!
-//! What is not here yet: wiring into the server and cluster (the `--cluster-tls-*`
-//! flags).
+//! What is not here yet: Raft groups run by the server (it uses the transport for
+//! membership only).
 //!
 //! Invariants that hold across the modules: a group's log and state machine share one
 //! engine (one journal orders their writes; see `sm_store`); nothing that comes from the
@@ -75,13 +78,13 @@ pub use client::{
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};
 pub use fence::{ProposeError, Proposer};
-pub use hello::{ClusterId, ClusterIdError, HelloError};
+pub use hello::{ClusterId, ClusterIdError, Greeting, HelloError};
 pub use log_store::LogStore;
 pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};
 pub use openraft;
-pub use peer::{PeerConfig, HANDSHAKE_TIMEOUT};
+pub use peer::{learn_cluster_id, PeerConfig, HANDSHAKE_TIMEOUT};
 pub use router::MAX_IN_FLIGHT;
-pub use router::{call_on, Router};
+pub use router::{call_on, Router, Service};
 pub use runtime::{seed_thread_rng, Runtime, ThreadRng};
 pub use sm_store::{applied_log_id, state_spaces, SnapshotBuilder, StateMachineStore};
 pub use snapshot::{

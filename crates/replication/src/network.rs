@@ -65,6 +65,9 @@ pub enum RaftRequest {
     },
     /// A client's proposal or read for the group's leader (`client`).
     Client(crate::client::ClientRequest),
+    /// Not Raft: a request for the node's [`crate::Service`] (cluster membership),
+    /// whatever the group; its bytes are the service's to decode.
+    Service(Vec<u8>),
 }
 
 /// The answer to a [`RaftRequest`].
@@ -85,6 +88,8 @@ pub enum RaftResponse {
     Refused(String),
     /// Answers [`RaftRequest::Client`].
     Client(crate::client::ClientResponse),
+    /// Answers [`RaftRequest::Service`].
+    Service(Vec<u8>),
 }
 
 /// Carries a group's request to a peer and returns its answer.

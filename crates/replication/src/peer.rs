@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 use crate::error::TransportError;
-use crate::hello::{self, ClusterId};
+use crate::hello::{self, ClusterId, Greeting};
 use crate::tls::ClusterTls;
 
 /// How long an accepted connection may take to finish TLS and the hello.
@@ -62,6 +62,32 @@ impl PeerConfig {
     }
 }
 
+/// Asks the server at `addr` for its cluster id (this server has none yet: a fresh data
+/// directory started with `--join`), over TLS when `tls` is given, within `timeout`.
+pub async fn learn_cluster_id(
+    addr: &str,
+    tls: Option<&ClusterTls>,
+    timeout: Duration,
+) -> Result<ClusterId, TransportError> {
+    let setup = async {
+        let tcp = TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        let mut stream: PeerStream = match tls {
+            Some(tls) => Box::new(
+                tls.connector()
+                    .connect(ClusterTls::server_name(), tcp)
+                    .await
+                    .map_err(TransportError::Tls)?,
+            ),
+            None => Box::new(tcp),
+        };
+        hello::join(&mut stream).await
+    };
+    tokio::time::timeout(timeout, setup)
+        .await
+        .map_err(|_| TransportError::Timeout(timeout))?
+}
+
 /// Connects to `addr` and sets the connection up, all within `timeout`.
 pub(crate) async fn dial(
     addr: &str,
@@ -88,11 +114,12 @@ pub(crate) async fn dial(
         .map_err(|_| TransportError::Timeout(timeout))?
 }
 
-/// Sets up an accepted connection within [`HANDSHAKE_TIMEOUT`].
+/// Sets up an accepted connection within [`HANDSHAKE_TIMEOUT`]; `None` when the peer
+/// only asked for the cluster id (a joiner, answered already).
 pub(crate) async fn accept(
     tcp: TcpStream,
     config: &PeerConfig,
-) -> Result<PeerStream, TransportError> {
+) -> Result<Option<PeerStream>, TransportError> {
     let setup = async {
         tcp.set_nodelay(true)?;
         let mut stream: PeerStream = match &config.tls {
@@ -104,8 +131,10 @@ pub(crate) async fn accept(
             ),
             None => Box::new(tcp),
         };
-        hello::accept(&mut stream, &config.cluster).await?;
-        Ok(stream)
+        match hello::accept(&mut stream, &config.cluster).await? {
+            Greeting::Member => Ok(Some(stream)),
+            Greeting::Joiner => Ok(None),
+        }
     };
     tokio::time::timeout(HANDSHAKE_TIMEOUT, setup)
         .await

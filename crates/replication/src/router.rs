@@ -10,6 +10,8 @@
 //! is held across an `.await`.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use openraft::Snapshot;
@@ -34,12 +36,20 @@ struct Reception {
     data: Box<SnapshotData>,
 }
 
+/// What a node serves beside Raft on its cluster port (membership: who is in the
+/// cluster, server info, heartbeats): one request's bytes in, the answer's bytes out.
+pub trait Service: Send + Sync + 'static {
+    /// Answers one request (a malformed one gets an answer saying so, not a panic).
+    fn handle(&self, request: Vec<u8>) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send>>;
+}
+
 /// Routes incoming Raft requests to the local members of their groups.
 #[derive(Default)]
 pub struct Router {
     groups: RwLock<HashMap<GroupId, Raft>>,
     receptions: Mutex<HashMap<GroupId, Reception>>,
     clients: RwLock<HashMap<GroupId, Arc<ClientService>>>,
+    service: RwLock<Option<Arc<dyn Service>>>,
 }
 
 impl Router {
@@ -66,8 +76,20 @@ impl Router {
         self.groups.write().remove(&group)
     }
 
+    /// Hands [`RaftRequest::Service`] requests to `service` from now on.
+    pub fn set_service(&self, service: Arc<dyn Service>) {
+        *self.service.write() = Some(service);
+    }
+
     /// Answers one request for `group`.
     pub async fn handle(&self, group: GroupId, request: RaftRequest) -> RaftResponse {
+        if let RaftRequest::Service(body) = request {
+            let service = self.service.read().clone();
+            return match service {
+                Some(s) => RaftResponse::Service(s.handle(body).await),
+                None => RaftResponse::Refused("no service on this node".into()),
+            };
+        }
         let Some(raft) = self.groups.read().get(&group).cloned() else {
             return RaftResponse::Refused(format!("no member of group {group} here"));
         };
@@ -129,6 +151,7 @@ impl Router {
             RaftRequest::TimeoutNow { vote, last_log_id } => {
                 crate::transfer::timeout_now(&raft, vote, last_log_id).await
             }
+            RaftRequest::Service(_) => RaftResponse::Refused("handled above".into()),
         }
     }
 
@@ -241,6 +264,40 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(answer, RaftResponse::Refused(why) if why.contains("g9")));
+        drop(client);
+        serving.await.unwrap().unwrap();
+    }
+
+    struct Reverse;
+
+    impl Service for Reverse {
+        fn handle(&self, mut request: Vec<u8>) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send>> {
+            Box::pin(async move {
+                request.reverse();
+                request
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn service_requests_reach_the_service_whatever_the_group() {
+        let router = Arc::new(Router::new());
+        let ask = RaftRequest::Service(vec![1, 2, 3]);
+        assert!(matches!(
+            router.handle(GroupId(4), ask).await,
+            RaftResponse::Refused(_)
+        ));
+        router.set_service(Arc::new(Reverse));
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let serving = tokio::spawn(router.serve(server));
+        let answer = call_on(
+            &mut client,
+            GroupId(4),
+            &RaftRequest::Service(vec![1, 2, 3]),
+        )
+        .await
+        .unwrap();
+        assert!(matches!(answer, RaftResponse::Service(b) if b == vec![3, 2, 1]));
         drop(client);
         serving.await.unwrap().unwrap();
     }

@@ -7,7 +7,7 @@
 //! Invariants: a frame is written whole by one writer task per connection (a caller
 //! that gives up never leaves half a frame); a broken connection fails every call
 //! waiting on it and is replaced by the next call; a caller that gives up (timeout)
-//! removes its pending entry. Every connection is set up by `peer` first (TLS when the
+//! removes its pending entry; a dropped transport closes its connections. Every connection is set up by `peer` first (TLS when the
 //! [`PeerConfig`] has it, then the hello), so no frame is read from or sent to a peer
 //! that is not a server of this cluster; at most [`MAX_HANDSHAKES`] accepted
 //! connections are being set up at once (more are dropped), so strangers cannot pile up
@@ -117,6 +117,9 @@ fn start(stream: PeerStream) -> Conn {
                 break;
             }
         }
+        // Tells the peer this side is done, so it closes the connection and the reader
+        // below ends too (a transport that is dropped leaves no connection behind).
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut wr).await;
     });
     let (readers, reader_alive) = (waiting.clone(), alive.clone());
     tokio::spawn(async move {
@@ -148,6 +151,28 @@ struct Pending<'a> {
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         self.waiting.lock().remove(&self.id);
+    }
+}
+
+impl TcpTransport {
+    /// Sends a service request (not Raft: membership) to the server at `addr` and
+    /// returns its answer, within `timeout`; the peer's router hands it to its
+    /// [`crate::Service`].
+    pub async fn call_service(
+        &self,
+        addr: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, TransportError> {
+        let node = Node::new(addr);
+        let call = self.call(0, &node, GroupId(0), RaftRequest::Service(body));
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(RaftResponse::Service(answer))) => Ok(answer),
+            Ok(Ok(RaftResponse::Refused(why))) => Err(TransportError::Remote(why)),
+            Ok(Ok(other)) => Err(TransportError::Unexpected(format!("{other:?}"))),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(TransportError::Timeout(timeout)),
+        }
     }
 }
 
@@ -204,11 +229,12 @@ pub async fn serve_tcp(
                     let stream = peer::accept(conn, &config).await;
                     drop(permit);
                     match stream {
-                        Ok(stream) => {
+                        Ok(Some(stream)) => {
                             if let Err(e) = router.serve(stream).await {
                                 tracing::debug!("peer connection from {from} ended: {e}");
                             }
                         }
+                        Ok(None) => tracing::info!("told the joining server at {from} this cluster's id"),
                         Err(e) => tracing::warn!("refused a cluster connection from {from}: {e}"),
                     }
                 });
@@ -273,6 +299,36 @@ mod tests {
         .await;
         assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
         server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_dropped_transport_closes_its_connections() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let cluster = crate::ClusterId::new("drop").unwrap();
+        let config = PeerConfig::plain(cluster.clone());
+        // A peer that answers one request, then reports when the connection ends.
+        let peer = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            crate::hello::accept(&mut conn, &cluster).await.unwrap();
+            let body = read_frame(&mut conn).await.unwrap().unwrap();
+            let (id, _, _): (u64, GroupId, RaftRequest) = decode_message(&body).unwrap();
+            let answer = encode_message(&(id, RaftResponse::Refused("no".into()))).unwrap();
+            write_frame(&mut conn, &answer).await.unwrap();
+            read_frame(&mut conn).await.unwrap().is_none()
+        });
+        let transport = TcpTransport::new(config, Duration::from_secs(2));
+        let answer = transport
+            .call(2, &Node::new(addr), GroupId(1), vote_request())
+            .await
+            .unwrap();
+        assert!(matches!(answer, RaftResponse::Refused(_)));
+        drop(transport);
+        let ended = tokio::time::timeout(Duration::from_secs(5), peer).await;
+        assert!(
+            matches!(ended, Ok(Ok(true))),
+            "the peer saw the end: {ended:?}"
+        );
     }
 
     #[tokio::test]

@@ -12,6 +12,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::Error;
 
+pub use crate::cluster_flags::{parse_canonical, ClusterSetup, ClusterTlsFiles};
+
 /// `ponder`: a RethinkDB-compatible realtime document database.
 #[derive(Parser, Debug)]
 #[command(name = "ponder", version, about, long_about = None)]
@@ -46,9 +48,26 @@ pub struct ServeArgs {
     /// HTTP admin port.
     #[arg(long, default_value_t = 8080)]
     pub http_port: u16,
-    /// Cluster port (recorded; clustering is not served yet).
+    /// Cluster port: where other servers of the cluster connect (bound on `--bind`).
     #[arg(long, default_value_t = 29015)]
     pub cluster_port: u16,
+    /// Address (`host[:port]`, the port defaulting to the cluster port) other servers
+    /// should dial to reach this one; repeatable. Default: the `--bind` address.
+    #[arg(long)]
+    pub canonical_address: Vec<String>,
+    /// A tag of this server (repeatable); default `default`.
+    #[arg(short = 't', long, default_value = "default")]
+    pub server_tag: Vec<String>,
+    /// PEM private key of this server's cluster certificate (with `--cluster-tls-cert`
+    /// and `--cluster-tls-ca`: TLS with mutual authentication on the cluster port).
+    #[arg(long)]
+    pub cluster_tls_key: Option<PathBuf>,
+    /// PEM certificate chain of this server on the cluster port.
+    #[arg(long)]
+    pub cluster_tls_cert: Option<PathBuf>,
+    /// PEM certificate of the cluster's CA: peers must present a certificate it signed.
+    #[arg(long)]
+    pub cluster_tls_ca: Option<PathBuf>,
     /// Added to every port (to run several servers on one machine).
     #[arg(short = 'o', long, default_value_t = 0)]
     pub port_offset: u16,
@@ -69,7 +88,7 @@ pub struct ServeArgs {
     /// Log file (default: standard error).
     #[arg(long)]
     pub log_file: Option<PathBuf>,
-    /// Another server to join (recorded; clustering is not served yet).
+    /// Another server's cluster port to join (`host:port`); repeatable.
     #[arg(short = 'j', long)]
     pub join: Vec<String>,
     /// Most client connections served at once.
@@ -221,6 +240,12 @@ impl ServeArgs {
             cluster_port: self.cluster_port.saturating_add(self.port_offset),
             hostname: Config::default_hostname(),
             argv: std::env::args().collect(),
+            cluster: Some(ClusterSetup {
+                joins: self.join.clone(),
+                canonical: self.canonical_address.clone(),
+                tags: self.server_tag.clone(),
+                tls: self.cluster_tls().unwrap_or(None),
+            }),
         }
     }
 }
@@ -336,6 +361,8 @@ pub struct Config {
     pub hostname: String,
     /// Command line, as reported in `rethinkdb.server_status`.
     pub argv: Vec<String>,
+    /// Clustering (`None`: a server alone, with no cluster port).
+    pub cluster: Option<ClusterSetup>,
 }
 
 impl Config {
@@ -363,6 +390,7 @@ impl Config {
             cluster_port: 29015,
             hostname: Config::default_hostname(),
             argv: Vec::new(),
+            cluster: None,
         }
     }
 

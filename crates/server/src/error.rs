@@ -36,6 +36,9 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// The cluster identity (`server.json`) could not be read or written.
+    #[error("{0}")]
+    Membership(String),
     /// The task serving connections failed (it panicked).
     #[error("the server task failed: {0}")]
     Task(#[from] tokio::task::JoinError),

@@ -20,11 +20,13 @@
 #![warn(missing_docs)]
 
 pub mod alloc;
+mod cluster_flags;
 pub mod config;
 mod conn;
 mod error;
 mod exec;
 mod http;
+pub mod membership;
 mod outbox;
 mod principal;
 mod serve;
@@ -33,6 +35,6 @@ mod state;
 mod tls;
 mod wire;
 
-pub use config::{Config, HttpOptions, TlsFiles};
+pub use config::{ClusterSetup, ClusterTlsFiles, Config, HttpOptions, TlsFiles};
 pub use error::Error;
-pub use serve::{run, run_with_http, Server};
+pub use serve::{run, run_full, run_with_http, Server};

@@ -65,7 +65,27 @@ async fn serve(args: ServeArgs) -> Result<(), Error> {
                 })?,
         )
     };
-    server::run_with_http(listener, http, args.config(), terminated()).await
+    // Refused before anything is bound: one or two of the three TLS files.
+    let tls = args.cluster_tls()?;
+    let cluster_port = args.cluster_port()?;
+    let cluster = match TcpListener::bind((addr, cluster_port)).await {
+        Ok(l) => Some(l),
+        // A server alone runs as before without its cluster port (several servers on one
+        // machine all default to 29015); one meant to be clustered cannot.
+        Err(e) if args.join.is_empty() && tls.is_none() => {
+            eprintln!(
+                "warning: not serving the cluster port: cannot listen on {addr}:{cluster_port}: {e}"
+            );
+            None
+        }
+        Err(source) => {
+            return Err(Error::Listen {
+                addr: format!("{addr}:{cluster_port} (cluster port)"),
+                source,
+            })
+        }
+    };
+    server::run_full(listener, http, cluster, args.config(), terminated()).await
 }
 
 /// Resolves on SIGINT (Ctrl-C) or, on Unix, SIGTERM.

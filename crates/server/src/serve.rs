@@ -41,6 +41,8 @@ pub struct Server {
     engine: Weak<dyn storage::Engine>,
     /// The HTTP admin, when served.
     http: Option<HttpAdmin>,
+    /// The cluster port and membership, when served.
+    membership: Option<crate::membership::Membership>,
 }
 
 impl Server {
@@ -57,6 +59,17 @@ impl Server {
         http: Option<TcpListener>,
         config: Config,
     ) -> Result<Server, Error> {
+        Self::start_full(listener, http, None, config).await
+    }
+
+    /// As `start_with_http`, and serves the cluster port on `cluster` when given with a
+    /// `config.cluster` (joining other servers: `membership`).
+    pub async fn start_full(
+        listener: TcpListener,
+        http: Option<TcpListener>,
+        cluster_port: Option<TcpListener>,
+        config: Config,
+    ) -> Result<Server, Error> {
         let local_addr = listener.local_addr().map_err(|source| Error::Listen {
             addr: "the given listener".into(),
             source,
@@ -70,12 +83,30 @@ impl Server {
         let fjall =
             storage::Fjall::open(&config.directory.join("data"), config.block_cache_bytes())?;
         fjall.set_min_free_bytes(config.min_free_disk_mb.saturating_mul(1 << 20));
+        let identity = match &config.cluster {
+            Some(setup) => Some(
+                crate::membership::Identity::load(
+                    &config.directory,
+                    &config.server_name,
+                    &setup.tags,
+                    !setup.joins.is_empty(),
+                )
+                .map_err(|e| Error::Membership(e.to_string()))?,
+            ),
+            None => None,
+        };
         let engine: Arc<dyn storage::Engine> = Arc::new(fjall);
         let weak_engine = Arc::downgrade(&engine);
         let cluster = cluster::Cluster::open_with_options(
             engine,
             cluster::ClusterOptions {
-                server_name: config.server_name.clone(),
+                server_id: identity.as_ref().map(|i| i.server_id.clone()),
+                server_tags: identity
+                    .as_ref()
+                    .map_or_else(|| vec!["default".into()], |i| i.tags.clone()),
+                server_name: identity
+                    .as_ref()
+                    .map_or_else(|| config.server_name.clone(), |i| i.name.clone()),
                 initial_password: config.initial_password.clone(),
                 doc_cache: store::CacheBudget::new(config.doc_cache_bytes()),
                 network: config.network,
@@ -88,11 +119,17 @@ impl Server {
                 return Err(e);
             }
         };
+        // Written only once the directory was accepted (a refused one stays untouched).
+        if let Some(identity) = &identity {
+            if let Err(e) = identity.save(&config.directory) {
+                cluster.shutdown();
+                return Err(Error::Membership(e.to_string()));
+            }
+        }
         cluster.set_soft_flush_interval(config.soft_flush_interval);
         let state = Arc::new(ServerState {
             cluster: cluster.clone(),
             server_id: cluster.server_id().to_string(),
-            server_name: config.server_name.clone(),
             pool: Arc::new(pool),
             handshake_timeout: config.handshake_timeout,
             query_memory: config.query_memory_mb.saturating_mul(1 << 20),
@@ -151,17 +188,56 @@ impl Server {
             log(config.log_file.as_deref(), &line);
             cluster.log("notice", &line);
         }
+        let cluster_addr = cluster_port.as_ref().and_then(|l| l.local_addr().ok());
+        let canonical = match (&config.cluster, cluster_addr) {
+            (Some(setup), Some(addr)) if !setup.canonical.is_empty() => {
+                crate::config::parse_canonical(&setup.canonical, addr.port())?
+            }
+            (_, Some(addr)) if addr.ip().is_unspecified() => {
+                vec![(config.hostname.clone(), addr.port())]
+            }
+            (_, Some(addr)) => vec![(addr.ip().to_string(), addr.port())],
+            (_, None) => Vec::new(),
+        };
         cluster.set_server_info(cluster::system::ServerInfo {
             reql_port: local_addr.port(),
             http_port: http
                 .as_ref()
                 .map_or(config.http_port, |h| h.local_addr().port()),
-            cluster_port: config.cluster_port,
+            cluster_port: cluster_addr.map_or(config.cluster_port, |a| a.port()),
             hostname: config.hostname.clone(),
             argv: config.argv.clone(),
             cache_size_mb: config.cache_size_mb as f64,
             cache_size_auto: config.cache_size_auto,
+            canonical_addresses: canonical,
         });
+        let membership = match (&config.cluster, cluster_port, identity) {
+            (Some(setup), Some(l), Some(identity)) => {
+                let line = format!(
+                    "Listening for intracluster connections on port {}{}",
+                    l.local_addr().map_or(0, |a| a.port()),
+                    if setup.tls.is_some() { " with TLS" } else { "" }
+                );
+                log(config.log_file.as_deref(), &line);
+                cluster.log("notice", &line);
+                match crate::membership::Membership::start(
+                    &cluster,
+                    l,
+                    setup,
+                    identity,
+                    config.directory.clone(),
+                    config.log_file.clone(),
+                ) {
+                    Ok(m) => Some(m),
+                    Err(e) => {
+                        let _ = stop.send(true);
+                        cluster.shutdown();
+                        return Err(e);
+                    }
+                }
+            }
+            _ => None,
+        };
         let limit = Limit {
             slots: Arc::new(Semaphore::new(config.max_connections)),
             max: config.max_connections,
@@ -176,6 +252,7 @@ impl Server {
             log_file: config.log_file,
             engine: weak_engine,
             http,
+            membership,
         })
     }
 
@@ -194,6 +271,11 @@ impl Server {
         self.state.cluster.doc_cache()
     }
 
+    /// The membership layer (cluster port, router, transport), when served.
+    pub fn membership(&self) -> Option<&crate::membership::Membership> {
+        self.membership.as_ref()
+    }
+
     /// This server's catalog and tables.
     pub fn cluster(&self) -> &Arc<cluster::Cluster> {
         &self.state.cluster
@@ -204,6 +286,9 @@ impl Server {
     /// background work still holds it).
     pub async fn shutdown(self) -> Result<(), Error> {
         log(self.log_file.as_deref(), "Shutting down: flushing storage.");
+        if let Some(m) = self.membership {
+            m.stop();
+        }
         let _ = self.stop.send(true);
         let accepted = self.accept.await;
         if let Some(h) = self.http {
@@ -227,6 +312,19 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     run_with_http(listener, None, config, shutdown).await
+}
+
+/// As `run_with_http`, serving the cluster port on `cluster` (with `config.cluster`).
+pub async fn run_full(
+    listener: TcpListener,
+    http: Option<TcpListener>,
+    cluster: Option<TcpListener>,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let server = Server::start_full(listener, http, cluster, config).await?;
+    shutdown.await;
+    server.shutdown().await
 }
 
 /// As `run`, serving the HTTP admin on `http` when given.
@@ -355,7 +453,7 @@ async fn accept_loop(
 }
 
 /// Writes one line to the log file, or to standard error when there is none.
-fn log(file: Option<&std::path::Path>, msg: &str) {
+pub(crate) fn log(file: Option<&std::path::Path>, msg: &str) {
     let line = format!("{msg}\n");
     match file {
         Some(p) => {

@@ -232,7 +232,7 @@ impl Session {
             QueryType::SERVER_INFO => {
                 let info = serde_json::json!({
                     "id": self.state.server_id,
-                    "name": self.state.server_name,
+                    "name": self.state.cluster.server_name(),
                     "proxy": false,
                 });
                 let w = ResponseWriter::new(ResponseType::SERVER_INFO).item(&info);

@@ -12,8 +12,6 @@ pub struct ServerState {
     pub cluster: Arc<Cluster>,
     /// This server's id (stable for the process).
     pub server_id: String,
-    /// This server's name.
-    pub server_name: String,
     /// Threads that evaluate queries.
     pub pool: Arc<Pool>,
     /// Longest time a connection may take to finish its handshake (TLS included).

@@ -71,6 +71,10 @@ pub struct ClusterOptions {
     pub doc_cache: CacheBudget,
     /// The addresses `r.http` may reach.
     pub network: reql::NetworkPolicy,
+    /// This server's persistent id (`None`: a new random one, as for a throwaway server).
+    pub server_id: Option<String>,
+    /// This server's tags (RethinkDB's default: `default`).
+    pub server_tags: Vec<String>,
 }
 
 impl ClusterOptions {
@@ -81,6 +85,8 @@ impl ClusterOptions {
             initial_password: String::new(),
             doc_cache: CacheBudget::default(),
             network: reql::NetworkPolicy::AnyAddress,
+            server_id: None,
+            server_tags: vec!["default".into()],
         }
     }
 }
@@ -93,7 +99,6 @@ pub struct Cluster {
     doc_cache: CacheBudget,
     /// The addresses `r.http` may reach.
     network: reql::NetworkPolicy,
-    pub(crate) server_name: String,
     /// The catalog and its one writer.
     pub(crate) catalog: Arc<Catalog>,
     /// Every table's handle, by table id (kept in step with the catalog under its lock).
@@ -154,11 +159,17 @@ impl Cluster {
             commit,
             doc_cache: opts.doc_cache,
             network: opts.network,
-            server_name: opts.server_name.clone(),
             catalog,
             handles: RwLock::new(HashMap::new()),
             users,
-            admin: crate::system::AdminState::new(),
+            admin: {
+                let mut admin = crate::system::AdminState::new();
+                if let Some(id) = &opts.server_id {
+                    admin.server_id = id.clone();
+                }
+                *admin.identity.get_mut() = (opts.server_name.clone(), opts.server_tags.clone());
+                admin
+            },
             me: me.clone(),
             follow_failures: Default::default(),
         });
@@ -315,10 +326,10 @@ impl Cluster {
         m.insert(k("primary_key"), Datum::str(&e.primary_key));
         let shard = Datum::from_pairs([
             ("nonvoting_replicas", Datum::array(vec![])),
-            ("primary_replica", Datum::str(&self.server_name)),
+            ("primary_replica", Datum::str(&self.server_name())),
             (
                 "replicas",
-                Datum::array(vec![Datum::str(&self.server_name)]),
+                Datum::array(vec![Datum::str(&self.server_name())]),
             ),
         ]);
         m.insert(

@@ -9,11 +9,14 @@
 //! makes read-only answer "It's illegal to write to the `rethinkdb.X` table."
 //!
 //! `identifier_format: "uuid"` shows databases, tables and servers by id instead of
-//! name. Departure: `server_config` is read-only here (one server, named at start).
+//! name. `server_config`, `server_status` and the server issues list every connected
+//! server of the cluster (`servers`).
 
 mod alter;
 mod feeds;
+mod issues;
 mod rows;
+mod servers;
 mod state;
 mod writes;
 
@@ -29,9 +32,11 @@ use crate::Cluster;
 
 pub(crate) use alter::TableAlter;
 pub(crate) use feeds::SystemFeeds;
+pub use issues::{name_collisions, not_fully_connected};
 pub(crate) use rows::{table_config_row, table_status_row};
+pub use servers::{version_string, Membership, ServerRecord};
 pub use state::{
-    AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,
+    now_secs, AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,
     LATENCY_BOUNDS,
 };
 

@@ -37,8 +37,8 @@ pub(super) fn rows(t: &SystemTable) -> reql::Result<Vec<Datum>> {
             .into_iter()
             .map(|(name, id)| crate::catalog::db_record(&name, &id))
             .collect(),
-        Kind::ServerConfig => vec![server_config_row(c)],
-        Kind::ServerStatus => vec![server_status_row(c)],
+        Kind::ServerConfig => super::servers::config_rows(c),
+        Kind::ServerStatus => super::servers::status_rows(c),
         Kind::ClusterConfig => vec![obj(vec![
             ("id", Datum::str("heartbeat")),
             (
@@ -46,7 +46,7 @@ pub(super) fn rows(t: &SystemTable) -> reql::Result<Vec<Datum>> {
                 Datum::Number(*c.admin.heartbeat.lock()),
             ),
         ])],
-        Kind::CurrentIssues => Vec::new(),
+        Kind::CurrentIssues => super::issues::issue_rows(c),
         Kind::Jobs => jobs_rows(c, t.uuids, &t.user),
         Kind::Stats => stats_rows(c, t.uuids),
         Kind::Logs => logs_rows(c, t.uuids),
@@ -60,7 +60,7 @@ fn server(c: &Cluster, uuids: bool) -> Datum {
     if uuids {
         Datum::str(&c.admin.server_id)
     } else {
-        Datum::str(&c.server_name)
+        Datum::str(&c.server_name())
     }
 }
 
@@ -128,69 +128,6 @@ pub(crate) fn table_status_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datu
                 ("ready_for_outdated_reads", Datum::Bool(true)),
                 ("ready_for_reads", Datum::Bool(true)),
                 ("ready_for_writes", Datum::Bool(true)),
-            ]),
-        ),
-    ])
-}
-
-fn server_config_row(c: &Cluster) -> Datum {
-    let info = c.admin.info.lock().clone();
-    obj(vec![
-        (
-            "cache_size_mb",
-            if info.cache_size_auto || info.cache_size_mb <= 0.0 {
-                Datum::str("auto")
-            } else {
-                Datum::Number(info.cache_size_mb)
-            },
-        ),
-        ("id", Datum::str(&c.admin.server_id)),
-        ("name", Datum::str(&c.server_name)),
-        ("tags", Datum::array(vec![Datum::str("default")])),
-    ])
-}
-
-fn server_status_row(c: &Cluster) -> Datum {
-    let info = c.admin.info.lock().clone();
-    let port = |p: u16| Datum::Number(f64::from(p));
-    obj(vec![
-        ("id", Datum::str(&c.admin.server_id)),
-        ("name", Datum::str(&c.server_name)),
-        (
-            "network",
-            obj(vec![
-                (
-                    "canonical_addresses",
-                    Datum::array(vec![obj(vec![
-                        ("host", Datum::str("127.0.0.1")),
-                        ("port", port(info.cluster_port)),
-                    ])]),
-                ),
-                ("cluster_port", port(info.cluster_port)),
-                ("connected_to", Datum::object(Object::new())),
-                ("hostname", Datum::str(&info.hostname)),
-                ("http_admin_port", port(info.http_port)),
-                ("reql_port", port(info.reql_port)),
-                ("time_connected", time(c.admin.started)),
-            ]),
-        ),
-        (
-            "process",
-            obj(vec![
-                (
-                    "argv",
-                    Datum::array(info.argv.iter().map(|a| Datum::str(a)).collect()),
-                ),
-                ("cache_size_mb", Datum::Number(info.cache_size_mb)),
-                ("pid", Datum::Number(f64::from(std::process::id()))),
-                ("time_started", time(c.admin.started)),
-                (
-                    "version",
-                    Datum::from(format!(
-                        "rethinkdb 2.4.4 (Ponder {})",
-                        env!("CARGO_PKG_VERSION")
-                    )),
-                ),
             ]),
         ),
     ])

@@ -33,6 +33,9 @@ pub struct ServerInfo {
     pub cache_size_mb: f64,
     /// Whether the size was chosen automatically (`--cache-size auto`).
     pub cache_size_auto: bool,
+    /// Where other servers reach this one (`--canonical-address`), `(host, port)`;
+    /// empty: `127.0.0.1` and the cluster port.
+    pub canonical_addresses: Vec<(String, u16)>,
 }
 
 /// Document counters of one table.
@@ -333,6 +336,10 @@ pub struct AdminState {
     pub(crate) scratch: Mutex<BTreeMap<Datum, Datum>>,
     /// `cluster_config`'s `heartbeat_timeout_secs`.
     pub(crate) heartbeat: Mutex<f64>,
+    /// This server's name and tags (changed by a rename through `server_config`).
+    pub(crate) identity: parking_lot::RwLock<(String, Vec<String>)>,
+    /// The membership layer, when the server runs one (`system::servers`).
+    pub(crate) membership: parking_lot::RwLock<Option<Arc<dyn super::Membership>>>,
     /// Serialises writes to system tables (read-check-apply of one row).
     pub(crate) writes: Mutex<()>,
     /// Changefeeds on the system tables.
@@ -360,6 +367,8 @@ impl AdminState {
             log_seq: AtomicU64::new(0),
             scratch: Mutex::new(BTreeMap::new()),
             heartbeat: Mutex::new(10.0),
+            identity: parking_lot::RwLock::new(("ponder".into(), vec!["default".into()])),
+            membership: parking_lot::RwLock::new(None),
             writes: Mutex::new(()),
             feeds: super::SystemFeeds::default(),
         }

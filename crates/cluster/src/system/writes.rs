@@ -36,6 +36,7 @@ pub(super) fn put(t: &SystemTable, key: &Datum, old: Option<&Datum>, new: &Datum
             Ok(())
         }
         Kind::ClusterConfig => cluster_config_put(t, old, new),
+        Kind::ServerConfig => super::servers::config_put(t, old, new),
         other => Err(read_only(other)),
     }
 }
@@ -201,10 +202,8 @@ fn shards_of(t: &SystemTable, d: &Datum) -> Result<(u32, u32), String> {
     if items.is_empty() {
         return Err("In `shards`: You must specify at least one shard.".into());
     }
-    let me = [
-        t.cluster.server_name.as_str(),
-        t.cluster.admin.server_id.as_str(),
-    ];
+    let name = t.cluster.server_name();
+    let me = [name.as_str(), t.cluster.admin.server_id.as_str()];
     let mut replicas = 1;
     for s in items {
         let reps = s
@@ -365,6 +364,9 @@ fn cluster_config_put(t: &SystemTable, old: Option<&Datum>, new: &Datum) -> R {
     match v.as_f64() {
         Some(n) if n >= 2.0 => {
             *t.cluster.admin.heartbeat.lock() = n;
+            if let Some(m) = t.cluster.admin.membership.read().clone() {
+                m.heartbeat_written(n);
+            }
             Ok(())
         }
         _ => Err(format!(
