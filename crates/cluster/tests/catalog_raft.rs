@@ -15,33 +15,18 @@ use cluster::{
     CatalogCommand, Cluster, ClusterOptions, Credentials, IndexDefSpec, TableChanges, TableDef,
 };
 use proto::handshake::ScramCredentials;
-use replication::openraft::{Config, SnapshotPolicy};
 use replication::*;
 use reql::{ReqlError, TableAccess};
 use serde_json::json;
 use storage::{Engine, Memory};
-use tokio::net::TcpListener;
 
 type RaftMetrics = replication::openraft::RaftMetrics<NodeId, Node>;
 
 const GROUP: GroupId = GroupId(0);
 const PREFIX: &str = "raft.g0";
 
-fn config() -> Arc<Config> {
-    let c = Config {
-        heartbeat_interval: 100,
-        election_timeout_min: 400,
-        election_timeout_max: 800,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(10),
-        max_in_snapshot_log_to_keep: 0,
-        purge_batch_size: 1,
-        ..Default::default()
-    };
-    Arc::new(c.validate().unwrap())
-}
-
 fn peers() -> PeerConfig {
-    PeerConfig::plain(ClusterId::new("replicated-catalog-test").unwrap())
+    testkit::peers("replicated-catalog-test")
 }
 
 /// One node: its engine, listener and router outlive a stop of its Raft and Cluster.
@@ -68,21 +53,21 @@ async fn start_group(id: NodeId, node: &mut TestNode) {
         PREFIX,
     )
     .unwrap();
-    let sm = StateMachineStore::open(engine.clone(), PREFIX, machine, Durability::Inline).unwrap();
-    let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline).unwrap();
-    let transport = Arc::new(TcpTransport::new(peers(), Duration::from_secs(2)));
-    let network = Network::new(transport, GROUP).with_chunk_bytes(256);
-    let raft = Raft::new(id, config(), network, log, sm).await.unwrap();
-    node.router.add_group(GROUP, raft.clone());
-    node.raft = Some(raft);
+    let member = testkit::Member {
+        id,
+        group: GROUP,
+        prefix: PREFIX,
+        engine,
+        transport: testkit::transport(peers()),
+        config: testkit::config(Some(10)),
+        chunk_bytes: Some(256),
+    };
+    node.raft = Some(member.open(machine, &node.router).await);
     node.cluster = Some(cluster);
 }
 
 async fn start_node(id: NodeId) -> TestNode {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let router = Arc::new(Router::new());
-    tokio::spawn(serve_tcp(listener, router.clone(), peers()));
+    let testkit::Port { router, addr } = testkit::listen(peers()).await;
     let mut node = TestNode {
         engine: Arc::new(Memory::new()),
         router,

@@ -63,6 +63,7 @@ mod sm_store;
 mod snapshot;
 mod state_machine;
 mod tcp;
+pub mod testkit;
 mod tls;
 mod transfer;
 mod types;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use replication::kv::{read_map, KvCommand, KvMachine};
-use replication::openraft::{Config, SnapshotPolicy};
+use replication::openraft::Config;
 use replication::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 use storage::{Engine, Memory};
@@ -28,21 +28,12 @@ struct TestNode {
 }
 
 fn config() -> Arc<Config> {
-    let c = Config {
-        heartbeat_interval: 100,
-        election_timeout_min: 400,
-        election_timeout_max: 800,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(20),
-        max_in_snapshot_log_to_keep: 0,
-        purge_batch_size: 1,
-        ..Default::default()
-    };
-    Arc::new(c.validate().unwrap())
+    testkit::config(Some(20))
 }
 
 async fn start_node(id: NodeId, groups: &[GroupId]) -> TestNode {
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
-    let peers = PeerConfig::plain(ClusterId::new("tcp-test").unwrap());
+    let peers = testkit::peers("tcp-test");
     let transport = Arc::new(TcpTransport::new(peers.clone(), Duration::from_secs(2)));
     let router = Arc::new(Router::new());
     let mut rafts = HashMap::new();

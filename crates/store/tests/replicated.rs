@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use datum::{Datum, Version};
-use replication::openraft::{Config, SnapshotPolicy};
 
 type RaftMetrics = replication::openraft::RaftMetrics<NodeId, Node>;
 use replication::*;
@@ -20,7 +19,6 @@ use store::{
     KeyRange, NoKeys, ReplicaIndex, ReplicaOptions, ReplyError, SecondaryIndex, Shard,
     ShardMachine, StoreChange, Unkeyed,
 };
-use tokio::net::TcpListener;
 
 const GROUP: GroupId = GroupId(3);
 const PREFIX: &str = "raft.g3";
@@ -35,19 +33,6 @@ impl IndexFn for Field {
             .map(|k| vec![k])
             .map_err(|_| NoKeys::Unkeyable(Unkeyed::of(v)))
     }
-}
-
-fn config() -> Arc<Config> {
-    let c = Config {
-        heartbeat_interval: 100,
-        election_timeout_min: 400,
-        election_timeout_max: 800,
-        snapshot_policy: SnapshotPolicy::LogsSinceLast(20),
-        max_in_snapshot_log_to_keep: 0,
-        purge_batch_size: 1,
-        ..Default::default()
-    };
-    Arc::new(c.validate().unwrap())
 }
 
 /// One node: its engine, listener and router outlive a stop of its Raft.
@@ -84,30 +69,27 @@ async fn start_group(id: NodeId, node: &mut TestNode) {
     let machine = ShardMachine::open(engine.clone(), opts).unwrap();
     let (shard, index) = (machine.shard().clone(), machine.index("v").unwrap().clone());
     track_entries(std::slice::from_ref(&shard), &index).unwrap();
-    let sm = StateMachineStore::open(engine.clone(), PREFIX, machine, Durability::Inline).unwrap();
-    let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline).unwrap();
-    let network = Network::new(
-        Arc::new(TcpTransport::new(peers(), Duration::from_secs(2))),
-        GROUP,
-    )
-    .with_chunk_bytes(512);
-    let raft = Raft::new(id, config(), network, log, sm).await.unwrap();
-    node.router.add_group(GROUP, raft.clone());
-    node.raft = Some(raft);
+    let member = testkit::Member {
+        id,
+        group: GROUP,
+        prefix: PREFIX,
+        engine,
+        transport: testkit::transport(peers()),
+        config: testkit::config(Some(20)),
+        chunk_bytes: Some(512),
+    };
+    node.raft = Some(member.open(machine, &node.router).await);
     node.shard = Some(shard);
     node.index = Some(index);
 }
 
 /// The cluster port's settings of every node: plain TCP, one cluster.
 fn peers() -> PeerConfig {
-    PeerConfig::plain(ClusterId::new("replicated-shard-test").unwrap())
+    testkit::peers("replicated-shard-test")
 }
 
 async fn start_node(id: NodeId) -> TestNode {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let router = Arc::new(Router::new());
-    tokio::spawn(serve_tcp(listener, router.clone(), peers()));
+    let testkit::Port { router, addr } = testkit::listen(peers()).await;
     let mut node = TestNode {
         engine: Arc::new(Memory::new()),
         router,

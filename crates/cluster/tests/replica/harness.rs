@@ -16,23 +16,16 @@ use storage::{Engine, Memory};
 use store::{
     Applied, CacheBudget, GroupCommit, KeyRange, ReplicaOptions, ShardMachine, StoreChange,
 };
-use tokio::net::TcpListener;
 
 pub const GROUP: GroupId = GroupId(7);
 pub const PREFIX: &str = "raft.g7";
 
 pub fn config() -> Arc<Config> {
-    let c = Config {
-        heartbeat_interval: 100,
-        election_timeout_min: 400,
-        election_timeout_max: 800,
-        ..Default::default()
-    };
-    Arc::new(c.validate().unwrap())
+    testkit::config(None)
 }
 
 pub fn peers() -> PeerConfig {
-    PeerConfig::plain(ClusterId::new("replica-routing-test").unwrap())
+    testkit::peers("replica-routing-test")
 }
 
 /// The TCP transport, counting the client requests it sends; with `drop_answers` set,
@@ -86,10 +79,7 @@ impl TestNode {
 }
 
 pub async fn start_node(id: NodeId, deadline: Duration, client: ClientPolicy) -> TestNode {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let router = Arc::new(Router::new());
-    tokio::spawn(serve_tcp(listener, router.clone(), peers()));
+    let testkit::Port { router, addr } = testkit::listen(peers()).await;
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
     let opts = ReplicaOptions {
         prefix: PREFIX.into(),
@@ -101,23 +91,21 @@ pub async fn start_node(id: NodeId, deadline: Duration, client: ClientPolicy) ->
     };
     let machine = ShardMachine::open(engine.clone(), opts).unwrap();
     let shard = machine.shard().clone();
-    let sm = StateMachineStore::open(engine.clone(), PREFIX, machine, Durability::Inline).unwrap();
-    let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline).unwrap();
     let transport = Arc::new(Faulty {
         inner: TcpTransport::new(peers(), Duration::from_secs(1)),
         client_calls: AtomicUsize::new(0),
         drop_answers: AtomicBool::new(false),
     });
-    let raft = Raft::new(
+    let member = testkit::Member {
         id,
-        config(),
-        Network::new(transport.clone(), GROUP),
-        log,
-        sm,
-    )
-    .await
-    .unwrap();
-    router.add_group(GROUP, raft.clone());
+        group: GROUP,
+        prefix: PREFIX,
+        engine,
+        transport: transport.clone(),
+        config: config(),
+        chunk_bytes: None,
+    };
+    let raft = member.open(machine, &router).await;
     let policy = RoutePolicy {
         deadline,
         ..RoutePolicy::default()
