@@ -20,6 +20,7 @@ mod feeds;
 #[cfg(test)]
 mod format_tests;
 mod index;
+pub mod placement;
 pub mod replica;
 mod shards;
 pub mod system;
