@@ -29,8 +29,7 @@ pub mod write_op;
 
 pub use access::{
     Change, Durability, IndexSpec, IndexStatus, NetworkPolicy, Replicas, Table, TableAccess,
-    TableOptions,
-    Ticket, Unkeyed, WriteHook,
+    TableOptions, Ticket, Unkeyed, WriteHook,
 };
 pub use ctx::QueryCtx;
 pub use error::{ErrorKind, Frame, ReqlError, Result};
