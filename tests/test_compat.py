@@ -173,3 +173,30 @@ def test_table_or_db_terms_without_target(server, term, name):
         assert resp["r"] == ["Expected 0 arguments but found 1."]
     finally:
         c.close()
+
+
+def test_table_create_placement_errors(conn):
+    # RethinkDB's table_generate_config checks, in its order (cluster::placement).
+    zero = ("You must set `replicas` to at least one. `replicas` includes the primary "
+            "replica; if there are zero replicas, there is nowhere to put the data.")
+    with pytest.raises(ReqlOpFailedError) as e:
+        r.table_create("placed", replicas=0).run(conn)
+    assert e.value.message == zero
+    with pytest.raises(ReqlOpFailedError) as e:
+        r.table_create("placed", replicas={"other": 0}, primary_replica_tag="ssd").run(conn)
+    assert e.value.message == zero
+    with pytest.raises(ReqlOpFailedError) as e:
+        r.table_create("placed", replicas={"default": 1, "ssd": 0},
+                       primary_replica_tag="ssd").run(conn)
+    assert e.value.message == ("Can't use server tag `ssd` for primary replicas because you "
+                               "specified no replicas in server tag `ssd`.")
+    with pytest.raises(ReqlOpFailedError) as e:
+        r.table_create("placed", replicas={"default": 1}, primary_replica_tag="default",
+                       nonvoting_replica_tags=["arch"]).run(conn)
+    assert e.value.message == ("You specified that the replicas in server tag `arch` should "
+                               "be non-voting, but you didn't specify a number of replicas "
+                               "in server tag `arch`.")
+    with pytest.raises(ReqlOpFailedError, match="only 0 servers with the tag `arch`"):
+        r.table_create("placed", replicas={"default": 1, "arch": 1},
+                       primary_replica_tag="default", nonvoting_replica_tags=["arch"]).run(conn)
+    assert "placed" not in r.table_list().run(conn)

@@ -193,7 +193,7 @@ impl Cluster {
         db: &str,
         name: &str,
         shards: u32,
-        replicas: u32,
+        replicas: &reql::Replicas,
         dry_run: bool,
     ) -> reql::Result<Datum> {
         if db == SYSTEM_DB {
@@ -203,7 +203,9 @@ impl Cluster {
         let e = self
             .table_entry(db, name)
             .ok_or_else(|| Self::no_table(db, name))?;
-        crate::catalog::check_placement(replicas)?;
+        let current = self.local_placement(e.shards);
+        self.check_placement(shards, replicas, Some(&current))?;
+        let replicas = replicas.total();
         let old_cfg = crate::system::table_config_row(self, &e, false);
         let old_status = crate::system::table_status_row(self, &e, false);
         let mut ne = e.clone();
@@ -402,7 +404,7 @@ impl TableAccess for UserAccess {
         db: &str,
         name: &str,
         shards: u32,
-        replicas: u32,
+        replicas: &reql::Replicas,
         dry_run: bool,
     ) -> reql::Result<Datum> {
         self.require(Perm::Config, Some(db), Some(name))?;
@@ -500,7 +502,7 @@ mod tests {
             primary_key: "id".into(),
             durability: Durability::Soft,
             shards: 1,
-            replicas: 1,
+            replicas: reql::Replicas::count(1),
         };
         c.table_create("test", "t", opts).unwrap();
         let t = c.table("test", "t").unwrap();

@@ -20,7 +20,7 @@ fn setup() -> (Arc<Faulty<Memory>>, Arc<Cluster>) {
             primary_key: "id".into(),
             durability: Durability::Hard,
             shards: 1,
-            replicas: 1,
+            replicas: reql::Replicas::count(1),
         },
     )
     .unwrap();

@@ -489,7 +489,7 @@ mod tests {
             primary_key: "id".into(),
             durability: Durability::Soft,
             shards: 1,
-            replicas: 1,
+            replicas: reql::Replicas::count(1),
         }
     }
 

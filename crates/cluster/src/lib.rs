@@ -9,7 +9,9 @@
 //! `catalog::Catalog`, under one lock, persisted (fsync) before it is acknowledged.
 //! The same commands replicate the catalog on Raft ([`replicated`]: the catalog as a
 //! `replication::StateMachine`, and `Cluster::open_replicated`, a node following it);
-//! the server does not use that yet.
+//! the server does not use that yet. [`placement`] chooses the servers of each shard's
+//! replicas (RethinkDB's `table_generate_config`); `table_create` and `reconfigure`
+//! check their options through it.
 
 mod access;
 pub mod auth;
@@ -20,6 +22,7 @@ mod feeds;
 #[cfg(test)]
 mod format_tests;
 mod index;
+pub mod placement;
 pub mod replica;
 mod shards;
 pub mod system;

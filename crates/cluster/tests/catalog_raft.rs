@@ -274,7 +274,7 @@ async fn a_replicated_catalog_converges_and_a_stopped_node_catches_up_by_snapsho
         primary_key: "id".into(),
         durability: reql::Durability::Hard,
         shards: 1,
-        replicas: 1,
+        replicas: reql::Replicas::count(1),
     };
     single.table_create("d", "u", opts()).unwrap();
     let expected = single.table_create("d", "u", opts()).unwrap_err();

@@ -49,8 +49,38 @@ pub struct TableOptions {
     pub durability: Durability,
     /// Shards requested (recorded; one shard is served today).
     pub shards: u32,
-    /// Replicas requested (recorded).
-    pub replicas: u32,
+    /// Replicas requested (placed by the catalog, whose placement checks them).
+    pub replicas: Replicas,
+}
+
+/// The `replicas`, `primary_replica_tag` and `nonvoting_replica_tags` options as
+/// RethinkDB reads them (`get_replicas_and_primary`): a number `n` is `{default: n}`
+/// with the primary tag `default`. Only their types are checked here; whether they can
+/// be placed is the catalog's question (`cluster::placement`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replicas {
+    /// Replicas per shard, by server tag.
+    pub by_tag: std::collections::BTreeMap<String, u32>,
+    /// The tag whose servers hold the primaries.
+    pub primary_tag: String,
+    /// Tags whose replicas do not vote.
+    pub nonvoting_tags: std::collections::BTreeSet<String>,
+}
+
+impl Replicas {
+    /// `n` replicas on servers tagged `default`.
+    pub fn count(n: u32) -> Self {
+        Replicas {
+            by_tag: [("default".to_string(), n)].into_iter().collect(),
+            primary_tag: "default".into(),
+            nonvoting_tags: Default::default(),
+        }
+    }
+
+    /// Replicas per shard over every tag.
+    pub fn total(&self) -> u32 {
+        self.by_tag.values().fold(0u32, |a, &n| a.saturating_add(n))
+    }
 }
 
 /// What a write wants done with one document.
@@ -301,14 +331,14 @@ pub trait TableAccess: Send + Sync {
         user: &str,
         perms: &Datum,
     ) -> Result<Datum>;
-    /// `reconfigure` of one table: records `shards`/`replicas` unless `dry_run`; the
-    /// result has `reconfigured`, `config_changes` and `status_changes`.
+    /// `reconfigure` of one table: places `shards`/`replicas` and records them unless
+    /// `dry_run`; the result has `reconfigured`, `config_changes` and `status_changes`.
     fn reconfigure(
         &self,
         db: &str,
         name: &str,
         shards: u32,
-        replicas: u32,
+        replicas: &Replicas,
         dry_run: bool,
     ) -> Result<Datum>;
     /// `rebalance` of one table: its shards cut anew where the data's distribution says.
@@ -402,7 +432,7 @@ impl TableAccess for NoTables {
     fn grant(&self, _: Option<&str>, _: Option<&str>, _: &str, _: &Datum) -> Result<Datum> {
         Err(unsupported("grant"))
     }
-    fn reconfigure(&self, _: &str, _: &str, _: u32, _: u32, _: bool) -> Result<Datum> {
+    fn reconfigure(&self, _: &str, _: &str, _: u32, _: &Replicas, _: bool) -> Result<Datum> {
         Err(unsupported("reconfigure"))
     }
     fn network(&self) -> Result<NetworkPolicy> {

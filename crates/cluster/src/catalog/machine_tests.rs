@@ -318,7 +318,7 @@ async fn a_replicated_catalog_refuses_local_commands() {
         primary_key: "id".into(),
         durability: reql::Durability::Soft,
         shards: 1,
-        replicas: 1,
+        replicas: reql::Replicas::count(1),
     };
     let e = c.table_create("test", "t", opts).unwrap_err();
     assert!(e.message.contains("replicated"), "{}", e.message);

@@ -359,15 +359,44 @@ pub(crate) fn hook_field(e: &TableEntry) -> Datum {
     })
 }
 
-/// RethinkDB's placement check (`table_generate_config`): this cluster is one server
-/// with the tag `default`, so more than one replica cannot be placed.
-pub(crate) fn check_placement(replicas: u32) -> reql::Result<()> {
-    if replicas > 1 {
-        return Err(op_failed(format!(
-            "Can't put {replicas} replicas on servers with the tag `default` because there are only 1 servers with the tag `default`. It's impossible to have more replicas of the data than there are servers."
-        )));
+impl Cluster {
+    /// Places a table's shards on the servers it can use (`crate::placement`, RethinkDB's
+    /// `table_generate_config`). Today a table's data lives on this server only, so
+    /// this server, with its tags, is the one candidate: more replicas than that, or
+    /// tags it does not have, fail with RethinkDB's errors. `current` is the table's
+    /// placement when reconfiguring.
+    pub(crate) fn check_placement(
+        &self,
+        shards: u32,
+        replicas: &reql::Replicas,
+        current: Option<&[crate::placement::ShardPlacement]>,
+    ) -> reql::Result<Vec<crate::placement::ShardPlacement>> {
+        let me = self.local_record();
+        let servers = [crate::placement::Server {
+            id: me.id,
+            name: me.name,
+            tags: me.tags,
+            load: crate::placement::Load::default(),
+        }];
+        let request = crate::placement::Request {
+            shards,
+            replicas: replicas.by_tag.clone(),
+            primary_tag: replicas.primary_tag.clone(),
+            nonvoting_tags: replicas.nonvoting_tags.clone(),
+        };
+        crate::placement::place(&servers, current, &request)
     }
-    Ok(())
+
+    /// Where a table's shards are today: every shard on this server.
+    pub(crate) fn local_placement(&self, shards: u32) -> Vec<crate::placement::ShardPlacement> {
+        let id = self.local_record().id;
+        let shard = crate::placement::ShardPlacement {
+            primary: id.clone(),
+            voting: vec![id],
+            nonvoting: vec![],
+        };
+        vec![shard; shards.max(1) as usize]
+    }
 }
 
 pub(crate) fn change(old: Datum, new: Datum) -> Datum {
@@ -456,7 +485,7 @@ impl reql::TableAccess for Cluster {
                 return Err(op_failed(format!("Table `{db}.{name}` already exists.")));
             }
         }
-        check_placement(opts.replicas)?;
+        self.check_placement(opts.shards, &opts.replicas, None)?;
         let e = TableEntry {
             id: uuid::Uuid::new_v4().to_string(),
             db: db.to_string(),
@@ -464,7 +493,7 @@ impl reql::TableAccess for Cluster {
             primary_key: opts.primary_key,
             durability: opts.durability,
             shards: opts.shards,
-            replicas: opts.replicas,
+            replicas: opts.replicas.total(),
             splits: crate::shards::uuid_splits(opts.shards as usize),
             indexes: Default::default(),
             hook: None,
@@ -591,7 +620,7 @@ impl reql::TableAccess for Cluster {
         db: &str,
         name: &str,
         shards: u32,
-        replicas: u32,
+        replicas: &reql::Replicas,
         dry_run: bool,
     ) -> reql::Result<Datum> {
         self.reconfigure_table(db, name, shards, replicas, dry_run)
@@ -627,7 +656,7 @@ mod tests {
                     primary_key: "k".into(),
                     durability: Durability::Soft,
                     shards: 1,
-                    replicas: 1,
+                    replicas: reql::Replicas::count(1),
                 },
             )
             .unwrap();
@@ -682,7 +711,7 @@ mod tests {
                     primary_key: "id".into(),
                     durability: Durability::Soft,
                     shards: 1,
-                    replicas: 1,
+                    replicas: reql::Replicas::count(1),
                 },
             )
             .unwrap();

@@ -2,12 +2,13 @@
 //!
 //! `config()` is a single selection on the `rethinkdb.table_config`/`db_config` row,
 //! so `config().update(...)` writes through the system table (RethinkDB's behaviour).
-//! On one server `reconfigure` records the shard and replica counts (honouring
-//! `dry_run`) and `rebalance` has nothing to move; both answer in RethinkDB's shapes
-//! and validate their options with RethinkDB's messages.
+//! `reconfigure` reads its options here (types only) and leaves placing them to the
+//! catalog (`TableAccess::reconfigure`, which honours `dry_run`); `rebalance` re-cuts
+//! shards; both answer in RethinkDB's shapes and messages.
 
 use datum::Datum;
 
+use crate::access::Replicas;
 use crate::error::{logic, op_failed, Result, WithFrame};
 use crate::eval::{describe, Ev};
 use crate::value::{SingleSel, Val};
@@ -92,24 +93,51 @@ fn concat(results: &[Datum], field: &str) -> Datum {
     Datum::array(all)
 }
 
-/// Validates `replicas` (a number, or an object of server tag → count with a
-/// `primary_replica_tag`) and returns the total (RethinkDB's `get_replicas_and_primary`
-/// and the checks of `table_generate_config` that need no server; placing the replicas
-/// on servers is the catalog's check). `reconfigure` requires the option; `table_create`
-/// (`required` false) defaults it to one replica in the tag `default`.
-pub fn replicas_opt(ev: &Ev, required: bool) -> Result<u32> {
+/// Reads `replicas` (a number, or an object of server tag → count with a
+/// `primary_replica_tag`) and `nonvoting_replica_tags`, checking their types
+/// (RethinkDB's `get_replicas_and_primary`); whether they can be placed — zero
+/// replicas, tags without servers or replicas — is the catalog's check
+/// (`cluster::placement`, RethinkDB's `table_generate_config`). `reconfigure` requires
+/// the option; `table_create` (`required` false) defaults it to one replica in the tag
+/// `default`.
+pub fn replicas_opt(ev: &Ev, required: bool) -> Result<Replicas> {
+    let primary = match ev.opt_datum("primary_replica_tag")? {
+        None => None,
+        Some(Datum::String(s)) => Some(s.to_string()),
+        Some(d) => return Err(crate::eval::type_error("STRING", &d)).at_opt("primary_replica_tag"),
+    };
+    let nonvoting = match ev.opt_datum("nonvoting_replica_tags")? {
+        None => None,
+        Some(Datum::Array(a)) => {
+            let mut tags = std::collections::BTreeSet::new();
+            for t in a.iter() {
+                match t.as_str() {
+                    Some(t) => tags.insert(t.to_string()),
+                    None => {
+                        return Err(crate::eval::type_error("STRING", t))
+                            .at_opt("nonvoting_replica_tags")
+                    }
+                };
+            }
+            Some(tags)
+        }
+        Some(d) => {
+            return Err(crate::eval::type_error("ARRAY", &d)).at_opt("nonvoting_replica_tags")
+        }
+    };
+    let mut out = Replicas::count(1);
     let replicas = match ev.opt_datum("replicas")? {
         Some(r) => r,
         None if required => return Err(logic("Missing required argument `replicas`.")),
-        // Without `replicas`, a `primary_replica_tag` still has to name a tag that has
-        // replicas (RethinkDB's default is one replica in `default`).
-        None if ev.term.optarg("primary_replica_tag").is_some() => {
-            Datum::from_pairs([("default", Datum::Number(1.0))])
+        // RethinkDB's default, one replica in `default`, still meets the other options.
+        None => {
+            if let Some(p) = primary {
+                out.primary_tag = p;
+            }
+            out.nonvoting_tags = nonvoting.unwrap_or_default();
+            return Ok(out);
         }
-        None => return Ok(1),
     };
-    let primary = ev.opt_datum("primary_replica_tag")?;
-    let nonvoting = ev.opt_datum("nonvoting_replica_tags")?;
     match &replicas {
         Datum::Number(n) => {
             if primary.is_some() {
@@ -122,19 +150,8 @@ pub fn replicas_opt(ev: &Ev, required: bool) -> Result<u32> {
                     "`replicas` must be an OBJECT if `nonvoting_replica_tags` is specified.",
                 ));
             }
-            if *n < 0.0 {
-                return Err(logic("Can't have a negative number of replicas"));
-            }
-            if n.fract() != 0.0 {
-                return Err(logic(format!(
-                    "Number not an integer: {}",
-                    replicas.to_json_string()
-                )));
-            }
-            if *n == 0.0 {
-                return Err(op_failed("You must set `replicas` to at least one. `replicas` includes the primary replica; if there are zero replicas, there is nowhere to put the data."));
-            }
-            Ok(*n as u32)
+            out.by_tag.insert("default".into(), count(&replicas, *n)?);
+            Ok(out)
         }
         Datum::Object(m) => {
             let Some(primary) = primary else {
@@ -142,41 +159,36 @@ pub fn replicas_opt(ev: &Ev, required: bool) -> Result<u32> {
                     "`primary_replica_tag` must be specified when `replicas` is an OBJECT.",
                 ));
             };
-            let mut total = 0.0;
-            for v in m.values() {
+            out.by_tag.clear();
+            for (k, v) in m.iter() {
                 let n = v
                     .as_f64()
                     .ok_or_else(|| crate::eval::type_error("NUMBER", v))?;
-                if n < 0.0 {
-                    return Err(logic("Can't have a negative number of replicas"));
-                }
-                total += n;
+                out.by_tag.insert(k.to_string(), count(v, n)?);
             }
-            let tag = primary.as_str().unwrap_or_default();
-            if !m.contains_key(tag) {
-                return Err(op_failed(format!("Can't use server tag `{tag}` for primary replicas because you specified no replicas in server tag `{tag}`.")));
-            }
-            if let Some(tags) = nonvoting.as_ref().and_then(Datum::as_array) {
-                for t in tags.iter() {
-                    let t = t.as_str().unwrap_or_default();
-                    if !m.contains_key(t) {
-                        return Err(op_failed(format!("You specified that the replicas in server tag `{t}` should be non-voting, but you didn't specify a number of replicas in server tag `{t}`.")));
-                    }
-                }
-            }
-            if total == 0.0 {
-                return Err(op_failed("You must set `replicas` to at least one. `replicas` includes the primary replica; if there are zero replicas, there is nowhere to put the data."));
-            }
-            for (k, v) in m.iter() {
-                let n = v.as_f64().unwrap_or(0.0);
-                if &**k != "default" && n > 0.0 {
-                    return Err(op_failed(format!("Can't put {} replicas on servers with the tag `{k}` because there are only 0 servers with the tag `{k}`. It's impossible to have more replicas of the data than there are servers.", Datum::Number(n).to_json_string())));
-                }
-            }
-            Ok(total as u32)
+            out.primary_tag = primary;
+            out.nonvoting_tags = nonvoting.unwrap_or_default();
+            Ok(out)
         }
         other => Err(crate::eval::type_error("NUMBER", other)).at_opt("replicas"),
     }
+}
+
+/// A replica count: a non-negative integer.
+fn count(d: &Datum, n: f64) -> Result<u32> {
+    if n < 0.0 {
+        return Err(logic("Can't have a negative number of replicas"));
+    }
+    if n.fract() != 0.0 {
+        return Err(logic(format!(
+            "Number not an integer: {}",
+            d.to_json_string()
+        )));
+    }
+    if n > f64::from(u32::MAX) {
+        return Err(logic(format!("Integer too large: {}", d.to_json_string())));
+    }
+    Ok(n as u32)
 }
 
 /// RECONFIGURE of a table or of every table in a database.
@@ -223,7 +235,7 @@ pub fn reconfigure(ev: &Ev) -> Result<Val> {
         results.push(
             ev.ctx
                 .access
-                .reconfigure(db, name, shards, replicas, dry_run)?,
+                .reconfigure(db, name, shards, &replicas, dry_run)?,
         );
     }
     let mut pairs = vec![

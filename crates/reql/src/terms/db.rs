@@ -164,8 +164,8 @@ pub fn table_create(ev: &Ev) -> Result<Val> {
         primary_key,
         durability,
         shards: count("shards")?,
-        // Validated as `reconfigure` validates it; the catalog then refuses more
-        // replicas than there are servers, as RethinkDB does.
+        // Read as `reconfigure` reads it; the catalog's placement then checks it, as
+        // RethinkDB's `table_generate_config` does.
         replicas: crate::terms::admin::replicas_opt(ev, false)?,
     };
     ev.ctx.access.table_create(&db, &name, opts).map(Val::Datum)
