@@ -104,3 +104,20 @@ impl<T: Transport> Member<'_, T> {
         raft
     }
 }
+
+/// The group's leader among `members` (member `i` is node `i + 1`; `None`: stopped), once
+/// one of them knows it; panics after 10 s without one.
+pub async fn leader<'a>(members: &[Option<&'a Raft>]) -> &'a Raft {
+    for _ in 0..200 {
+        for raft in members.iter().flatten() {
+            if let Some(id) = raft.current_leader().await {
+                let at = usize::try_from(id).ok().and_then(|id| id.checked_sub(1));
+                if let Some(Some(leader)) = at.and_then(|i| members.get(i)) {
+                    return leader;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no leader");
+}

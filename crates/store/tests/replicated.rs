@@ -140,17 +140,8 @@ fn state(n: &TestNode) -> State {
 }
 
 async fn leader(nodes: &[TestNode]) -> &Raft {
-    for _ in 0..200 {
-        for n in nodes.iter().filter_map(|n| n.raft.as_ref()) {
-            if let Some(l) = n.current_leader().await {
-                if let Some(r) = nodes[l as usize - 1].raft.as_ref() {
-                    return r;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("no leader");
+    let members: Vec<Option<&Raft>> = nodes.iter().map(|n| n.raft.as_ref()).collect();
+    testkit::leader(&members).await
 }
 
 /// Proposes a command to the leader; the decoded reply.
