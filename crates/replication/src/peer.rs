@@ -70,17 +70,7 @@ pub async fn learn_cluster_id(
     timeout: Duration,
 ) -> Result<ClusterId, TransportError> {
     let setup = async {
-        let tcp = TcpStream::connect(addr).await?;
-        tcp.set_nodelay(true)?;
-        let mut stream: PeerStream = match tls {
-            Some(tls) => Box::new(
-                tls.connector()
-                    .connect(ClusterTls::server_name(), tcp)
-                    .await
-                    .map_err(TransportError::Tls)?,
-            ),
-            None => Box::new(tcp),
-        };
+        let mut stream = connect(addr, tls).await?;
         hello::join(&mut stream).await
     };
     tokio::time::timeout(timeout, setup)
@@ -95,23 +85,28 @@ pub(crate) async fn dial(
     timeout: Duration,
 ) -> Result<PeerStream, TransportError> {
     let setup = async {
-        let tcp = TcpStream::connect(addr).await?;
-        tcp.set_nodelay(true)?;
-        let mut stream: PeerStream = match &config.tls {
-            Some(tls) => Box::new(
-                tls.connector()
-                    .connect(ClusterTls::server_name(), tcp)
-                    .await
-                    .map_err(TransportError::Tls)?,
-            ),
-            None => Box::new(tcp),
-        };
+        let mut stream = connect(addr, config.tls.as_ref()).await?;
         hello::dial(&mut stream, &config.cluster).await?;
         Ok(stream)
     };
     tokio::time::timeout(timeout, setup)
         .await
         .map_err(|_| TransportError::Timeout(timeout))?
+}
+
+/// A TCP connection to `addr`, inside TLS when `tls` is given (no hello yet).
+async fn connect(addr: &str, tls: Option<&ClusterTls>) -> Result<PeerStream, TransportError> {
+    let tcp = TcpStream::connect(addr).await?;
+    tcp.set_nodelay(true)?;
+    Ok(match tls {
+        Some(tls) => Box::new(
+            tls.connector()
+                .connect(ClusterTls::server_name(), tcp)
+                .await
+                .map_err(TransportError::Tls)?,
+        ),
+        None => Box::new(tcp),
+    })
 }
 
 /// Sets up an accepted connection within [`HANDSHAKE_TIMEOUT`]; `None` when the peer
