@@ -217,6 +217,21 @@ async fn one_op(sh: &Shared, conn: &Connection, op: Op<'_>) -> Ran {
     Ran { ok, replace, seen }
 }
 
+/// `conn` while it is open, else a new connection to `addr` (kept in `conn`); `None`
+/// when connecting failed.
+async fn live(
+    conn: &mut Option<Connection>,
+    o: &RunOptions,
+    addr: &(String, u16),
+) -> Option<Connection> {
+    if let Some(c) = conn.as_ref().filter(|c| !c.is_closed()) {
+        return Some(c.clone());
+    }
+    let c = connect(o, addr).await.ok()?;
+    *conn = Some(c.clone());
+    Some(c)
+}
+
 async fn client_loop(sh: Arc<Shared>, idx: usize) {
     let o = &sh.opts;
     let addr = &o.addrs[idx % o.addrs.len()];
@@ -224,18 +239,9 @@ async fn client_loop(sh: Arc<Shared>, idx: usize) {
     let mut conn: Option<Connection> = None;
     let mut seen: HashMap<usize, Value> = HashMap::new();
     while Instant::now() < sh.deadline {
-        let c = match &conn {
-            Some(c) if !c.is_closed() => c.clone(),
-            _ => match connect(o, addr).await {
-                Ok(c) => {
-                    conn = Some(c.clone());
-                    c
-                }
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
+        let Some(c) = live(&mut conn, o, addr).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
         };
         if sh.ops_left.fetch_sub(1, Ordering::Relaxed) <= 0 {
             break;
@@ -282,18 +288,9 @@ async fn final_reads(sh: &Shared, process: u64) {
         let key = json!(format!("k{k}"));
         for attempt in 0..ATTEMPTS {
             let addr = &o.addrs[(k + attempt) % o.addrs.len()];
-            let c = match &conn {
-                Some(c) if !c.is_closed() => c.clone(),
-                _ => match connect(o, addr).await {
-                    Ok(c) => {
-                        conn = Some(c.clone());
-                        c
-                    }
-                    Err(_) => {
-                        tokio::time::sleep(Duration::from_millis(500)).await;
-                        continue;
-                    }
-                },
+            let Some(c) = live(&mut conn, o, addr).await else {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
             };
             let op = Op {
                 process,
