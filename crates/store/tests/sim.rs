@@ -50,10 +50,13 @@ impl IndexFn for Field {
     }
 }
 
+/// A node's handles on its replica, for reads.
+type Handles = (Arc<Shard>, Arc<SecondaryIndex>);
+
 /// The replicated shard, and each node's handles on it (replaced at every restart).
 #[derive(Default)]
 struct ShardSim {
-    nodes: Mutex<HashMap<NodeId, (Arc<Shard>, Arc<SecondaryIndex>)>>,
+    nodes: Mutex<HashMap<NodeId, Handles>>,
     /// One committer per node for the whole run (replicated writes take no ticket, so
     /// its thread never persists: power loss stays under the simulation's control).
     commits: Mutex<HashMap<NodeId, Arc<GroupCommit>>>,
@@ -211,7 +214,9 @@ impl Replicated for ShardSim {
                 StoreChange::Put(new.clone()),
             ),
             // An insert of a key that exists conflicts; of a deleted one, inserts.
-            75..=84 if cur.is_some() => conflict(Some(Version::ABSENT), StoreChange::Put(new.clone())),
+            75..=84 if cur.is_some() => {
+                conflict(Some(Version::ABSENT), StoreChange::Put(new.clone()))
+            }
             75..=84 => put(Some(Version::ABSENT)),
             85..=94 => Write {
                 id,
@@ -299,7 +304,11 @@ impl Replicated for ShardSim {
                 s.entry_count
             ));
         }
-        if entries != with_v || s.entries.iter().any(|e| !s.docs.values().any(|d| *d == e.2)) {
+        if entries != with_v
+            || s.entries
+                .iter()
+                .any(|e| !s.docs.values().any(|d| *d == e.2))
+        {
             return Err(format!(
                 "{entries} index entries for {with_v} documents with v, or an entry's \
                  document is not stored"

@@ -29,7 +29,6 @@ pub fn host_name(id: NodeId) -> String {
     format!("n{id}")
 }
 
-
 /// What outlives a node's crashes, and what the test observes.
 pub struct Cluster<R: Replicated> {
     /// What is replicated.
@@ -241,9 +240,7 @@ pub async fn write_to(id: NodeId, command: &[u8]) -> Result<WriteAnswer, NoAnswe
         let mut conn = TcpStream::connect((host_name(id), CLIENT_PORT))
             .await
             .map_err(unsent)?;
-        codec::write_frame(&mut conn, command)
-            .await
-            .map_err(sent)?;
+        codec::write_frame(&mut conn, command).await.map_err(sent)?;
         let answer = codec::read_frame(&mut conn)
             .await
             .map_err(sent)?

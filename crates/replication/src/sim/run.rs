@@ -315,4 +315,3 @@ fn hand_back<R: Replicated>(
     }
     panic!("seed {seed}: five transfers back to n{primary} failed: {failures:?}");
 }
-

@@ -12,7 +12,10 @@ use crate::{NodeId, Vote};
 
 /// The node that leads in the highest term among live nodes not in `excluded`, if it
 /// sees itself as leader.
-pub fn leader_of<R: Replicated>(cluster: &Cluster<R>, excluded: &BTreeSet<NodeId>) -> Option<NodeId> {
+pub fn leader_of<R: Replicated>(
+    cluster: &Cluster<R>,
+    excluded: &BTreeSet<NodeId>,
+) -> Option<NodeId> {
     let rafts = cluster.rafts.lock();
     rafts
         .iter()
