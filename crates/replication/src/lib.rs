@@ -59,6 +59,8 @@ mod network;
 mod peer;
 mod router;
 mod runtime;
+#[cfg(feature = "sim")]
+pub mod sim;
 mod sm_store;
 mod snapshot;
 mod state_machine;

@@ -5,14 +5,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use replication::openraft::ServerState;
-use replication::{NodeId, Vote};
-
-use crate::node::{host_name, Cluster};
+use super::node::{host_name, Cluster};
+use super::Replicated;
+use crate::openraft::ServerState;
+use crate::{NodeId, Vote};
 
 /// The node that leads in the highest term among live nodes not in `excluded`, if it
 /// sees itself as leader.
-pub fn leader_of(cluster: &Cluster, excluded: &BTreeSet<NodeId>) -> Option<NodeId> {
+pub fn leader_of<R: Replicated>(
+    cluster: &Cluster<R>,
+    excluded: &BTreeSet<NodeId>,
+) -> Option<NodeId> {
     let rafts = cluster.rafts.lock();
     rafts
         .iter()
@@ -25,7 +28,7 @@ pub fn leader_of(cluster: &Cluster, excluded: &BTreeSet<NodeId>) -> Option<NodeI
 
 /// Whether every node follows one leader in one term, and that leader has matched
 /// every follower's log.
-pub fn settled(cluster: &Cluster) -> bool {
+pub fn settled<R: Replicated>(cluster: &Cluster<R>) -> bool {
     let rafts = cluster.rafts.lock();
     let metrics: Vec<_> = rafts
         .values()
@@ -50,7 +53,7 @@ pub fn settled(cluster: &Cluster) -> bool {
         && matched
 }
 
-pub fn term_of(cluster: &Cluster, id: NodeId) -> u64 {
+pub fn term_of<R: Replicated>(cluster: &Cluster<R>, id: NodeId) -> u64 {
     cluster.rafts.lock()[&id].metrics().borrow().current_term
 }
 
@@ -85,17 +88,17 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, names: &[String], crashed: &mut BTreeSet
 ///   durability election safety rests on);
 /// * leader completeness: a node seen leading a leader id for the first time holds (by
 ///   index) every entry any node has applied, applied entries being committed.
-pub struct Watch {
+pub struct Watch<R: Replicated> {
     pub seed: u64,
-    pub cluster: Arc<Cluster>,
+    pub cluster: Arc<Cluster<R>>,
     /// Leader ids seen leading.
     pub leaders: BTreeSet<(u64, NodeId)>,
     /// The greatest vote each node has reported.
     pub votes: BTreeMap<NodeId, Vote>,
 }
 
-impl Watch {
-    pub fn new(seed: u64, cluster: Arc<Cluster>) -> Self {
+impl<R: Replicated> Watch<R> {
+    pub fn new(seed: u64, cluster: Arc<Cluster<R>>) -> Self {
         Self {
             seed,
             cluster,
@@ -143,18 +146,21 @@ impl Watch {
     }
 }
 
-pub fn run_for(sim: &mut turmoil::Sim<'_>, watch: &mut Watch, d: Duration) {
+/// Steps for `d`; a host or the client failing (a violated check) fails the run.
+pub fn run_for<R: Replicated>(sim: &mut turmoil::Sim<'_>, watch: &mut Watch<R>, d: Duration) {
     let end = sim.elapsed() + d;
     while sim.elapsed() < end {
-        sim.step().expect("simulation step");
+        if let Err(e) = sim.step() {
+            panic!("seed {}: {e}", watch.seed);
+        }
         watch.check();
     }
 }
 
 /// Steps until `check` answers (checked every 10 ms of simulated time) or `limit` passes.
-pub fn run_until<T>(
+pub fn run_until<R: Replicated, T>(
     sim: &mut turmoil::Sim<'_>,
-    watch: &mut Watch,
+    watch: &mut Watch<R>,
     limit: Duration,
     mut check: impl FnMut() -> Option<T>,
 ) -> Option<T> {

@@ -7,6 +7,7 @@ use std::ops::Bound;
 use parking_lot::{Mutex, RwLock};
 use storage::{BatchOp, Engine, Memory, Snapshot, StorageError, WriteBatch};
 
+/// The in-memory engine of one simulated node.
 #[derive(Default)]
 pub struct Disk {
     live: RwLock<Memory>,

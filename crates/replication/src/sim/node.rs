@@ -1,8 +1,9 @@
-//! A simulated Ponder node: one Raft group (a [`KvMachine`]) on an in-memory [`Disk`]
-//! that outlives crashes (and loses its unsynced writes on a power loss), served over
-//! turmoil's TCP, writes proposed through a [`Proposer`], and an operator task that
-//! hands leadership over when the test asks ([`Cluster::transfer_to`]); and the client
-//! side of its write port.
+//! A simulated Ponder node: one Raft group (the [`Replicated`]'s machine) on an
+//! in-memory [`Disk`] that outlives crashes (and loses its unsynced writes on a power
+//! loss), served over turmoil's TCP, writes proposed through a [`Proposer`], and an
+//! operator task that hands leadership over when the test asks
+//! ([`Cluster::transfer_to`]); and the client side of its write port, which carries a
+//! command's bytes and answers the machine's reply bytes (postcard: test-only framing).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,14 +11,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use replication::kv::{read_map, KvCommand, KvMachine};
-use replication::openraft::{Config, ServerState, SnapshotPolicy};
-use replication::*;
 use serde::{Deserialize, Serialize};
 use storage::Engine;
-
-use crate::disk::Disk;
 use turmoil::net::{TcpListener, TcpStream};
+
+use super::disk::Disk;
+use super::{Replicated, TransferRecord};
+use crate::openraft::{Config, ServerState, SnapshotPolicy};
+use crate::*;
 
 pub const RAFT_PORT: u16 = 9000;
 pub const CLIENT_PORT: u16 = 9001;
@@ -28,11 +29,10 @@ pub fn host_name(id: NodeId) -> String {
     format!("n{id}")
 }
 
-/// A leader transfer done: from, to, and the time it took or why it failed.
-pub type TransferRecord = (NodeId, NodeId, Result<Duration, String>);
-
 /// What outlives a node's crashes, and what the test observes.
-pub struct Cluster {
+pub struct Cluster<R: Replicated> {
+    /// What is replicated.
+    pub sim: Arc<R>,
     pub ids: Vec<NodeId>,
     pub disks: HashMap<NodeId, Arc<Disk>>,
     /// The node each host runs now (replaced at every restart).
@@ -45,14 +45,15 @@ pub struct Cluster {
     pub transfers: Mutex<Vec<TransferRecord>>,
 }
 
-impl Cluster {
-    pub fn new(n: u64) -> Arc<Self> {
+impl<R: Replicated> Cluster<R> {
+    pub fn new(sim: Arc<R>, n: u64) -> Arc<Self> {
         let ids: Vec<NodeId> = (1..=n).collect();
         let disks = ids
             .iter()
             .map(|id| (*id, Arc::new(Disk::default())))
             .collect();
         Arc::new(Self {
+            sim,
             ids,
             disks,
             rafts: Mutex::new(HashMap::new()),
@@ -62,21 +63,20 @@ impl Cluster {
         })
     }
 
-    /// The replica's key-value map and applied position, read from its engine.
-    pub fn replica_state(&self, id: NodeId) -> (Option<LogId>, BTreeMap<String, String>) {
+    /// The replica's applied position and state; an error says why it cannot be read.
+    pub fn replica_state(&self, id: NodeId) -> Result<(Option<LogId>, R::State), String> {
         let engine = &*self.disks[&id];
-        let applied = applied_log_id(engine, PREFIX).expect("read applied");
-        let spaces = state_spaces(engine, PREFIX, &[KvMachine::KIND.to_owned()]).expect("spaces");
-        (applied, read_map(engine, &spaces[0]).expect("read map"))
+        let applied = applied_log_id(engine, PREFIX).map_err(|e| e.to_string())?;
+        Ok((applied, self.sim.state(id, engine, PREFIX)?))
     }
 }
 
 /// The simulated network: one turmoil TCP connection per call.
-pub struct SimTransport {
-    cluster: Arc<Cluster>,
+pub struct SimTransport<R: Replicated> {
+    cluster: Arc<Cluster<R>>,
 }
 
-impl Transport for SimTransport {
+impl<R: Replicated> Transport for SimTransport<R> {
     async fn call(
         &self,
         _target: NodeId,
@@ -111,10 +111,14 @@ fn config() -> Arc<Config> {
 
 /// The host software of node `id`: opens its storage, starts Raft, serves peers and
 /// clients until crashed.
-pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn std::error::Error>> {
+pub async fn run_node<R: Replicated>(
+    id: NodeId,
+    cluster: Arc<Cluster<R>>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let engine: Arc<dyn Engine> = cluster.disks[&id].clone();
     let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline)?;
-    let sm = StateMachineStore::open(engine, PREFIX, KvMachine::default(), Durability::Inline)?;
+    let machine = cluster.sim.open(id, engine.clone(), PREFIX)?;
+    let sm = StateMachineStore::open(engine, PREFIX, machine, Durability::Inline)?;
     let transport = Arc::new(SimTransport {
         cluster: cluster.clone(),
     });
@@ -160,11 +164,11 @@ pub async fn run_node(id: NodeId, cluster: Arc<Cluster>) -> Result<(), Box<dyn s
 
 /// The operator: while this node leads, takes the transfer the test asks for and
 /// records its outcome (in simulated time).
-async fn operate(
+async fn operate<R: Replicated>(
     id: NodeId,
-    cluster: Arc<Cluster>,
+    cluster: Arc<Cluster<R>>,
     proposer: Proposer,
-    transport: Arc<SimTransport>,
+    transport: Arc<SimTransport<R>>,
 ) {
     loop {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -193,55 +197,58 @@ async fn operate(
     }
 }
 
-/// A client's write and its answer (JSON: test-only).
+/// The answer to a client's write.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum WriteAnswer {
-    Done,
+    /// Committed and applied: the machine's reply.
+    Done(Vec<u8>),
+    /// Not appended: this node does not lead.
     NotLeader(Option<NodeId>),
-    /// Leadership is being handed to this node.
+    /// Not appended: leadership is being handed to this node.
     Transferring(NodeId),
+    /// Any other failure: the write may or may not have been applied.
     Failed(String),
+}
+
+/// Why a client's write got no answer.
+#[derive(Debug)]
+pub struct NoAnswer {
+    /// The request may have reached the node (so the write may have been applied).
+    pub maybe_sent: bool,
 }
 
 async fn serve_client(mut conn: TcpStream, proposer: Proposer) {
     let Ok(Some(body)) = codec::read_frame(&mut conn).await else {
         return;
     };
-    let answer = match serde_json::from_slice::<KvCommand>(&body) {
+    let answer = match proposer.propose(Command(body)).await {
+        Ok(reply) => WriteAnswer::Done(reply.0),
+        Err(ProposeError::NotLeader { leader }) => WriteAnswer::NotLeader(leader),
+        Err(ProposeError::Transferring { target }) => WriteAnswer::Transferring(target),
         Err(e) => WriteAnswer::Failed(e.to_string()),
-        Ok(cmd) => match cmd.encode() {
-            Err(e) => WriteAnswer::Failed(e.to_string()),
-            Ok(bytes) => match proposer.propose(Command(bytes)).await {
-                Ok(_) => WriteAnswer::Done,
-                Err(ProposeError::NotLeader { leader }) => WriteAnswer::NotLeader(leader),
-                Err(ProposeError::Transferring { target }) => WriteAnswer::Transferring(target),
-                Err(e) => WriteAnswer::Failed(e.to_string()),
-            },
-        },
     };
-    if let Ok(bytes) = serde_json::to_vec(&answer) {
+    if let Ok(bytes) = postcard::to_allocvec(&answer) {
         let _ = codec::write_frame(&mut conn, &bytes).await;
     }
 }
 
-/// Sends one write to node `id`; any failure to get an answer is an error.
-pub async fn write_to(id: NodeId, cmd: &KvCommand) -> Result<WriteAnswer, String> {
+/// Sends one write (a command's bytes) to node `id`.
+pub async fn write_to(id: NodeId, command: &[u8]) -> Result<WriteAnswer, NoAnswer> {
     let attempt = async {
+        let unsent = |_| NoAnswer { maybe_sent: false };
+        let sent = |_| NoAnswer { maybe_sent: true };
         let mut conn = TcpStream::connect((host_name(id), CLIENT_PORT))
             .await
-            .map_err(|e| e.to_string())?;
-        let body = serde_json::to_vec(cmd).map_err(|e| e.to_string())?;
-        codec::write_frame(&mut conn, &body)
-            .await
-            .map_err(|e| e.to_string())?;
+            .map_err(unsent)?;
+        codec::write_frame(&mut conn, command).await.map_err(sent)?;
         let answer = codec::read_frame(&mut conn)
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or("closed")?;
-        serde_json::from_slice(&answer).map_err(|e| e.to_string())
+            .map_err(sent)?
+            .ok_or(NoAnswer { maybe_sent: true })?;
+        postcard::from_bytes(&answer).map_err(|_| NoAnswer { maybe_sent: true })
     };
     match tokio::time::timeout(Duration::from_secs(2), attempt).await {
         Ok(r) => r,
-        Err(_) => Err("timed out".into()),
+        Err(_) => Err(NoAnswer { maybe_sent: true }),
     }
 }
