@@ -171,6 +171,12 @@ test('rethinkdbdash: writable and transform streams insert what is piped in', as
 
   // A table read as a stream, through a transform stream into another table.
   const transform = dash.table('piped').toStream({ transform: true });
+  // rethinkdbdash reads Node's old `_writableState.lastBufferedRequest`, which today's
+  // Node no longer has: one branch of its transform stream (taken when an insert's
+  // answer comes back between two writes, so only sometimes) then throws on
+  // `undefined.chunk`, a driver bug unrelated to the server. `null` is what old Node
+  // held when nothing was buffered, the case that branch tests for.
+  transform._writableState.lastBufferedRequest = null;
   const out = [];
   const ended = new Promise((resolve, reject) => {
     transform.on('data', (d) => out.push(d));
