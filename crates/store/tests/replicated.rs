@@ -15,25 +15,15 @@ type RaftMetrics = replication::openraft::RaftMetrics<NodeId, Node>;
 use replication::*;
 use storage::{Engine, Memory};
 use store::{
-    decode_reply, encode_command, track_entries, Applied, CacheBudget, GroupCommit, IndexFn,
-    KeyRange, NoKeys, ReplicaIndex, ReplicaOptions, ReplyError, SecondaryIndex, Shard,
-    ShardMachine, StoreChange, Unkeyed,
+    decode_reply, encode_command, track_entries, Applied, CacheBudget, GroupCommit, KeyRange,
+    ReplicaIndex, ReplicaOptions, ReplyError, SecondaryIndex, Shard, ShardMachine, StoreChange,
 };
 
 const GROUP: GroupId = GroupId(3);
 const PREFIX: &str = "raft.g3";
 
-/// Indexes field `v` (a document without it has no entry).
-struct Field;
-
-impl IndexFn for Field {
-    fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, NoKeys> {
-        let v = doc.get("v").ok_or(NoKeys::Failed("no field".into()))?;
-        datum::keys::encode_secondary(v)
-            .map(|k| vec![k])
-            .map_err(|_| NoKeys::Unkeyable(Unkeyed::of(v)))
-    }
-}
+mod common;
+use common::Field;
 
 /// One node: its engine, listener and router outlive a stop of its Raft.
 struct TestNode {

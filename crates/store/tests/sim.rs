@@ -33,22 +33,12 @@ use replication::sim::{long_seeds, run_seed, seeds_from_env, Plan, Replicated};
 use replication::NodeId;
 use storage::Engine;
 use store::{
-    decode_reply, encode_command, track_entries, Applied, CacheBudget, GroupCommit, IndexFn,
-    KeyRange, NoKeys, ReplicaIndex, ReplicaOptions, SecondaryIndex, Shard, ShardMachine,
-    StoreChange, Unkeyed,
+    decode_reply, encode_command, track_entries, Applied, CacheBudget, GroupCommit, KeyRange,
+    ReplicaIndex, ReplicaOptions, SecondaryIndex, Shard, ShardMachine, StoreChange,
 };
 
-/// Indexes field `v` (a document without it has no entry).
-struct Field;
-
-impl IndexFn for Field {
-    fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, NoKeys> {
-        let v = doc.get("v").ok_or(NoKeys::Failed("no field".into()))?;
-        datum::keys::encode_secondary(v)
-            .map(|k| vec![k])
-            .map_err(|_| NoKeys::Unkeyable(Unkeyed::of(v)))
-    }
-}
+mod common;
+use common::Field;
 
 /// A node's handles on its replica, for reads.
 type Handles = (Arc<Shard>, Arc<SecondaryIndex>);
