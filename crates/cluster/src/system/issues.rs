@@ -127,15 +127,8 @@ fn non_transitive_row(servers: &[ServerRecord]) -> Option<Datum> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::servers::tests::rec;
     use super::*;
-
-    fn rec(id: &str, name: &str) -> ServerRecord {
-        ServerRecord {
-            id: id.into(),
-            name: name.into(),
-            ..ServerRecord::default()
-        }
-    }
 
     fn sees(mut s: ServerRecord, others: &[(&str, bool)]) -> ServerRecord {
         for (n, up) in others {

@@ -318,10 +318,11 @@ fn server_name_of(d: &Datum, what: &str) -> Result<String, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn rec(id: &str, name: &str) -> ServerRecord {
+    /// A record with only an id and a name (the tests of this module and `issues`).
+    pub(crate) fn rec(id: &str, name: &str) -> ServerRecord {
         ServerRecord {
             id: id.into(),
             name: name.into(),
