@@ -332,13 +332,16 @@ pub fn state_spaces(
         .collect())
 }
 
-/// The last log id applied by the state machine stored under `prefix`.
+/// The last log id applied by the state machine stored under `prefix` (`None` before
+/// anything was, or when no machine was ever opened there).
 pub fn applied_log_id(
     engine: &dyn Engine,
     prefix: &str,
 ) -> Result<Option<LogId>, ReplicationError> {
-    match engine.get(&format!("{prefix}.sm"), APPLIED)? {
-        Some(bytes) => Ok(Some(decode_record(&bytes)?)),
-        None => Ok(None),
+    match engine.get(&format!("{prefix}.sm"), APPLIED) {
+        Ok(Some(bytes)) => Ok(Some(decode_record(&bytes)?)),
+        // A group never opened has applied nothing.
+        Ok(None) | Err(storage::StorageError::NoSuchSpace(_)) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
