@@ -44,8 +44,15 @@ pub enum ClientRequest {
 /// The answer to a [`ClientRequest`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ClientResponse {
-    /// The proposal was committed and applied: the state machine's reply.
-    Applied(Reply),
+    /// The proposal was committed and applied on the leader: the state machine's reply
+    /// and the entry's log index (a member waits for its own state to reach it before
+    /// it shows the change to its client).
+    Applied {
+        /// The state machine's reply.
+        reply: Reply,
+        /// The entry's log index.
+        index: u64,
+    },
     /// The read's answer.
     Read(Vec<u8>),
     /// This node is not the leader (nothing was appended); the leader it knows of.
@@ -128,7 +135,10 @@ pub async fn serve_client(
     match request {
         ClientRequest::Propose(command) => {
             match tokio::time::timeout(policy.commit_timeout, raft.client_write(command)).await {
-                Ok(Ok(response)) => ClientResponse::Applied(response.data),
+                Ok(Ok(response)) => ClientResponse::Applied {
+                    index: response.log_id.index,
+                    reply: response.data,
+                },
                 // Refused before the append, or the entry was truncated by a new leader:
                 // either way it is not in the log that will be committed.
                 Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
@@ -283,7 +293,7 @@ mod tests {
             )
             .await;
         assert!(
-            matches!(answer, RaftResponse::Client(ClientResponse::Applied(_))),
+            matches!(answer, RaftResponse::Client(ClientResponse::Applied { .. })),
             "{answer:?}"
         );
         raft.shutdown().await.unwrap();

@@ -11,14 +11,14 @@
 //!   the leader confirm its leadership with a quorum and catch its state machine up to
 //!   the read index (`ensure_linearizable`) first.
 //!
-//! Invariants: a request is retried (at another node) only when it certainly was not
-//! appended — a refusal before the log, or a transport failure before anything was sent
-//! (`TransportError::maybe_delivered`); once a write may have been applied, the answer is
-//! indeterminate ([`RouteError::indeterminate`]), never a silent retry. Every wait is
-//! bounded by the deadline.
+//! The routing itself (to the leader, retries, deadline) is [`GroupRoute`] (`route`),
+//! shared with the replicated catalog: a request is retried only when it certainly was
+//! not appended; once a write may have been applied, the answer is indeterminate
+//! ([`RouteError::indeterminate`]), never a silent retry.
 
 mod error;
 mod read;
+mod route;
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -26,15 +26,15 @@ use std::time::Duration;
 
 use datum::{Datum, Version};
 use replication::{
-    serve_client, ClientPolicy, ClientRequest, ClientResponse, ClientService, Command, GroupId,
-    Node, NodeId, Raft, RaftRequest, RaftResponse, Router, Transport,
+    ClientPolicy, ClientRequest, ClientResponse, ClientService, Command, GroupId, Raft, Router,
+    Transport,
 };
 use store::{decode_reply, encode_command, Applied, ReplyError, Shard, StoreChange};
-use tokio::time::Instant;
 
 pub use error::{range_text, Op, RouteError, StoreErrorText};
 use read::{docs, ReadAnswer, ReadQuery};
 pub use read::{RangeReader, ShardReader};
+pub use route::GroupRoute;
 
 /// RethinkDB's `read_mode` of `r.table`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,14 +84,9 @@ impl Default for RoutePolicy {
 /// This server's handle on one replicated shard: its group's Raft member, the local
 /// replica, and the cluster transport to the other members.
 pub struct ReplicatedShard<T: Transport> {
-    group: GroupId,
-    raft: Raft,
+    route: GroupRoute<T>,
     shard: Arc<Shard>,
     primary_key: String,
-    service: ClientService,
-    transport: Arc<T>,
-    policy: RoutePolicy,
-    range: String,
 }
 
 impl<T: Transport> ReplicatedShard<T> {
@@ -112,21 +107,16 @@ impl<T: Transport> ReplicatedShard<T> {
             policy: client,
         };
         Self {
-            group,
-            raft,
+            route: GroupRoute::new(group, raft, service, transport, policy, range),
             shard,
             primary_key: primary_key.to_owned(),
-            service,
-            transport,
-            policy,
-            range,
         }
     }
 
     /// Serves the other members' forwarded writes and reads of this group on `router`
     /// (the node's one router, which `serve_tcp` feeds).
     pub fn register(&self, router: &Router) {
-        router.add_client(self.group, self.service.clone());
+        self.route.register(router);
     }
 
     /// The local replica (what `outdated` reads).
@@ -141,7 +131,7 @@ impl<T: Transport> ReplicatedShard<T> {
 
     /// The group's Raft member on this server.
     pub fn raft(&self) -> &Raft {
-        &self.raft
+        self.route.raft()
     }
 
     /// Applies `change` to the document under `key` (if its version is `expect`, when
@@ -155,8 +145,8 @@ impl<T: Transport> ReplicatedShard<T> {
     ) -> Result<Applied, RouteError> {
         let command = encode_command(key, expect, change)?;
         let request = ClientRequest::Propose(Command(command));
-        match self.route(Op::Write, request).await? {
-            ClientResponse::Applied(reply) => decode_reply(&reply.0).map_err(|e| match e {
+        match self.route.route(Op::Write, request).await? {
+            ClientResponse::Applied { reply, .. } => decode_reply(&reply.0).map_err(|e| match e {
                 ReplyError::Refused(why) => RouteError::Refused(why),
                 // Applied, but the reply is unreadable: the outcome is unknown.
                 ReplyError::Malformed(why) => RouteError::CommitUnknown(why),
@@ -206,8 +196,9 @@ impl<T: Transport> ReplicatedShard<T> {
         query: ReadQuery,
     ) -> Result<Vec<Datum>, RouteError> {
         let answer = if mode == ReadMode::Outdated {
-            let bytes = replication::ReadService::read(&*self.service.reader, &query.encode()?)
-                .map_err(RouteError::ReadFailed)?;
+            let bytes =
+                replication::ReadService::read(&*self.route.service.reader, &query.encode()?)
+                    .map_err(RouteError::ReadFailed)?;
             ReadAnswer::decode(&bytes)?
         } else {
             self.read(mode, &query).await?
@@ -224,122 +215,9 @@ impl<T: Transport> ReplicatedShard<T> {
             linearizable: mode == ReadMode::Majority,
             query: query.encode()?,
         };
-        match self.route(Op::Read, request).await? {
+        match self.route.route(Op::Read, request).await? {
             ClientResponse::Read(bytes) => ReadAnswer::decode(&bytes),
             _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
-        }
-    }
-
-    fn unavailable(&self, op: Op) -> RouteError {
-        RouteError::PrimaryUnavailable {
-            op,
-            range: self.range.clone(),
-        }
-    }
-
-    /// This node's id and the leader it knows of.
-    fn known_leader(&self) -> (NodeId, Option<NodeId>) {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        (metrics.id, metrics.current_leader)
-    }
-
-    /// A member's address, from the group's membership.
-    fn address_of(&self, id: NodeId) -> Option<Node> {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        metrics
-            .membership_config
-            .membership()
-            .get_node(&id)
-            .cloned()
-    }
-
-    /// Sends `request` to the group's leader (this node or another) until one answers,
-    /// within the policy's deadline and redirect limit.
-    async fn route(&self, op: Op, request: ClientRequest) -> Result<ClientResponse, RouteError> {
-        let deadline = Instant::now() + self.policy.deadline;
-        let mut hint: Option<NodeId> = None;
-        let mut redirects = 0;
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(self.unavailable(op));
-            }
-            let left = deadline - now;
-            let pause = self.policy.retry_pause.min(left);
-            let (me, known) = self.known_leader();
-            let target = match hint.take() {
-                Some(h) => h,
-                None => match known {
-                    Some(l) => l,
-                    None => {
-                        tokio::time::sleep(pause).await;
-                        continue;
-                    }
-                },
-            };
-            let answer = if target == me {
-                let serve = serve_client(&self.raft, &self.service, request.clone());
-                match tokio::time::timeout(left, serve).await {
-                    Ok(answer) => answer,
-                    // The proposal may be in the log: its outcome is unknown.
-                    Err(_) => {
-                        return Err(match op {
-                            Op::Write => RouteError::CommitUnknown("deadline passed".into()),
-                            Op::Read => RouteError::LostContact(Op::Read),
-                        })
-                    }
-                }
-            } else {
-                let Some(node) = self.address_of(target) else {
-                    tokio::time::sleep(pause).await;
-                    continue;
-                };
-                let call = self.transport.call(
-                    target,
-                    &node,
-                    self.group,
-                    RaftRequest::Client(request.clone()),
-                );
-                match tokio::time::timeout(left, call).await {
-                    Ok(Ok(RaftResponse::Client(answer))) => answer,
-                    // Not sent, or refused by the router before any Raft member saw it:
-                    // safe to try again.
-                    Ok(Err(e)) if !e.maybe_delivered() => {
-                        tokio::time::sleep(pause).await;
-                        continue;
-                    }
-                    Ok(Ok(RaftResponse::Refused(_))) => {
-                        tokio::time::sleep(pause).await;
-                        continue;
-                    }
-                    Ok(Ok(_)) | Ok(Err(_)) | Err(_) => return Err(RouteError::LostContact(op)),
-                }
-            };
-            match answer {
-                ClientResponse::NotLeader { leader } => {
-                    redirects += 1;
-                    if redirects > self.policy.max_redirects {
-                        return Err(self.unavailable(op));
-                    }
-                    hint = leader.filter(|l| *l != target);
-                    if hint.is_none() {
-                        tokio::time::sleep(pause).await;
-                    }
-                }
-                ClientResponse::NoQuorum => return Err(RouteError::NoQuorum(op)),
-                ClientResponse::Lost(why) => {
-                    return Err(match op {
-                        Op::Write => RouteError::CommitUnknown(why),
-                        Op::Read => RouteError::LostContact(Op::Read),
-                    })
-                }
-                ClientResponse::Failed(why) => return Err(RouteError::ReadFailed(why)),
-                answer @ (ClientResponse::Applied(_) | ClientResponse::Read(_)) => {
-                    return Ok(answer)
-                }
-            }
         }
     }
 }
