@@ -271,6 +271,17 @@ impl TableIndexes {
         }
         let id = uuid::Uuid::new_v4().to_string();
         let index = self.make(&id, &spec, false)?;
+        if g.replicated() {
+            // Every node registers and builds it as it applies the entry (`follow`).
+            return g
+                .apply(CatalogCommand::CreateIndex {
+                    table: self.table_id.clone(),
+                    index: id,
+                    name: name.to_string(),
+                    spec: (&spec).into(),
+                })
+                .map(|_| ());
+        }
         g.apply(CatalogCommand::CreateIndex {
             table: self.table_id.clone(),
             index: id.clone(),
@@ -385,7 +396,8 @@ impl TableIndexes {
             new: new.to_string(),
             overwrite,
         })?;
-        if old == new {
+        // Replicated, the definitions followed the entry already (`follow`).
+        if old == new || g.replicated() {
             return Ok(());
         }
         let replaced = {

@@ -37,8 +37,8 @@ pub use catalog::{
 /// entries' encoding, and the hook through which a node follows it.
 pub mod replicated {
     pub use crate::catalog::{
-        decode_reply, encode_command, space_kinds, CatalogEffects, CatalogMachine, Outcome,
-        CATALOG_KIND, USERS_KIND, WIRE_VERSION,
+        catalog_route, decode_reply, encode_command, space_kinds, CatalogEffects, CatalogMachine,
+        CatalogProposer, Outcome, RaftProposer, CATALOG_KIND, USERS_KIND, WIRE_VERSION,
     };
 }
 pub use table::TableHandle;

@@ -4,13 +4,19 @@
 //! opens, renames and drops the tables and registers the indexes; an invalid command
 //! gets the error a single server gives; a node stopped while the others went on (and
 //! purged their logs) catches up from a snapshot, with the same catalog and tables.
+//! Through `TableAccess` on any node (the catalog's `RaftProposer`), `db_create`,
+//! `table_create`, `index_create`, `index_rename`, `table_drop` and `db_drop` change
+//! every node's catalog, with a single server's answers and errors.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cluster::replicated::{decode_reply, encode_command, space_kinds, Outcome};
+use cluster::replica::RoutePolicy;
+use cluster::replicated::{
+    catalog_route, decode_reply, encode_command, space_kinds, Outcome, RaftProposer,
+};
 use cluster::{
     CatalogCommand, Cluster, ClusterOptions, Credentials, IndexDefSpec, TableChanges, TableDef,
 };
@@ -53,16 +59,30 @@ async fn start_group(id: NodeId, node: &mut TestNode) {
         PREFIX,
     )
     .unwrap();
+    let transport = testkit::transport(peers());
+    let config = testkit::config(Some(10));
     let member = testkit::Member {
         id,
         group: GROUP,
         prefix: PREFIX,
         engine,
-        transport: testkit::transport(peers()),
-        config: testkit::config(Some(10)),
+        transport: transport.clone(),
+        config: config.clone(),
         chunk_bytes: Some(256),
     };
-    node.raft = Some(member.open(machine, &node.router).await);
+    let raft = member.open(machine, &node.router).await;
+    let client = ClientPolicy::for_config(&config, Duration::from_secs(5));
+    let route = catalog_route(
+        GROUP,
+        raft.clone(),
+        transport,
+        RoutePolicy::default(),
+        client,
+    );
+    route.register(&node.router);
+    let runtime = tokio::runtime::Handle::current();
+    assert!(cluster.set_catalog_proposer(Arc::new(RaftProposer::new(Arc::new(route), runtime))));
+    node.raft = Some(raft);
     node.cluster = Some(cluster);
 }
 
@@ -172,6 +192,21 @@ fn table(id: &str, db_id: &str, name: &str) -> CatalogCommand {
     }
 }
 
+/// The group's first entries: what a single server creates on a new directory.
+fn first_entries() -> [CatalogCommand; 2] {
+    [
+        CatalogCommand::CreateDb {
+            id: "00000000-0000-0000-0000-000000000001".into(),
+            name: "test".into(),
+        },
+        CatalogCommand::PutUser {
+            name: "admin".into(),
+            credentials: creds(""),
+            has_password: false,
+        },
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replicated_catalog_converges_and_a_stopped_node_catches_up_by_snapshot() {
     use CatalogCommand as C;
@@ -190,18 +225,7 @@ async fn a_replicated_catalog_converges_and_a_stopped_node_catches_up_by_snapsho
         .await
         .unwrap();
 
-    // The group's first entries: what a single server creates on a new directory.
-    let first = [
-        C::CreateDb {
-            id: "00000000-0000-0000-0000-000000000001".into(),
-            name: "test".into(),
-        },
-        C::PutUser {
-            name: "admin".into(),
-            credentials: creds(""),
-            has_password: false,
-        },
-    ];
+    let first = first_entries();
     let commands = [
         C::CreateDb {
             id: "d1".into(),
@@ -349,5 +373,112 @@ async fn a_replicated_catalog_converges_and_a_stopped_node_catches_up_by_snapsho
     for n in &nodes {
         n.raft.as_ref().unwrap().shutdown().await.unwrap();
         n.cluster().shutdown();
+    }
+}
+
+/// A number field of a write's answer.
+fn count(answer: &datum::Datum, field: &str) -> Option<f64> {
+    answer.as_object()?.get(field)?.as_f64()
+}
+
+/// Runs `f` on a thread outside the runtime, as an evaluation thread runs a query.
+async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn table_access_on_any_node_changes_every_nodes_catalog() {
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id).await);
+    }
+    let members: BTreeMap<NodeId, Node> = (1..=3u64)
+        .map(|id| (id, Node::new(nodes[id as usize - 1].addr.clone())))
+        .collect();
+    let first = nodes[0].raft.as_ref().unwrap();
+    first.initialize(members).await.unwrap();
+    for cmd in first_entries() {
+        assert!(propose(&nodes, &cmd).await.is_ok());
+    }
+    let leader_id = leader(&nodes).await.current_leader().await.unwrap();
+    let follower = (1..=3u64).find(|&id| id != leader_id).unwrap() as usize - 1;
+    let on = |i: usize| nodes[i].cluster().clone();
+    let opts = || reql::TableOptions {
+        primary_key: "id".into(),
+        durability: reql::Durability::Hard,
+        shards: 1,
+        replicas: reql::Replicas::count(1),
+    };
+    let single = Cluster::open(Arc::new(Memory::new()), "single").unwrap();
+
+    // Through a follower: forwarded to the leader, and applied here before the answer.
+    let c = on(follower);
+    let (created, listed) = blocking(move || {
+        let created = c.db_create("d").unwrap();
+        (created, c.db_list().unwrap())
+    })
+    .await;
+    assert_eq!(count(&created, "dbs_created"), Some(1.0));
+    assert!(listed.contains(&"d".to_string()), "{listed:?}");
+    let c = on(follower);
+    let t = blocking(move || {
+        c.table_create("d", "t", opts())
+            .map(|_| c.table("d", "t").is_ok())
+    })
+    .await;
+    assert_eq!(t, Ok(true));
+
+    // Errors are a single server's, through any node.
+    single.db_create("d").unwrap();
+    single.table_create("d", "t", opts()).unwrap();
+    let expected = single.table_create("d", "t", opts()).unwrap_err();
+    for i in 0..3 {
+        let c = on(i);
+        let err = blocking(move || c.table_create("d", "t", opts()).unwrap_err()).await;
+        assert_eq!(
+            (&err.kind, &err.message),
+            (&expected.kind, &expected.message)
+        );
+    }
+    let expected = single.db_create("d").unwrap_err();
+    let c = on(2);
+    let err = blocking(move || c.db_create("d").unwrap_err()).await;
+    assert_eq!((err.kind, err.message), (expected.kind, expected.message));
+    single.shutdown();
+
+    // An index created through one node, renamed through another: on every node.
+    let c = on(0);
+    blocking(move || {
+        let spec = reql::IndexSpec {
+            function: json!([69, [[2, [1]], [31, [[10, [1]], "v"]]]]),
+            multi: false,
+            geo: false,
+        };
+        c.table("d", "t").unwrap().index_create("v", spec)
+    })
+    .await
+    .unwrap();
+    let c = on(1);
+    blocking(move || c.table("d", "t").unwrap().index_rename("v", "w", false))
+        .await
+        .unwrap();
+    let c = on(2);
+    blocking(move || c.table_create("d", "gone", opts()).map(|_| ()))
+        .await
+        .unwrap();
+    let serve = converge(&nodes, 6).await;
+    assert_eq!(serve, ["d.gone[]", "d.t[\"w\"]", "d", "rethinkdb", "test"]);
+
+    let c = on(follower);
+    let dropped = blocking(move || c.table_drop("d", "gone")).await.unwrap();
+    assert_eq!(count(&dropped, "tables_dropped"), Some(1.0));
+    let serve = converge(&nodes, 5).await;
+    assert_eq!(serve, ["d.t[\"w\"]", "d", "rethinkdb", "test"]);
+    let c = on(leader_id as usize - 1);
+    blocking(move || c.db_drop("d")).await.unwrap();
+    let serve = converge(&nodes, 3).await;
+    assert_eq!(serve, ["rethinkdb", "test"]);
+    for n in &nodes {
+        assert_eq!(n.cluster().follow_failures(), 0);
     }
 }

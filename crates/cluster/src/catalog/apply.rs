@@ -258,8 +258,11 @@ pub(crate) struct Catalog {
     state: RwLock<CatalogState>,
     spaces: RwLock<Spaces>,
     /// Changed only by the entries of its Raft group (`super::machine`): the local
-    /// `apply` is refused, so nothing writes its records outside the log.
+    /// `apply` proposes through `proposer` instead (refused without one), so nothing
+    /// writes its records outside the log.
     replicated: bool,
+    /// How a replicated catalog's commands reach its group (set once by the node).
+    proposer: std::sync::OnceLock<Arc<dyn super::CatalogProposer>>,
 }
 
 /// The catalog lock, held: the state can be read and commands applied, and no other
@@ -285,11 +288,27 @@ impl CatalogGuard<'_> {
     }
 
     /// Applies `cmd`: validates it, writes the changed records in one batch with fsync,
-    /// then switches the in-memory state.
+    /// then switches the in-memory state. On a replicated catalog, proposes it to the
+    /// group instead, with the catalog lock released until this node has applied it (the
+    /// group's apply takes the lock); the state machine validates it again, so what the
+    /// caller checked under the lock may have changed, and the answer is the group's.
     pub(crate) fn apply(&mut self, cmd: CatalogCommand) -> reql::Result<Outcome> {
-        self.local_only()?;
+        if self.catalog.replicated {
+            let proposer = self.catalog.proposer.get().cloned();
+            let Some(proposer) = proposer else {
+                self.local_only()?;
+                return Err(op_failed("The catalog has no Raft group to propose to."));
+            };
+            return MutexGuard::unlocked(&mut self._lock, || proposer.propose(&cmd));
+        }
         let mut outs = self.commit(&[cmd], WriteBatch::new())?;
         Ok(outs.pop().unwrap_or_default())
+    }
+
+    /// Whether the catalog is replicated: changes are proposed, and their side effects
+    /// on this node follow the group's entries (`super::follow`), not the caller.
+    pub(crate) fn replicated(&self) -> bool {
+        self.catalog.replicated
     }
 
     /// Refuses a local change of a replicated catalog (before any side effect of it).
@@ -420,6 +439,7 @@ impl Catalog {
             state: RwLock::new(state),
             spaces: RwLock::new(spaces),
             replicated: false,
+            proposer: std::sync::OnceLock::new(),
         };
         let mut cmds = Vec::new();
         let mut extra = WriteBatch::new();
@@ -486,6 +506,7 @@ impl Catalog {
             state: RwLock::new(state),
             spaces: RwLock::new(spaces),
             replicated: true,
+            proposer: std::sync::OnceLock::new(),
         })
     }
 
@@ -561,6 +582,12 @@ impl Catalog {
             }
         }
         Ok((st, legacy))
+    }
+
+    /// Sets how a replicated catalog's commands reach its group (once; false if it was
+    /// set already or the catalog is not replicated).
+    pub(crate) fn set_proposer(&self, p: Arc<dyn super::CatalogProposer>) -> bool {
+        self.replicated && self.proposer.set(p).is_ok()
     }
 
     /// Takes the catalog lock.

@@ -60,6 +60,14 @@ impl Cluster {
         Ok((cluster, CatalogMachine::with_catalog(catalog, effects)))
     }
 
+    /// Sets how this node's replicated catalog proposes its changes (the catalog
+    /// group's [`super::RaftProposer`]): from then on `TableAccess` and the system
+    /// tables change the catalog through the group. False if it was set already or the
+    /// catalog is not replicated.
+    pub fn set_catalog_proposer(&self, p: Arc<dyn super::CatalogProposer>) -> bool {
+        self.catalog.set_proposer(p)
+    }
+
     /// How many side effects of a replicated catalog failed on this node.
     pub fn follow_failures(&self) -> u64 {
         self.follow_failures

@@ -13,6 +13,7 @@ mod apply;
 mod command;
 mod follow;
 mod machine;
+mod propose;
 mod step;
 mod wire;
 
@@ -33,6 +34,7 @@ pub(crate) use apply::{db_record, message, Catalog, CatalogGuard, TableEntry};
 pub use apply::{FORMAT_VERSION, SYSTEM_DB};
 pub use command::{CatalogCommand, Credentials, IndexDefSpec, TableChanges, TableDef};
 pub use machine::{space_kinds, CatalogEffects, CatalogMachine, CATALOG_KIND, USERS_KIND};
+pub use propose::{catalog_route, CatalogProposer, RaftProposer};
 pub use wire::{decode_reply, encode_command, WIRE_VERSION};
 
 /// Errors opening the catalog.
@@ -229,16 +231,12 @@ impl Cluster {
         g: &mut CatalogGuard<'_>,
         e: &TableEntry,
     ) -> reql::Result<()> {
-        g.local_only()?;
         let db_id = g
             .state()
             .dbs
             .get(&e.db)
             .map(|d| d.id.clone())
             .ok_or_else(|| Self::no_db(&e.db))?;
-        let h = self
-            .open_table(e)
-            .map_err(|err| internal(format!("Could not create the table's storage: {err}")))?;
         let def = TableDef {
             id: e.id.clone(),
             db_id,
@@ -249,6 +247,15 @@ impl Cluster {
             replicas: e.replicas,
             split_points: e.splits.iter().map(datum::to_json_value).collect(),
         };
+        if g.replicated() {
+            // Every node opens the table's storage as it applies the entry (`follow`).
+            return g
+                .apply(CatalogCommand::CreateTable { table: def })
+                .map(|_| ());
+        }
+        let h = self
+            .open_table(e)
+            .map_err(|err| internal(format!("Could not create the table's storage: {err}")))?;
         // Registered first: nothing finds a handle before the catalog has its table.
         self.handles.write().insert(e.id.clone(), h);
         if let Err(err) = g.apply(CatalogCommand::CreateTable { table: def }) {

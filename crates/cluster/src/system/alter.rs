@@ -137,6 +137,8 @@ impl Cluster {
                 changes,
             })
             .map_err(message)?;
+        // Replicated, every node cut the table as it applied the entry (`follow`).
+        let reshard = reshard.filter(|_| !g.replicated());
         if let (Some(h), Some(splits)) = (&handle, reshard) {
             // The data stays where it is: any split points are valid after a crash. The
             // indexes are taken under the layout's lock, so none created meanwhile is
