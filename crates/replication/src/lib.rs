@@ -60,6 +60,7 @@ mod network;
 mod peer;
 mod router;
 mod runtime;
+mod shared;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod sm_store;
@@ -91,6 +92,7 @@ pub use peer::{learn_cluster_id, PeerConfig, HANDSHAKE_TIMEOUT};
 pub use router::MAX_IN_FLIGHT;
 pub use router::{call_on, Router, Service};
 pub use runtime::{seed_thread_rng, Runtime, ThreadRng};
+pub use shared::SharedTransport;
 pub use sm_store::{applied_log_id, state_spaces, SnapshotBuilder, StateMachineStore};
 pub use snapshot::{
     Chunk, ChunkReader, Record, SnapshotData, SnapshotView, StagedSnapshot, DEFAULT_CHUNK_BYTES,

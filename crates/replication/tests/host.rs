@@ -1,7 +1,7 @@
 //! `replication::Host` on loopback: three servers' hosts run a group opened on each and
 //! bootstrapped on one; members close, reopen and leave; a group seeded from a space a
 //! server already held reaches a member added later by snapshot; `Resolving` dials a
-//! node at its current address.
+//! node at its current address, also behind `SharedTransport`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
