@@ -203,20 +203,28 @@ impl Cluster {
         let e = self
             .table_entry(db, name)
             .ok_or_else(|| Self::no_table(db, name))?;
-        let current = self.local_placement(e.shards);
-        self.check_placement(shards, replicas, Some(&current))?;
+        let current = if e.placement.is_empty() {
+            self.local_placement(e.shards)
+        } else {
+            e.placement.clone()
+        };
+        let placement = self.check_placement(shards, replicas, Some(&current))?;
         let replicas = replicas.total();
         let old_cfg = crate::system::table_config_row(self, &e, false);
         let old_status = crate::system::table_status_row(self, &e, false);
         let mut ne = e.clone();
         ne.shards = shards;
         ne.replicas = replicas;
+        if !e.placement.is_empty() {
+            ne.placement = placement.clone();
+        }
         if !dry_run {
             self.alter_table(
                 &e.id,
                 crate::system::TableAlter {
                     shards: Some(shards),
                     replicas: Some(replicas),
+                    placement: Some(placement),
                     ..Default::default()
                 },
             )

@@ -72,6 +72,8 @@ pub(crate) struct TableEntry {
     pub(crate) indexes: BTreeMap<String, IndexDef>,
     /// The write hook function (FUNC term JSON).
     pub(crate) hook: Option<serde_json::Value>,
+    /// Which servers hold each shard (empty: this server alone, as on a single server).
+    pub(crate) placement: Vec<crate::placement::ShardPlacement>,
 }
 
 /// The catalog's state.
@@ -174,7 +176,48 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
         let f = datum::from_json_value(f).unwrap_or(Datum::Null);
         pairs.push(("write_hook", Datum::from_pairs([("function", f)])));
     }
+    if !e.placement.is_empty() {
+        let ids = |v: &[String]| Datum::array(v.iter().map(|s| Datum::str(s)).collect());
+        let shards = e.placement.iter().map(|p| {
+            Datum::from_pairs([
+                ("primary", Datum::str(&p.primary)),
+                ("voting", ids(&p.voting)),
+                ("nonvoting", ids(&p.nonvoting)),
+            ])
+        });
+        pairs.push(("placement", Datum::array(shards.collect())));
+    }
     Datum::from_pairs(pairs)
+}
+
+/// A table record's `placement` (none: empty).
+fn parse_placement(d: &Datum) -> Vec<crate::placement::ShardPlacement> {
+    let ids = |p: &Datum, f: &str| -> Vec<String> {
+        p.get(f)
+            .and_then(Datum::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    d.get("placement")
+        .and_then(Datum::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|p| crate::placement::ShardPlacement {
+                    primary: p
+                        .get("primary")
+                        .and_then(Datum::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    voting: ids(p, "voting"),
+                    nonvoting: ids(p, "nonvoting"),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 pub(crate) fn parse_table(d: &Datum) -> TableEntry {
@@ -229,6 +272,7 @@ pub(crate) fn parse_table(d: &Datum) -> TableEntry {
             .get("write_hook")
             .and_then(|h| h.get("function"))
             .map(datum::to_json_value),
+        placement: parse_placement(d),
     }
 }
 
@@ -588,6 +632,11 @@ impl Catalog {
     /// set already or the catalog is not replicated).
     pub(crate) fn set_proposer(&self, p: Arc<dyn super::CatalogProposer>) -> bool {
         self.replicated && self.proposer.set(p).is_ok()
+    }
+
+    /// Whether the catalog is replicated (see `CatalogGuard::replicated`; fixed at open).
+    pub(crate) fn is_replicated(&self) -> bool {
+        self.replicated
     }
 
     /// Takes the catalog lock.

@@ -42,6 +42,7 @@ fn table(id: &str, db_id: &str, name: &str) -> TableDef {
         shards: 1,
         replicas: 1,
         split_points: vec![],
+        placement: vec![],
     }
 }
 

@@ -14,6 +14,7 @@ use proto::handshake::ScramCredentials;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Perms, Scope};
+use crate::placement::ShardPlacement;
 
 /// A table as `CreateTable` makes it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,6 +35,10 @@ pub struct TableDef {
     pub replicas: u32,
     /// Where the shards are cut: `shards - 1` primary-key values (JSON form).
     pub split_points: Vec<serde_json::Value>,
+    /// Which servers hold each shard (a replicated catalog's tables; empty: the server
+    /// holding the catalog, as on a single server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placement: Vec<ShardPlacement>,
 }
 
 /// What `AlterTable` changes (`None` keeps the value).
@@ -57,6 +62,9 @@ pub struct TableChanges {
     /// New split points (`shards - 1` of them, JSON form): the shard map.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split_points: Option<Vec<serde_json::Value>>,
+    /// Which servers hold each shard (`reconfigure` of a replicated catalog's table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Vec<ShardPlacement>>,
 }
 
 /// A secondary index definition.

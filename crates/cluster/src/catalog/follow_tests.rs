@@ -84,6 +84,7 @@ fn create_table(id: &str, name: &str) -> CatalogCommand {
             shards: 1,
             replicas: 1,
             split_points: vec![],
+            placement: vec![],
         },
     }
 }

@@ -246,6 +246,12 @@ impl Cluster {
             shards: e.shards,
             replicas: e.replicas,
             split_points: e.splits.iter().map(datum::to_json_value).collect(),
+            // A single server's records stay as they were: its tables are its own.
+            placement: if g.replicated() {
+                e.placement.clone()
+            } else {
+                vec![]
+            },
         };
         if g.replicated() {
             // Every node opens the table's storage as it applies the entry (`follow`).
@@ -331,18 +337,7 @@ impl Cluster {
         m.insert(k("indexes"), Datum::array(vec![]));
         m.insert(k("name"), Datum::str(&e.name));
         m.insert(k("primary_key"), Datum::str(&e.primary_key));
-        let shard = Datum::from_pairs([
-            ("nonvoting_replicas", Datum::array(vec![])),
-            ("primary_replica", Datum::str(&self.server_name())),
-            (
-                "replicas",
-                Datum::array(vec![Datum::str(&self.server_name())]),
-            ),
-        ]);
-        m.insert(
-            k("shards"),
-            Datum::array(vec![shard; e.shards.max(1) as usize]),
-        );
+        m.insert(k("shards"), crate::system::shards_config(self, e, false));
         m.insert(k("write_acks"), Datum::str("majority"));
         m.insert(k("write_hook"), Datum::Null);
         Datum::object(m)
@@ -378,13 +373,22 @@ impl Cluster {
         replicas: &reql::Replicas,
         current: Option<&[crate::placement::ShardPlacement]>,
     ) -> reql::Result<Vec<crate::placement::ShardPlacement>> {
-        let me = self.local_record();
-        let servers = [crate::placement::Server {
-            id: me.id,
-            name: me.name,
-            tags: me.tags,
-            load: crate::placement::Load::default(),
-        }];
+        // A single server's tables live on it; a replicated catalog's on any connected
+        // server.
+        let records = if self.catalog.is_replicated() {
+            self.server_records()
+        } else {
+            vec![self.local_record()]
+        };
+        let servers: Vec<crate::placement::Server> = records
+            .into_iter()
+            .map(|r| crate::placement::Server {
+                id: r.id,
+                name: r.name,
+                tags: r.tags,
+                load: crate::placement::Load::default(),
+            })
+            .collect();
         let request = crate::placement::Request {
             shards,
             replicas: replicas.by_tag.clone(),
@@ -492,7 +496,7 @@ impl reql::TableAccess for Cluster {
                 return Err(op_failed(format!("Table `{db}.{name}` already exists.")));
             }
         }
-        self.check_placement(opts.shards, &opts.replicas, None)?;
+        let placement = self.check_placement(opts.shards, &opts.replicas, None)?;
         let e = TableEntry {
             id: uuid::Uuid::new_v4().to_string(),
             db: db.to_string(),
@@ -504,6 +508,7 @@ impl reql::TableAccess for Cluster {
             splits: crate::shards::uuid_splits(opts.shards as usize),
             indexes: Default::default(),
             hook: None,
+            placement,
         };
         self.create_table_locked(&mut g, &e)?;
         Ok(Datum::from_pairs([

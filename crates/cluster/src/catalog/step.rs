@@ -139,6 +139,10 @@ impl CatalogState {
                 if let Some(p) = &changes.split_points {
                     new.splits = datums(p)?;
                 }
+                if let Some(p) = &changes.placement {
+                    new.placement = p.clone();
+                }
+                placed(&new.placement, new.shards)?;
                 if new.splits.len() + 1 != new.shards.max(1) as usize
                     && (changes.shards.is_some() || changes.split_points.is_some())
                 {
@@ -344,6 +348,7 @@ impl CatalogState {
             durability: durability(&t.durability)?,
             shards: t.shards,
             replicas: t.replicas,
+            placement: placed(&t.placement, t.shards)?.to_vec(),
             splits,
             indexes: BTreeMap::new(),
             hook: None,
@@ -364,5 +369,23 @@ impl CatalogState {
         self.tables.insert(k, new.clone());
         out.tables.push((Some(old), Some(new)));
         Ok(())
+    }
+}
+
+/// A table's placement, checked: empty (the catalog's server alone) or one entry per
+/// shard, each primary among its voters.
+fn placed(
+    p: &[crate::placement::ShardPlacement],
+    shards: u32,
+) -> reql::Result<&[crate::placement::ShardPlacement]> {
+    let fits = p.is_empty()
+        || (p.len() == shards.max(1) as usize && p.iter().all(|s| s.voting.contains(&s.primary)));
+    if fits {
+        Ok(p)
+    } else {
+        Err(op_failed(format!(
+            "The placement of {} shards does not fit a table of {shards} shards.",
+            p.len()
+        )))
     }
 }

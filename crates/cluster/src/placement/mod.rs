@@ -98,7 +98,7 @@ impl Request {
 }
 
 /// Where one shard lives, in server ids (each list in the servers' stable order).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShardPlacement {
     /// The primary (also in `voting`).
     pub primary: String,

@@ -19,6 +19,8 @@ pub(crate) struct TableAlter {
     pub(crate) replicas: Option<u32>,
     /// Cut the shards anew from the data's distribution even if their number stays.
     pub(crate) rebalance: bool,
+    /// Which servers hold each shard (a replicated catalog's tables).
+    pub(crate) placement: Option<Vec<crate::placement::ShardPlacement>>,
 }
 
 impl Cluster {
@@ -130,6 +132,23 @@ impl Cluster {
             split_points: reshard
                 .as_ref()
                 .map(|s| s.iter().map(datum::to_json_value).collect()),
+            placement: match a.placement {
+                _ if !g.replicated() => None,
+                Some(p) => Some(p),
+                // Re-placed for a new shard or replica count (a `table_config` write).
+                None if a.shards.is_some() || a.replicas.is_some() => {
+                    let replicas = reql::Replicas::count(a.replicas.unwrap_or(old.replicas));
+                    Some(
+                        self.check_placement(
+                            shards,
+                            &replicas,
+                            (!old.placement.is_empty()).then_some(&old.placement[..]),
+                        )
+                        .map_err(message)?,
+                    )
+                }
+                None => None,
+            },
         };
         let out = g
             .apply(CatalogCommand::AlterTable {
@@ -204,6 +223,13 @@ impl Cluster {
             if st.tables.contains_key(&(e.db.clone(), e.name.clone())) {
                 return Err(format!("Table `{}.{}` already exists.", e.db, e.name));
             }
+        }
+        let mut e = e;
+        if g.replicated() && e.placement.is_empty() {
+            let replicas = reql::Replicas::count(e.replicas);
+            e.placement = self
+                .check_placement(e.shards, &replicas, None)
+                .map_err(message)?;
         }
         self.create_table_locked(&mut g, &e).map_err(message)
     }

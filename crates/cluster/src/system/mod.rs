@@ -33,7 +33,7 @@ use crate::Cluster;
 pub(crate) use alter::TableAlter;
 pub(crate) use feeds::SystemFeeds;
 pub use issues::{name_collisions, not_fully_connected};
-pub(crate) use rows::{table_config_row, table_status_row};
+pub(crate) use rows::{shards_config, table_config_row, table_status_row};
 pub use servers::{version_string, Membership, ServerRecord};
 pub use state::{
     now_secs, AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,

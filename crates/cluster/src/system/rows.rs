@@ -81,22 +81,46 @@ pub(crate) fn table_config_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datu
         std::sync::Arc::make_mut(m).insert(Str::from("write_hook"), crate::catalog::hook_field(e));
     }
     if uuids {
-        let srv = server(c, true);
-        let shard = obj(vec![
-            ("nonvoting_replicas", Datum::array(vec![])),
-            ("primary_replica", srv.clone()),
-            ("replicas", Datum::array(vec![srv])),
-        ]);
         if let Datum::Object(m) = &mut row {
             let m = std::sync::Arc::make_mut(m);
             m.insert(Str::from("db"), db_ident(c, e, true));
-            m.insert(
-                Str::from("shards"),
-                Datum::array(vec![shard; e.shards.max(1) as usize]),
-            );
+            m.insert(Str::from("shards"), shards_config(c, e, true));
         }
     }
     row
+}
+
+/// A table config's `shards`: each shard's primary, voting and non-voting replicas, by
+/// server name (or id with `uuids`); a table without a recorded placement is this
+/// server's alone. A server not connected now is shown by its id.
+pub(crate) fn shards_config(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
+    let placement = if e.placement.is_empty() {
+        c.local_placement(e.shards)
+    } else {
+        e.placement.clone()
+    };
+    let names: std::collections::HashMap<String, String> = if uuids {
+        Default::default()
+    } else {
+        c.server_records()
+            .into_iter()
+            .map(|r| (r.id, r.name))
+            .collect()
+    };
+    let show = |id: &String| Datum::str(names.get(id).unwrap_or(id));
+    let list = |ids: &[String]| Datum::array(ids.iter().map(show).collect());
+    Datum::array(
+        placement
+            .iter()
+            .map(|p| {
+                obj(vec![
+                    ("nonvoting_replicas", list(&p.nonvoting)),
+                    ("primary_replica", show(&p.primary)),
+                    ("replicas", list(&p.all().cloned().collect::<Vec<_>>())),
+                ])
+            })
+            .collect(),
+    )
 }
 
 /// A `table_status` row (also what `table.status()` returns).

@@ -283,6 +283,7 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
             shards: Some(shards),
             replicas: Some(replicas),
             rebalance: false,
+            placement: None,
         },
     )
 }
@@ -334,6 +335,7 @@ fn table_config_insert(t: &SystemTable, key: &Datum, new: &Datum) -> R {
         splits: crate::shards::uuid_splits(shards as usize),
         indexes: Default::default(),
         hook: None,
+        placement: vec![],
     })
 }
 
