@@ -89,22 +89,32 @@ fn is_container(d: &Datum) -> bool {
 /// are counted outside strings, without parsing (so a parser given text that passed
 /// cannot recurse deeper). Text that is not JSON gives some answer, never a panic.
 pub fn text_nesting_exceeds(text: &[u8], limit: usize) -> bool {
+    // Going deeper than `limit` takes more than `limit` opening brackets.
+    if text.len() <= limit {
+        return false;
+    }
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &c in text {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == b'\\' {
-                escaped = true;
-            } else if c == b'"' {
-                in_string = false;
-            }
-            continue;
-        }
+    let mut i = 0;
+    while let Some(&c) = text.get(i) {
+        i += 1;
         match c {
-            b'"' => in_string = true,
+            // A string: jump from quote or backslash to the next (memchr scans the
+            // bytes in between many at a time; documents are mostly strings).
+            b'"' => loop {
+                let Some(j) = text
+                    .get(i..)
+                    .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+                else {
+                    // Unterminated: nothing after it nests.
+                    return false;
+                };
+                i += j + 1;
+                if text[i - 1] == b'"' {
+                    break;
+                }
+                // A backslash escapes the byte after it.
+                i += 1;
+            },
             b'[' | b'{' => {
                 depth += 1;
                 if depth > limit {
@@ -121,6 +131,65 @@ pub fn text_nesting_exceeds(text: &[u8], limit: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The definition, one byte at a time (what the scan must agree with).
+    fn reference(text: &[u8], limit: usize) -> bool {
+        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        for &c in text {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if c == b'\\' {
+                    escaped = true;
+                } else if c == b'"' {
+                    in_string = false;
+                }
+                continue;
+            }
+            match c {
+                b'"' => in_string = true,
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > limit {
+                        return true;
+                    }
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        false
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        #[test]
+        fn the_scan_agrees_with_the_definition(
+            text in proptest::collection::vec(
+                prop_oneof![
+                    Just(b'['), Just(b'{'), Just(b']'), Just(b'}'), Just(b'"'),
+                    Just(b'\\'), Just(b'a'), Just(b','), Just(b':'),
+                ],
+                0..64,
+            ),
+            limit in 0usize..8,
+        ) {
+            prop_assert_eq!(text_nesting_exceeds(&text, limit), reference(&text, limit));
+        }
+    }
+
+    #[test]
+    fn escapes_and_quotes_at_the_end_do_not_panic() {
+        let cases: [&[u8]; 5] = [b"\\", b"\"\\", b"[\"\\\"", b"[[\"", b"\"\\\"[[[[[[[[[[[["];
+        for text in cases {
+            assert_eq!(
+                text_nesting_exceeds(text, 1),
+                reference(text, 1),
+                "{text:?}"
+            );
+        }
+    }
     use crate::{from_json_slice, from_stored};
 
     fn nested_array(n: usize) -> Datum {
