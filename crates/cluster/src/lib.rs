@@ -21,6 +21,7 @@ mod fault_tests;
 mod feeds;
 #[cfg(test)]
 mod format_tests;
+pub mod groups;
 mod index;
 pub mod placement;
 pub mod replica;

@@ -45,9 +45,22 @@ impl Layout {
 
     /// The shard owning an encoded primary key.
     fn owner(&self, key: &[u8]) -> &Arc<Shard> {
+        &self.shards[self.owner_index(key)]
+    }
+
+    /// The position of the shard owning an encoded primary key.
+    fn owner_index(&self, key: &[u8]) -> usize {
         let i = self.cuts.partition_point(|c| c.as_slice() <= key);
         // `shards` has `cuts.len() + 1` entries, so `i` is in range.
-        &self.shards[i.min(self.shards.len() - 1)]
+        i.min(self.shards.len() - 1)
+    }
+
+    /// The position of the shard owning a primary key.
+    pub(crate) fn index_of(&self, key: &Datum) -> Result<usize, StoreError> {
+        match self.shards.len() {
+            1 => Ok(0),
+            _ => Ok(self.owner_index(&encode(key)?)),
+        }
     }
 }
 
@@ -80,6 +93,39 @@ impl Sharded {
         })
     }
 
+    /// A table whose shards were opened elsewhere (a replicated table's, one per Raft
+    /// group: `crate::groups`), cut at `splits`; `shards` are in key order, one more than
+    /// the split points.
+    pub(crate) fn with_shards(
+        env: ShardEnv,
+        splits: &[Datum],
+        shards: Vec<Arc<Shard>>,
+    ) -> Result<Sharded, StoreError> {
+        let cuts = splits.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        if shards.len() != cuts.len() + 1 {
+            return Err(StoreError::Corrupt(format!(
+                "{} shards for {} split points",
+                shards.len(),
+                cuts.len()
+            )));
+        }
+        Ok(Sharded {
+            env,
+            layout: RwLock::new(Arc::new(Layout { cuts, shards })),
+        })
+    }
+
+    /// The key ranges that `splits` cut, in order.
+    pub(crate) fn ranges(splits: &[Datum]) -> Result<Vec<KeyRange>, StoreError> {
+        let cuts = splits.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        Ok((0..=cuts.len())
+            .map(|i| KeyRange {
+                lower: i.checked_sub(1).and_then(|j| cuts.get(j).cloned()),
+                upper: cuts.get(i).cloned(),
+            })
+            .collect())
+    }
+
     fn layout(
         env: &ShardEnv,
         splits: &[Datum],
@@ -87,11 +133,7 @@ impl Sharded {
     ) -> Result<Layout, StoreError> {
         let cuts = splits.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
         let mut shards = Vec::with_capacity(cuts.len() + 1);
-        for i in 0..=cuts.len() {
-            let range = KeyRange {
-                lower: i.checked_sub(1).and_then(|j| cuts.get(j).cloned()),
-                upper: cuts.get(i).cloned(),
-            };
+        for range in Self::ranges(splits)? {
             let shard = Shard::open_range(
                 env.engine.clone(),
                 &env.space,

@@ -26,6 +26,15 @@ pub struct TableHandle {
     pub(crate) counters: Arc<crate::system::TableCounters>,
     /// Secondary index definitions and their build state (`crate::index`).
     pub(crate) indexes: Arc<crate::index::TableIndexes>,
+    /// A replicated table's write path (its shards are Raft groups: `crate::groups`).
+    pub(crate) replicated: Option<Arc<crate::groups::ReplicatedTable>>,
+}
+
+/// What replicated tables cannot do yet.
+fn not_on_replicated(what: &str) -> ReqlError {
+    op_failed(format!(
+        "{what} of a replicated table is not supported yet."
+    ))
 }
 
 /// Maps a store error to RethinkDB's error classes.
@@ -143,6 +152,17 @@ impl reql::Table for TableHandle {
             Change::Put(d) => StoreChange::Put(d),
             Change::Delete => StoreChange::Delete,
         };
+        if let Some(r) = &self.replicated {
+            let shard = self.shards.current().index_of(&op.key).map_err(store_err)?;
+            return match r.apply(shard, &op.key, op.expect, change)? {
+                store::Applied::Done((old, new, _)) => {
+                    self.counters.written.fetch_add(1, Relaxed);
+                    // Durable on a majority when the group committed it: no ticket.
+                    Ok(Applied::Done(old, new, None))
+                }
+                store::Applied::Conflict(now) => Ok(Applied::Conflict(now)),
+            };
+        }
         let applied = self
             .shards
             .apply_on(&op.key, |shard| shard.apply(&op.key, op.expect, change))
@@ -164,6 +184,9 @@ impl reql::Table for TableHandle {
         crate::feeds::subscribe(self, req)
     }
     fn index_create(&self, name: &str, spec: reql::IndexSpec) -> reql::Result<()> {
+        if self.replicated.is_some() {
+            return Err(not_on_replicated("Creating a secondary index"));
+        }
         // Under the layout, so that a reshard cannot miss the new index.
         self.shards
             .held(|layout| self.indexes.create(name, spec, &layout.shards))

@@ -108,7 +108,26 @@ pub struct ClientService {
 }
 
 /// `None` if this node leads with a fresh quorum; else the refusal.
-fn refuse_unless_leading(raft: &Raft, policy: &ClientPolicy) -> Option<ClientResponse> {
+async fn refuse_unless_leading(raft: &Raft, policy: &ClientPolicy) -> Option<ClientResponse> {
+    let metrics = raft.metrics().borrow().clone();
+    if metrics.state == ServerState::Leader && metrics.millis_since_quorum_ack.is_none() {
+        // Just elected: the votes were its quorum contact, and the first acknowledgement
+        // comes with the first heartbeat round. Wait for it (at most a lease) rather than
+        // refuse a request that arrived a moment early.
+        let lease = policy.quorum_lease;
+        let _ = raft
+            .wait(Some(lease))
+            .metrics(
+                |m| m.millis_since_quorum_ack.is_some() || m.state != ServerState::Leader,
+                "the first quorum acknowledgement",
+            )
+            .await;
+    }
+    refusal(raft, policy)
+}
+
+/// Why this node cannot serve a client request now, if it cannot.
+fn refusal(raft: &Raft, policy: &ClientPolicy) -> Option<ClientResponse> {
     let metrics = raft.metrics().borrow().clone();
     if metrics.state != ServerState::Leader || metrics.current_leader != Some(metrics.id) {
         return Some(ClientResponse::NotLeader {
@@ -129,7 +148,7 @@ pub async fn serve_client(
     request: ClientRequest,
 ) -> ClientResponse {
     let policy = &service.policy;
-    if let Some(refusal) = refuse_unless_leading(raft, policy) {
+    if let Some(refusal) = refuse_unless_leading(raft, policy).await {
         return refusal;
     }
     match request {

@@ -68,6 +68,12 @@ impl Cluster {
         self.catalog.set_proposer(p)
     }
 
+    /// Hosts the shards of this node's placed tables as Raft groups (`crate::groups`);
+    /// set before the catalog group starts applying entries. False if set already.
+    pub fn set_table_groups(&self, g: crate::groups::TableGroups) -> bool {
+        self.groups.set(Arc::new(g)).is_ok()
+    }
+
     /// How many side effects of a replicated catalog failed on this node.
     pub fn follow_failures(&self) -> u64 {
         self.follow_failures
@@ -137,7 +143,8 @@ impl Cluster {
                 Err(_) => return self.failed(),
             },
         };
-        if !h.shards.cut_at(&e.splits) {
+        // A replicated table's shards are its groups, not re-cut here (refused upstream).
+        if h.replicated.is_none() && !h.shards.cut_at(&e.splits) {
             let indexes = || h.indexes.all_ready();
             if h.shards.reshard(&e.splits, indexes).is_err() {
                 self.failed();

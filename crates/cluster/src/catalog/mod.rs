@@ -113,6 +113,8 @@ pub struct Cluster {
     pub(crate) me: std::sync::Weak<Cluster>,
     /// Side effects of a replicated catalog that failed here (`follow`).
     follow_failures: std::sync::atomic::AtomicU64,
+    /// A replicated catalog's table shards on Raft (`crate::groups`), once set.
+    groups: std::sync::OnceLock<Arc<crate::groups::TableGroups>>,
 }
 
 impl Cluster {
@@ -174,6 +176,7 @@ impl Cluster {
             },
             me: me.clone(),
             follow_failures: Default::default(),
+            groups: std::sync::OnceLock::new(),
         });
         cluster.load()?;
         Ok(cluster)
@@ -201,7 +204,21 @@ impl Cluster {
             cache: self.doc_cache.clone(),
             feeds: changefeed::Hub::new(),
         };
-        let shards = crate::shards::Sharded::open(env, &e.splits)?;
+        let groups = self.groups.get().filter(|_| !e.placement.is_empty());
+        let (shards, replicated) = match groups {
+            Some(g) => {
+                let (shards, table) = g.open(
+                    self.engine.clone(),
+                    e,
+                    self.commit.clone(),
+                    self.doc_cache.clone(),
+                    env.feeds.clone(),
+                )?;
+                let sharded = crate::shards::Sharded::with_shards(env, &e.splits, shards)?;
+                (sharded, Some(table))
+            }
+            None => (crate::shards::Sharded::open(env, &e.splits)?, None),
+        };
         let indexes = Arc::new(crate::index::TableIndexes::new(
             self.catalog.clone(),
             &e.id,
@@ -216,6 +233,7 @@ impl Cluster {
             shards: Arc::new(shards),
             commit: self.commit.clone(),
             counters: self.admin.counters.table(&e.id),
+            replicated,
         }))
     }
 
@@ -303,6 +321,10 @@ impl Cluster {
         if let Some(h) = removed {
             h.shards.feeds().close();
             h.indexes.drop_all(&h.shards.current().shards);
+            if let (Some(r), Some(g)) = (&h.replicated, self.groups.get()) {
+                // Its data lives in its groups' spaces, dropped with them.
+                g.remove(id, r.shards());
+            }
         }
         let _ = self.engine.drop_space(&space_of(id));
     }

@@ -10,15 +10,13 @@
 //! local apply; an outcome that may or may not have been committed is reported as
 //! RethinkDB's indeterminate error, never retried.
 
-use std::sync::mpsc;
-
 use replication::{Command, Transport};
 use reql::error::ErrorKind;
 use reql::ReqlError;
 
 use super::wire::{decode_reply, encode_command};
 use super::{CatalogCommand, Outcome};
-use crate::replica::{GroupRoute, RouteError};
+use crate::replica::{wait_for, GroupRoute, RouteError};
 
 /// Proposes a replicated catalog's commands (set on the catalog with
 /// `Cluster::set_catalog_proposer`).
@@ -45,23 +43,16 @@ impl<T: Transport> CatalogProposer for RaftProposer<T> {
     fn propose(&self, cmd: &CatalogCommand) -> reql::Result<Outcome> {
         let command = Command(encode_command(cmd));
         let route = self.route.clone();
-        let (tx, rx) = mpsc::sync_channel(1);
-        // Spawned, then waited for on this thread: `block_on` would panic on a thread
-        // inside the runtime's context.
-        self.runtime.spawn(async move {
-            let answer = async {
-                let (reply, index) = route.propose(command).await?;
-                route.caught_up(index).await?;
-                Ok::<_, RouteError>(reply)
-            }
-            .await;
-            let _ = tx.send(answer);
+        let answer = wait_for(&self.runtime, async move {
+            let (reply, index) = route.propose(command).await?;
+            route.caught_up(index).await?;
+            Ok::<_, RouteError>(reply)
         });
-        let reply = match rx.recv() {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(e)) => return Err(catalog_error(&e)),
+        let reply = match answer {
+            Some(Ok(reply)) => reply,
+            Some(Err(e)) => return Err(catalog_error(&e)),
             // The runtime is shutting down: the proposal may have been sent.
-            Err(_) => {
+            None => {
                 return Err(catalog_error(&RouteError::CommitUnknown(
                     "the server is stopping".into(),
                 )))

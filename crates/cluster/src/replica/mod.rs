@@ -16,6 +16,7 @@
 //! not appended; once a write may have been applied, the answer is indeterminate
 //! ([`RouteError::indeterminate`]), never a silent retry.
 
+mod blocking;
 mod error;
 mod read;
 mod route;
@@ -31,6 +32,7 @@ use replication::{
 };
 use store::{decode_reply, encode_command, Applied, ReplyError, Shard, StoreChange};
 
+pub use blocking::wait_for;
 pub use error::{range_text, Op, RouteError, StoreErrorText};
 use read::{docs, ReadAnswer, ReadQuery};
 pub use read::{RangeReader, ShardReader};

@@ -114,6 +114,12 @@ impl Cluster {
         };
         let reshard = match &handle {
             Some(h) if shards != old.shards || a.rebalance => {
+                if h.replicated.is_some() {
+                    return Err(format!(
+                        "Resharding table `{}.{}` is not supported yet: its shards are replicated.",
+                        old.db, old.name
+                    ));
+                }
                 h.indexes.all_ready().map_err(building)?;
                 let splits = h
                     .shards

@@ -10,6 +10,7 @@ pub use cluster::replica::RoutePolicy;
 pub use cluster::replicated::{
     catalog_route, decode_reply, encode_command, space_kinds, Outcome, RaftProposer,
 };
+pub use cluster::system::ServerRecord;
 pub use cluster::{
     CatalogCommand, Cluster, ClusterOptions, Credentials, IndexDefSpec, TableChanges, TableDef,
 };
@@ -209,4 +210,30 @@ pub fn count(answer: &datum::Datum, field: &str) -> Option<f64> {
 /// Runs `f` on a thread outside the runtime, as an evaluation thread runs a query.
 pub async fn blocking<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     tokio::task::spawn_blocking(f).await.unwrap()
+}
+
+/// The other nodes, as a membership layer would report them.
+pub struct Peers(pub Vec<ServerRecord>);
+
+impl cluster::system::Membership for Peers {
+    fn peers(&self) -> Vec<ServerRecord> {
+        self.0.clone()
+    }
+    fn connected_to(&self) -> BTreeMap<String, bool> {
+        self.0.iter().map(|r| (r.name.clone(), true)).collect()
+    }
+    fn configure(&self, _: &str, _: &str, _: &[String]) -> Result<(), String> {
+        Err("not in this test".into())
+    }
+    fn heartbeat_written(&self, _: f64) {}
+}
+
+/// Gives every node's `Cluster` the others as its connected peers.
+pub fn introduce(nodes: &[TestNode]) {
+    let records: Vec<ServerRecord> = nodes.iter().map(|n| n.cluster().local_record()).collect();
+    for (i, n) in nodes.iter().enumerate() {
+        let others = records.iter().enumerate().filter(|(j, _)| *j != i);
+        let peers = Peers(others.map(|(_, r)| r.clone()).collect());
+        n.cluster().set_membership(Arc::new(peers));
+    }
 }

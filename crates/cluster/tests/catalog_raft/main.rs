@@ -7,3 +7,4 @@ mod access;
 mod converge;
 mod harness;
 mod placement;
+mod tables;

@@ -4,23 +4,6 @@
 //! servers cannot hold get RethinkDB's errors.
 
 use super::harness::*;
-use cluster::system::{Membership, ServerRecord};
-
-/// The other nodes, as a membership layer would report them.
-struct Peers(Vec<ServerRecord>);
-
-impl Membership for Peers {
-    fn peers(&self) -> Vec<ServerRecord> {
-        self.0.clone()
-    }
-    fn connected_to(&self) -> BTreeMap<String, bool> {
-        self.0.iter().map(|r| (r.name.clone(), true)).collect()
-    }
-    fn configure(&self, _: &str, _: &str, _: &[String]) -> Result<(), String> {
-        Err("not in this test".into())
-    }
-    fn heartbeat_written(&self, _: f64) {}
-}
 
 fn opts(shards: u32, replicas: u32) -> reql::TableOptions {
     reql::TableOptions {
@@ -59,12 +42,7 @@ async fn tables_are_placed_on_the_connected_servers() {
     for id in 1..=3 {
         nodes.push(start_node(id).await);
     }
-    let records: Vec<ServerRecord> = nodes.iter().map(|n| n.cluster().local_record()).collect();
-    for (i, n) in nodes.iter().enumerate() {
-        let others = records.iter().enumerate().filter(|(j, _)| *j != i);
-        let peers = Peers(others.map(|(_, r)| r.clone()).collect());
-        n.cluster().set_membership(Arc::new(peers));
-    }
+    introduce(&nodes);
     let members: BTreeMap<NodeId, Node> = (1..=3u64)
         .map(|id| (id, Node::new(nodes[id as usize - 1].addr.clone())))
         .collect();

@@ -1,0 +1,259 @@
+//! A replicated catalog's tables on Raft ([`TableGroups`]): every shard of a placed table
+//! (`TableEntry::placement`) is a Raft group whose members are the shard's voting
+//! replicas, each applying the shard's writes through `store::ShardMachine`. A node opens
+//! the groups of the shards it holds a replica of, the shard's primary bootstraps the
+//! group with its voters, and [`ReplicatedTable`] sends the table's writes to each
+//! shard's leader (`crate::replica::ReplicatedShard`).
+//!
+//! What is not here yet (docs/clustering.md, "Integration"): reads by `read_mode` (a
+//! replicated table's reads are this node's replica's, RethinkDB's `outdated`), nodes
+//! holding no replica of a shard (such a table is not opened on them), secondary indexes
+//! and resharding of replicated tables (refused), non-voting replicas (not members),
+//! membership changes by `reconfigure`.
+//!
+//! Invariants: the catalog's apply task only opens machines (synchronous) and spawns the
+//! groups' start on the runtime, never waits for them; a write waits for its shard's
+//! group to be started on this node (bounded by the route's deadline); a group id is a
+//! function of the table id and shard position, the same on every node.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use datum::{Datum, Version};
+use replication::{ClientPolicy, GroupId, Host, Node, NodeId, Router, SharedTransport};
+use store::{Applied, CacheBudget, GroupCommit, ReplicaOptions, ShardMachine, StoreChange};
+
+use crate::catalog::TableEntry;
+use crate::replica::{wait_for, Op, ReplicatedShard, RouteError, RoutePolicy};
+
+/// Where the other servers are: a server id's cluster address, if known.
+pub type Addresses = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// A node's groups of replicated table shards.
+pub struct TableGroups {
+    host: Arc<Host<SharedTransport>>,
+    transport: Arc<SharedTransport>,
+    router: Arc<Router>,
+    runtime: tokio::runtime::Handle,
+    me: String,
+    addresses: Addresses,
+    route: RoutePolicy,
+    client: ClientPolicy,
+}
+
+/// The Raft group of shard `shard` of table `table_id` (never the catalog's group 0).
+pub fn group_of(table_id: &str, shard: usize) -> GroupId {
+    let base = replication::node_id(table_id).unwrap_or(1);
+    GroupId(base.wrapping_add(shard as u64).max(1))
+}
+
+/// Where shard `shard` of table `table_id` keeps its log and state.
+fn prefix_of(table_id: &str, shard: usize) -> String {
+    format!("raft.t{table_id}.s{shard}")
+}
+
+impl TableGroups {
+    /// The groups of the node with server id `me`, over its `host` (its router and the
+    /// transport given here are the host's), with the routing limits of writes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        host: Arc<Host<SharedTransport>>,
+        transport: Arc<SharedTransport>,
+        router: Arc<Router>,
+        runtime: tokio::runtime::Handle,
+        me: &str,
+        addresses: Addresses,
+        route: RoutePolicy,
+        client: ClientPolicy,
+    ) -> Self {
+        Self {
+            host,
+            transport,
+            router,
+            runtime,
+            me: me.to_owned(),
+            addresses,
+            route,
+            client,
+        }
+    }
+
+    /// Opens this node's replicas of `e`'s shards (its machines now, its groups on the
+    /// runtime): the shards, in key order, for the table's layout, and the table's write
+    /// path. An error when this node holds no replica of some shard.
+    pub(crate) fn open(
+        &self,
+        engine: Arc<dyn storage::Engine>,
+        e: &TableEntry,
+        commit: Arc<GroupCommit>,
+        cache: CacheBudget,
+        feeds: Arc<changefeed::Hub>,
+    ) -> Result<(Vec<Arc<store::Shard>>, Arc<ReplicatedTable>), store::StoreError> {
+        let ranges = crate::shards::Sharded::ranges(&e.splits)?;
+        let mut shards = Vec::with_capacity(ranges.len());
+        let mut slots = Vec::with_capacity(ranges.len());
+        for (i, (range, place)) in ranges.into_iter().zip(&e.placement).enumerate() {
+            if !place.voting.contains(&self.me) {
+                return Err(store::StoreError::Corrupt(format!(
+                    "this server holds no voting replica of shard {i} of table `{}`",
+                    e.id
+                )));
+            }
+            let prefix = prefix_of(&e.id, i);
+            let machine = ShardMachine::open(
+                engine.clone(),
+                ReplicaOptions {
+                    prefix: prefix.clone(),
+                    commit: commit.clone(),
+                    cache: cache.clone(),
+                    feeds: feeds.clone(),
+                    range,
+                    indexes: vec![],
+                },
+            )?;
+            let shard = machine.shard().clone();
+            let slot = Arc::new(OnceLock::new());
+            self.start(group_of(&e.id, i), prefix, machine, e, place, &shard, &slot);
+            shards.push(shard);
+            slots.push(slot);
+        }
+        let table = ReplicatedTable {
+            slots,
+            runtime: self.runtime.clone(),
+            wait: self.route.deadline,
+        };
+        Ok((shards, Arc::new(table)))
+    }
+
+    /// Starts one shard's group on the runtime; its route lands in `slot` once started.
+    #[allow(clippy::too_many_arguments)]
+    fn start(
+        &self,
+        group: GroupId,
+        prefix: String,
+        machine: ShardMachine,
+        e: &TableEntry,
+        place: &crate::placement::ShardPlacement,
+        shard: &Arc<store::Shard>,
+        slot: &Arc<OnceLock<ReplicatedShard<SharedTransport>>>,
+    ) {
+        let (host, router, transport) = (
+            self.host.clone(),
+            self.router.clone(),
+            self.transport.clone(),
+        );
+        let (addresses, policy, client) = (self.addresses.clone(), self.route, self.client);
+        let primary = place.primary == self.me;
+        let voters = place.voting.clone();
+        let (shard, slot, pk) = (shard.clone(), slot.clone(), e.primary_key.clone());
+        self.runtime.spawn(async move {
+            let member = match host.open(group, &prefix, machine).await {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!("could not open the group {group} of a table shard: {e}");
+                    return;
+                }
+            };
+            if primary {
+                bootstrap(&host, group, &voters, &addresses, policy.deadline).await;
+            }
+            let rs =
+                ReplicatedShard::new(group, member.raft, shard, &pk, transport, policy, client);
+            rs.register(&router);
+            let _ = slot.set(rs);
+        });
+    }
+
+    /// Stops and drops this node's replicas of the table with `id` and `shards` shards.
+    pub(crate) fn remove(&self, id: &str, shards: usize) {
+        let host = self.host.clone();
+        let groups: Vec<GroupId> = (0..shards).map(|i| group_of(id, i)).collect();
+        self.runtime.spawn(async move {
+            for g in groups {
+                let _ = host.remove(g).await;
+            }
+        });
+    }
+}
+
+/// Makes `voters` the group's first membership once every voter's address is known
+/// (within `deadline`; a group already initialised is left as it is).
+async fn bootstrap(
+    host: &Host<SharedTransport>,
+    group: GroupId,
+    voters: &[String],
+    addresses: &Addresses,
+    deadline: Duration,
+) {
+    let until = tokio::time::Instant::now() + deadline;
+    loop {
+        let known: Option<BTreeMap<NodeId, Node>> = voters
+            .iter()
+            .map(|v| Some((replication::node_id(v).ok()?, Node::new(addresses(v)?))))
+            .collect();
+        if let Some(members) = known {
+            if let Err(e) = host.bootstrap(group, members).await {
+                tracing::warn!("could not bootstrap the group {group} of a table shard: {e}");
+            }
+            return;
+        }
+        if tokio::time::Instant::now() >= until {
+            tracing::warn!("group {group}: the addresses of its voters are not all known");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A replicated table's write path: each shard's route to its leader.
+pub struct ReplicatedTable {
+    slots: Vec<Arc<OnceLock<ReplicatedShard<SharedTransport>>>>,
+    runtime: tokio::runtime::Handle,
+    /// How long a write waits for its shard's group to start here.
+    wait: Duration,
+}
+
+impl ReplicatedTable {
+    /// Applies `change` to `key` in shard `shard` through the group's leader, from a
+    /// synchronous caller (see `crate::replica::wait_for`).
+    pub(crate) fn apply(
+        &self,
+        shard: usize,
+        key: &Datum,
+        expect: Option<Version>,
+        change: StoreChange,
+    ) -> reql::Result<Applied> {
+        let slot = self
+            .slots
+            .get(shard)
+            .cloned()
+            .ok_or_else(|| reql::error::internal("no such shard"))?;
+        let (key, wait) = (key.clone(), self.wait);
+        let answer = wait_for(&self.runtime, async move {
+            let until = tokio::time::Instant::now() + wait;
+            let rs = loop {
+                if let Some(rs) = slot.get() {
+                    break rs;
+                }
+                if tokio::time::Instant::now() >= until {
+                    return Err(RouteError::PrimaryUnavailable {
+                        op: Op::Write,
+                        range: "[\"\", +inf)".into(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            rs.apply(&key, expect, &change).await
+        });
+        match answer {
+            Some(r) => r.map_err(|e| e.to_reql()),
+            None => Err(RouteError::CommitUnknown("the server is stopping".into()).to_reql()),
+        }
+    }
+
+    /// How many shards the table has.
+    pub(crate) fn shards(&self) -> usize {
+        self.slots.len()
+    }
+}
