@@ -5,8 +5,11 @@
 //! group with its voters, and [`ReplicatedTable`] sends the table's writes to each
 //! shard's leader (`crate::replica::ReplicatedShard`).
 //!
-//! What is not here yet (docs/clustering.md, "Integration"): reads by `read_mode` (a
-//! replicated table's reads are this node's replica's, RethinkDB's `outdated`), nodes
+//! Reads of documents (`get`, scans) go to each shard's primary, as RethinkDB's default
+//! `read_mode` (`single`) does; counts, samples and changefeeds use this node's replica.
+//!
+//! What is not here yet (docs/clustering.md, "Integration"): the `read_mode` optarg
+//! (`majority`, `outdated`) carried from the query to the table, nodes
 //! holding no replica of a shard (such a table is not opened on them), secondary indexes
 //! and resharding of replicated tables (refused), non-voting replicas (not members),
 //! membership changes by `reconfigure`.
@@ -224,26 +227,10 @@ impl ReplicatedTable {
         expect: Option<Version>,
         change: StoreChange,
     ) -> reql::Result<Applied> {
-        let slot = self
-            .slots
-            .get(shard)
-            .cloned()
-            .ok_or_else(|| reql::error::internal("no such shard"))?;
+        let slot = self.slot(shard)?;
         let (key, wait) = (key.clone(), self.wait);
         let answer = wait_for(&self.runtime, async move {
-            let until = tokio::time::Instant::now() + wait;
-            let rs = loop {
-                if let Some(rs) = slot.get() {
-                    break rs;
-                }
-                if tokio::time::Instant::now() >= until {
-                    return Err(RouteError::PrimaryUnavailable {
-                        op: Op::Write,
-                        range: "[\"\", +inf)".into(),
-                    });
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            };
+            let rs = Self::route(&slot, wait, Op::Write).await?;
             rs.apply(&key, expect, &change).await
         });
         match answer {
@@ -255,5 +242,157 @@ impl ReplicatedTable {
     /// How many shards the table has.
     pub(crate) fn shards(&self) -> usize {
         self.slots.len()
+    }
+}
+
+/// How many documents a replicated scan fetches per round trip.
+const SCAN_BATCH: u32 = 256;
+
+impl ReplicatedTable {
+    /// The shard's route once its group started here (waiting at most `wait`).
+    async fn route(
+        slot: &OnceLock<ReplicatedShard<SharedTransport>>,
+        wait: Duration,
+        op: Op,
+    ) -> Result<&ReplicatedShard<SharedTransport>, RouteError> {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(rs) = slot.get() {
+                return Ok(rs);
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(RouteError::PrimaryUnavailable {
+                    op,
+                    range: "[\"\", +inf)".into(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The document under `key` in shard `shard`, as the primary has it (RethinkDB's
+    /// default `read_mode`, `single`).
+    pub(crate) fn get(&self, shard: usize, key: &Datum) -> reql::Result<Option<Datum>> {
+        let slot = self.slot(shard)?;
+        let (key, wait) = (key.clone(), self.wait);
+        let answer = wait_for(&self.runtime, async move {
+            let rs = Self::route(&slot, wait, Op::Read).await?;
+            rs.get(&key, crate::replica::ReadMode::Single).await
+        });
+        answer
+            .unwrap_or(Err(RouteError::LostContact(Op::Read)))
+            .map_err(|e| e.to_reql())
+    }
+
+    fn slot(&self, shard: usize) -> reql::Result<Arc<OnceLock<ReplicatedShard<SharedTransport>>>> {
+        self.slots
+            .get(shard)
+            .cloned()
+            .ok_or_else(|| reql::error::internal("no such shard"))
+    }
+
+    /// The documents between two bounds, shard after shard in key order (reversed with
+    /// `reverse`), read from each shard's primary in batches as the stream is consumed.
+    pub(crate) fn scan(
+        self: &Arc<Self>,
+        lower: std::ops::Bound<Datum>,
+        upper: std::ops::Bound<Datum>,
+        reverse: bool,
+    ) -> ReplicatedScan {
+        let mut order: Vec<usize> = (0..self.slots.len()).collect();
+        if reverse {
+            order.reverse();
+        }
+        ReplicatedScan {
+            table: self.clone(),
+            order,
+            at: 0,
+            lower: lower.clone(),
+            upper: upper.clone(),
+            bounds: (lower, upper),
+            reverse,
+            buffer: Default::default(),
+            failed: false,
+        }
+    }
+}
+
+/// A scan of a replicated table (`ReplicatedTable::scan`): lazy, one batch per shard
+/// round trip.
+pub(crate) struct ReplicatedScan {
+    table: Arc<ReplicatedTable>,
+    /// The shards in the order they are read, and the one being read.
+    order: Vec<usize>,
+    at: usize,
+    /// What remains of the current shard's range.
+    lower: std::ops::Bound<Datum>,
+    upper: std::ops::Bound<Datum>,
+    /// The whole scan's bounds, for the next shard.
+    bounds: (std::ops::Bound<Datum>, std::ops::Bound<Datum>),
+    reverse: bool,
+    buffer: std::collections::VecDeque<Datum>,
+    failed: bool,
+}
+
+impl ReplicatedScan {
+    /// Fetches the current shard's next batch; `Ok(false)` once every shard is read.
+    fn refill(&mut self) -> reql::Result<bool> {
+        while let Some(&shard) = self.order.get(self.at) {
+            let slot = self.table.slot(shard)?;
+            let wait = self.table.wait;
+            let (lower, upper, reverse) = (self.lower.clone(), self.upper.clone(), self.reverse);
+            let answer = wait_for(&self.table.runtime, async move {
+                let rs = ReplicatedTable::route(&slot, wait, Op::Read).await?;
+                let mut reader = rs.range(
+                    crate::replica::ReadMode::Single,
+                    lower,
+                    upper,
+                    reverse,
+                    SCAN_BATCH,
+                );
+                let docs = reader.next_batch().await?;
+                Ok::<_, RouteError>((docs, reader.lower, reader.upper, reader.done))
+            });
+            let (docs, lower, upper, done) = answer
+                .unwrap_or(Err(RouteError::LostContact(Op::Read)))
+                .map_err(|e| e.to_reql())?;
+            if done || docs.is_none() {
+                // On to the next shard, from the whole scan's bounds.
+                self.at += 1;
+                self.lower = self.bounds.0.clone();
+                self.upper = self.bounds.1.clone();
+            } else {
+                self.lower = lower;
+                self.upper = upper;
+            }
+            if let Some(docs) = docs {
+                self.buffer.extend(docs);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+impl Iterator for ReplicatedScan {
+    type Item = reql::Result<Datum>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(d) = self.buffer.pop_front() {
+                return Some(Ok(d));
+            }
+            if self.failed {
+                return None;
+            }
+            match self.refill() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
     }
 }

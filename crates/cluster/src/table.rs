@@ -106,6 +106,10 @@ impl reql::Table for TableHandle {
     }
     fn get(&self, key: &Datum) -> reql::Result<Option<Datum>> {
         self.counters.read.fetch_add(1, Relaxed);
+        if let Some(r) = &self.replicated {
+            let shard = self.shards.current().index_of(key).map_err(store_err)?;
+            return r.get(shard, key);
+        }
         let shard = self.shards.owner(key).map_err(store_err)?;
         shard.get(key).map_err(store_err)
     }
@@ -115,6 +119,9 @@ impl reql::Table for TableHandle {
         upper: Bound<Datum>,
         reverse: bool,
     ) -> reql::Result<DatumStream> {
+        if let Some(r) = &self.replicated {
+            return Ok(Box::new(r.scan(lower, upper, reverse)));
+        }
         let layout = self.shards.current();
         let mut parts = Vec::with_capacity(layout.shards.len());
         // Every shard's snapshot is taken now; the shards are read one after another.

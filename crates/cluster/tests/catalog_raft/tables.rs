@@ -1,6 +1,7 @@
 //! Placed tables replicated on Raft (`cluster::groups`): each shard of a table created
 //! with three replicas through one node becomes a group on the three nodes; writes
-//! through any node's `TableHandle` reach every node's replica; a conflicting insert
+//! through any node's `TableHandle` reach every node's replica, and reads and scans
+//! through any node see them (from the primaries); a conflicting insert
 //! gets the current document; dropping the table drops every node's groups.
 
 use super::harness::*;
@@ -43,34 +44,37 @@ fn host_tables(nodes: &[TestNode]) {
     }
 }
 
-fn doc(id: u32, v: &str) -> Datum {
+fn doc(id: &str, v: &str) -> Datum {
     datum::from_json_value(&json!({"id": id, "v": v})).unwrap()
 }
 
-fn put(id: u32, v: &str) -> WriteOp {
+fn put(id: &str, v: &str) -> WriteOp {
     WriteOp {
-        key: Datum::Number(id.into()),
+        key: Datum::from(id),
         expect: Some(datum::Version::ABSENT),
         change: Change::Put(doc(id, v)),
     }
 }
 
-/// Waits until every node's replica holds `want` under `id`.
-async fn everywhere(nodes: &[TestNode], table: &str, id: u32, want: Option<Datum>) {
+/// The document under `id` in a node's own replica of table `table_id` (shard `shard`).
+fn local(n: &TestNode, table_id: &str, shard: usize, id: &str) -> Option<Datum> {
+    let prefix = format!("raft.t{table_id}.s{shard}");
+    let spaces = state_spaces(&*n.engine, &prefix, &["docs".to_string()]).unwrap();
+    let key = datum::keys::encode_primary(&Datum::from(id)).unwrap();
+    let bytes = n.engine.get(&spaces[0], &key).unwrap()?;
+    Some(datum::from_json_slice(&bytes).unwrap())
+}
+
+/// Waits until every node's own replica holds `want` under `id` (in one of the shards).
+async fn everywhere(nodes: &[TestNode], table_id: &str, id: &str, want: Option<Datum>) {
     for _ in 0..200 {
-        let now: Vec<Option<Datum>> = nodes
-            .iter()
-            .map(|n| {
-                let t = n.cluster().table("d", table).unwrap();
-                t.get(&Datum::Number(id.into())).unwrap()
-            })
-            .collect();
-        if now.iter().all(|d| *d == want) {
+        let held = |n: &TestNode| (0..2).find_map(|s| local(n, table_id, s, id));
+        if nodes.iter().all(|n| held(n) == want) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("document {id} of {table} never became {want:?} everywhere");
+    panic!("document {id} never became {want:?} in every replica");
 }
 
 fn group_spaces(n: &TestNode) -> usize {
@@ -114,19 +118,46 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
     converge(&nodes, 5).await;
 
     // Writes through each node, to keys of both shards.
-    for (i, id) in [(0usize, 1u32), (1, 2), (2, 3), (0, 4000), (2, 9999)] {
+    // Shard 0 holds keys below "80", shard 1 the others.
+    for (i, id) in [(0usize, "1"), (1, "2"), (2, "3"), (0, "a0"), (2, "f9")] {
         let c = nodes[i].cluster().clone();
         let r = blocking(move || c.table("d", "r").unwrap().apply(put(id, "a"))).await;
         assert!(matches!(r, Ok(Applied::Done(None, Some(_), None))), "{r:?}");
     }
-    for id in [1, 2, 3, 4000, 9999] {
-        everywhere(&nodes, "r", id, Some(doc(id, "a"))).await;
+    let table_id = nodes[0].cluster().table_config("d", "r").unwrap();
+    let table_id = table_id
+        .get("id")
+        .and_then(|i| i.as_str())
+        .unwrap()
+        .to_string();
+    for id in ["1", "2", "3", "a0", "f9"] {
+        everywhere(&nodes, &table_id, id, Some(doc(id, "a"))).await;
+    }
+    assert_eq!(local(&nodes[1], &table_id, 1, "a0"), Some(doc("a0", "a")));
+    assert_eq!(local(&nodes[1], &table_id, 0, "a0"), None);
+    // Reads go to the shards' primaries: every node reads every write at once, and a
+    // scan reads the shards in key order, both ways.
+    for n in &nodes {
+        let c = n.cluster().clone();
+        let (got, asc, desc) = blocking(move || {
+            let t = c.table("d", "r").unwrap();
+            let ids = |reverse| -> Vec<Datum> {
+                let all = t.scan(Bound::Unbounded, Bound::Unbounded, reverse).unwrap();
+                all.map(|d| d.unwrap().get("id").unwrap().clone()).collect()
+            };
+            (t.get(&Datum::from("a0")).unwrap(), ids(false), ids(true))
+        })
+        .await;
+        assert_eq!(got, Some(doc("a0", "a")));
+        let want: Vec<Datum> = ["1", "2", "3", "a0", "f9"].map(Datum::from).to_vec();
+        assert_eq!(asc, want);
+        assert_eq!(desc, want.iter().rev().cloned().collect::<Vec<_>>());
     }
     // An insert of a key that exists conflicts, with the current document.
     let c = nodes[2].cluster().clone();
-    let r = blocking(move || c.table("d", "r").unwrap().apply(put(1, "b"))).await;
+    let r = blocking(move || c.table("d", "r").unwrap().apply(put("1", "b"))).await;
     assert!(
-        matches!(&r, Ok(Applied::Conflict(Some(d))) if *d == doc(1, "a")),
+        matches!(&r, Ok(Applied::Conflict(Some(d))) if *d == doc("1", "a")),
         "{r:?}"
     );
     // An index on a replicated table is refused for now, with a clear error.
