@@ -2,7 +2,8 @@
 //! with three replicas through one node becomes a group on the three nodes; writes
 //! through any node's `TableHandle` reach every node's replica, and reads and scans
 //! through any node see them (from the primaries); a conflicting insert
-//! gets the current document; dropping the table drops every node's groups.
+//! gets the current document; dropping the table drops every node's groups; when a
+//! shard's leader is lost, writes through the survivors go on under a new leader.
 
 use super::harness::*;
 use cluster::groups::TableGroups;
@@ -10,7 +11,8 @@ use datum::Datum;
 use reql::{Applied, Change, WriteOp};
 
 /// Hosts each node's placed tables on a `replication::Host` over its router.
-fn host_tables(nodes: &[TestNode]) {
+fn host_tables(nodes: &[TestNode]) -> Vec<Arc<Host<SharedTransport>>> {
+    let mut hosts = Vec::new();
     let addrs: Arc<BTreeMap<String, String>> = Arc::new(
         nodes
             .iter()
@@ -21,17 +23,18 @@ fn host_tables(nodes: &[TestNode]) {
         let c = n.cluster();
         let me = c.local_record().id;
         let transport = Arc::new(SharedTransport::new(testkit::transport(peers())));
-        let host = Host::new(
+        let host = Arc::new(Host::new(
             node_id(&me).unwrap(),
             n.engine.clone(),
             n.router.clone(),
             transport.clone(),
             testkit::config(None),
             Durability::Inline,
-        );
+        ));
+        hosts.push(host.clone());
         let addrs = addrs.clone();
         let groups = TableGroups::new(
-            Arc::new(host),
+            host,
             transport,
             n.router.clone(),
             tokio::runtime::Handle::current(),
@@ -42,6 +45,7 @@ fn host_tables(nodes: &[TestNode]) {
         );
         assert!(c.set_table_groups(groups));
     }
+    hosts
 }
 
 fn doc(id: &str, v: &str) -> Datum {
@@ -82,14 +86,15 @@ fn group_spaces(n: &TestNode) -> usize {
     names.iter().filter(|s| s.starts_with("raft.t")).count()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
+/// Three nodes, each hosting its placed tables, and table `d.r` of 2 shards with 3
+/// replicas created through node 2: the nodes, their hosts and the table's id.
+async fn three_nodes_and_a_table() -> (Vec<TestNode>, Vec<Arc<Host<SharedTransport>>>, String) {
     let mut nodes = Vec::new();
     for id in 1..=3 {
         nodes.push(start_node(id).await);
     }
     introduce(&nodes);
-    host_tables(&nodes);
+    let hosts = host_tables(&nodes);
     let members: BTreeMap<NodeId, Node> = (1..=3u64)
         .map(|id| (id, Node::new(nodes[id as usize - 1].addr.clone())))
         .collect();
@@ -117,6 +122,18 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
     .await;
     converge(&nodes, 5).await;
 
+    let table_id = nodes[0].cluster().table_config("d", "r").unwrap();
+    let table_id = table_id
+        .get("id")
+        .and_then(|i| i.as_str())
+        .unwrap()
+        .to_string();
+    (nodes, hosts, table_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
+    let (nodes, _hosts, table_id) = three_nodes_and_a_table().await;
     // Writes through each node, to keys of both shards.
     // Shard 0 holds keys below "80", shard 1 the others.
     for (i, id) in [(0usize, "1"), (1, "2"), (2, "3"), (0, "a0"), (2, "f9")] {
@@ -124,12 +141,6 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
         let r = blocking(move || c.table("d", "r").unwrap().apply(put(id, "a"))).await;
         assert!(matches!(r, Ok(Applied::Done(None, Some(_), None))), "{r:?}");
     }
-    let table_id = nodes[0].cluster().table_config("d", "r").unwrap();
-    let table_id = table_id
-        .get("id")
-        .and_then(|i| i.as_str())
-        .unwrap()
-        .to_string();
     for id in ["1", "2", "3", "a0", "f9"] {
         everywhere(&nodes, &table_id, id, Some(doc(id, "a"))).await;
     }
@@ -190,4 +201,45 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
         }
         assert_eq!(group_spaces(n), 0);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_on_when_a_shard_leader_is_lost() {
+    let (nodes, hosts, table_id) = three_nodes_and_a_table().await;
+    let c = nodes[0].cluster().clone();
+    blocking(move || c.table("d", "r").unwrap().apply(put("1", "a")).unwrap()).await;
+    // The node leading shard 0 loses its replicas (as a crashed server would).
+    let group = cluster::groups::group_of(&table_id, 0);
+    let mut lost = None;
+    for _ in 0..100 {
+        for (i, h) in hosts.iter().enumerate() {
+            if let Some(m) = h.member(group) {
+                if m.raft.current_leader().await == Some(h.me()) {
+                    lost = Some(i);
+                }
+            }
+        }
+        if lost.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lost = lost.expect("shard 0 has a leader");
+    hosts[lost].close(group).await.unwrap();
+    // Through a survivor: the write waits for a new leader and succeeds; the other
+    // survivor reads it from the new primary.
+    let (a, b) = match lost {
+        0 => (1, 2),
+        1 => (0, 2),
+        _ => (0, 1),
+    };
+    let c = nodes[a].cluster().clone();
+    let r = blocking(move || c.table("d", "r").unwrap().apply(put("2", "after"))).await;
+    assert!(matches!(r, Ok(Applied::Done(None, Some(_), None))), "{r:?}");
+    let c = nodes[b].cluster().clone();
+    let got = blocking(move || c.table("d", "r").unwrap().get(&Datum::from("2")).unwrap()).await;
+    assert_eq!(got, Some(doc("2", "after")));
+    let c = nodes[b].cluster().clone();
+    let got = blocking(move || c.table("d", "r").unwrap().get(&Datum::from("1")).unwrap()).await;
+    assert_eq!(got, Some(doc("1", "a")));
 }
