@@ -365,6 +365,17 @@ impl TableAccess for UserAccess {
         }
         Ok(self.guard(self.cluster.table(db, name)?))
     }
+    fn table_read_mode(
+        &self,
+        db: &str,
+        name: &str,
+        mode: reql::ReadMode,
+    ) -> reql::Result<Arc<dyn Table>> {
+        if db == SYSTEM_DB {
+            return self.table(db, name);
+        }
+        Ok(self.guard(self.cluster.table_read_mode(db, name, mode)?))
+    }
     fn table_with_ids(&self, db: &str, name: &str) -> reql::Result<Arc<dyn Table>> {
         if db == SYSTEM_DB {
             return Ok(self.guard(self.cluster.system_table(name, true, &self.user)?));

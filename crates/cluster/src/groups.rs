@@ -5,11 +5,12 @@
 //! group with its voters, and [`ReplicatedTable`] sends the table's writes to each
 //! shard's leader (`crate::replica::ReplicatedShard`).
 //!
-//! Reads of documents (`get`, scans) go to each shard's primary, as RethinkDB's default
-//! `read_mode` (`single`) does; counts, samples and changefeeds use this node's replica.
+//! Reads of documents (`get`, scans) follow the query's `read_mode`: `single` (the
+//! default) reads each shard's primary, `majority` has the primary confirm with a quorum
+//! first, `outdated` reads this node's replica (`TableHandle`); counts, samples and
+//! changefeeds use this node's replica.
 //!
-//! What is not here yet (docs/clustering.md, "Integration"): the `read_mode` optarg
-//! (`majority`, `outdated`) carried from the query to the table, nodes
+//! What is not here yet (docs/clustering.md, "Integration"): nodes
 //! holding no replica of a shard (such a table is not opened on them), secondary indexes
 //! and resharding of replicated tables (refused), non-voting replicas (not members),
 //! membership changes by `reconfigure`.
@@ -245,6 +246,15 @@ impl ReplicatedTable {
     }
 }
 
+/// The routing's read mode for ReQL's.
+fn read_mode(mode: reql::ReadMode) -> crate::replica::ReadMode {
+    match mode {
+        reql::ReadMode::Single => crate::replica::ReadMode::Single,
+        reql::ReadMode::Majority => crate::replica::ReadMode::Majority,
+        reql::ReadMode::Outdated => crate::replica::ReadMode::Outdated,
+    }
+}
+
 /// How many documents a replicated scan fetches per round trip.
 const SCAN_BATCH: u32 = 256;
 
@@ -270,14 +280,19 @@ impl ReplicatedTable {
         }
     }
 
-    /// The document under `key` in shard `shard`, as the primary has it (RethinkDB's
-    /// default `read_mode`, `single`).
-    pub(crate) fn get(&self, shard: usize, key: &Datum) -> reql::Result<Option<Datum>> {
+    /// The document under `key` in shard `shard`, as the primary has it (`single`) or
+    /// once a quorum confirmed the primary's leadership (`majority`).
+    pub(crate) fn get(
+        &self,
+        shard: usize,
+        key: &Datum,
+        mode: reql::ReadMode,
+    ) -> reql::Result<Option<Datum>> {
         let slot = self.slot(shard)?;
-        let (key, wait) = (key.clone(), self.wait);
+        let (key, wait, mode) = (key.clone(), self.wait, read_mode(mode));
         let answer = wait_for(&self.runtime, async move {
             let rs = Self::route(&slot, wait, Op::Read).await?;
-            rs.get(&key, crate::replica::ReadMode::Single).await
+            rs.get(&key, mode).await
         });
         answer
             .unwrap_or(Err(RouteError::LostContact(Op::Read)))
@@ -298,6 +313,7 @@ impl ReplicatedTable {
         lower: std::ops::Bound<Datum>,
         upper: std::ops::Bound<Datum>,
         reverse: bool,
+        mode: reql::ReadMode,
     ) -> ReplicatedScan {
         let mut order: Vec<usize> = (0..self.slots.len()).collect();
         if reverse {
@@ -311,6 +327,7 @@ impl ReplicatedTable {
             upper: upper.clone(),
             bounds: (lower, upper),
             reverse,
+            mode: read_mode(mode),
             buffer: Default::default(),
             failed: false,
         }
@@ -330,6 +347,7 @@ pub(crate) struct ReplicatedScan {
     /// The whole scan's bounds, for the next shard.
     bounds: (std::ops::Bound<Datum>, std::ops::Bound<Datum>),
     reverse: bool,
+    mode: crate::replica::ReadMode,
     buffer: std::collections::VecDeque<Datum>,
     failed: bool,
 }
@@ -341,15 +359,10 @@ impl ReplicatedScan {
             let slot = self.table.slot(shard)?;
             let wait = self.table.wait;
             let (lower, upper, reverse) = (self.lower.clone(), self.upper.clone(), self.reverse);
+            let mode = self.mode;
             let answer = wait_for(&self.table.runtime, async move {
                 let rs = ReplicatedTable::route(&slot, wait, Op::Read).await?;
-                let mut reader = rs.range(
-                    crate::replica::ReadMode::Single,
-                    lower,
-                    upper,
-                    reverse,
-                    SCAN_BATCH,
-                );
+                let mut reader = rs.range(mode, lower, upper, reverse, SCAN_BATCH);
                 let docs = reader.next_batch().await?;
                 Ok::<_, RouteError>((docs, reader.lower, reader.upper, reader.done))
             });

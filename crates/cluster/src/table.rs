@@ -28,6 +28,8 @@ pub struct TableHandle {
     pub(crate) indexes: Arc<crate::index::TableIndexes>,
     /// A replicated table's write path (its shards are Raft groups: `crate::groups`).
     pub(crate) replicated: Option<Arc<crate::groups::ReplicatedTable>>,
+    /// How a replicated table's reads are served (`r.table(..., read_mode=)`).
+    pub(crate) read_mode: reql::ReadMode,
 }
 
 /// What replicated tables cannot do yet.
@@ -84,6 +86,11 @@ impl<I> Drop for Counted<I> {
 }
 
 impl TableHandle {
+    /// Whether reads take this server's replica as it is (`read_mode: "outdated"`).
+    fn outdated(&self) -> bool {
+        self.read_mode == reql::ReadMode::Outdated
+    }
+
     /// A shard to read index entries through: they live in one space per index for
     /// the whole table (`crate::shards`).
     fn any_shard(&self) -> Arc<Shard> {
@@ -106,9 +113,9 @@ impl reql::Table for TableHandle {
     }
     fn get(&self, key: &Datum) -> reql::Result<Option<Datum>> {
         self.counters.read.fetch_add(1, Relaxed);
-        if let Some(r) = &self.replicated {
+        if let Some(r) = self.replicated.as_ref().filter(|_| !self.outdated()) {
             let shard = self.shards.current().index_of(key).map_err(store_err)?;
-            return r.get(shard, key);
+            return r.get(shard, key, self.read_mode);
         }
         let shard = self.shards.owner(key).map_err(store_err)?;
         shard.get(key).map_err(store_err)
@@ -119,8 +126,8 @@ impl reql::Table for TableHandle {
         upper: Bound<Datum>,
         reverse: bool,
     ) -> reql::Result<DatumStream> {
-        if let Some(r) = &self.replicated {
-            return Ok(Box::new(r.scan(lower, upper, reverse)));
+        if let Some(r) = self.replicated.as_ref().filter(|_| !self.outdated()) {
+            return Ok(Box::new(r.scan(lower, upper, reverse, self.read_mode)));
         }
         let layout = self.shards.current();
         let mut parts = Vec::with_capacity(layout.shards.len());

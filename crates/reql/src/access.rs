@@ -12,6 +12,30 @@ use crate::error::Result;
 use crate::value::DatumStream;
 use crate::write_op::{Applied, WriteOp};
 
+/// RethinkDB's `read_mode` of `r.table`: whose copy of the data a read sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadMode {
+    /// The primary's, refused when it is cut off from its quorum (the default).
+    #[default]
+    Single,
+    /// Linearizable: confirmed by a quorum first.
+    Majority,
+    /// Whichever replica the server has, possibly behind (also `_debug_direct`).
+    Outdated,
+}
+
+impl ReadMode {
+    /// The mode named by `read_mode`.
+    pub fn parse(s: &str) -> Option<ReadMode> {
+        match s {
+            "single" => Some(ReadMode::Single),
+            "majority" => Some(ReadMode::Majority),
+            "outdated" | "_debug_direct" => Some(ReadMode::Outdated),
+            _ => None,
+        }
+    }
+}
+
 /// Write durability: `Hard` is acknowledged only once on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
@@ -309,6 +333,9 @@ pub trait TableAccess: Send + Sync {
     fn table_list(&self, db: &str) -> Result<Vec<String>>;
     /// A table by name.
     fn table(&self, db: &str, name: &str) -> Result<Arc<dyn Table>>;
+    /// A table by name whose reads follow `mode` (`r.table(name, read_mode=...)`);
+    /// `ReadMode::Single` is `table`. A table with one copy reads it in every mode.
+    fn table_read_mode(&self, db: &str, name: &str, mode: ReadMode) -> Result<Arc<dyn Table>>;
     /// The configuration document of a table (as `table.config()` shows it).
     fn table_config(&self, db: &str, name: &str) -> Result<Datum>;
 
@@ -384,6 +411,9 @@ impl NoTables {
 }
 
 impl TableAccess for NoTables {
+    fn table_read_mode(&self, _: &str, _: &str, _: ReadMode) -> Result<Arc<dyn Table>> {
+        self.refuse()
+    }
     fn db_create(&self, _: &str) -> Result<Datum> {
         self.refuse()
     }

@@ -28,8 +28,8 @@ pub mod value;
 pub mod write_op;
 
 pub use access::{
-    Change, Durability, IndexSpec, IndexStatus, NetworkPolicy, Replicas, Table, TableAccess,
-    TableOptions, Ticket, Unkeyed, WriteHook,
+    Change, Durability, IndexSpec, IndexStatus, NetworkPolicy, ReadMode, Replicas, Table,
+    TableAccess, TableOptions, Ticket, Unkeyed, WriteHook,
 };
 pub use ctx::QueryCtx;
 pub use error::{ErrorKind, Frame, ReqlError, Result};

@@ -234,12 +234,24 @@ impl Cluster {
             commit: self.commit.clone(),
             counters: self.admin.counters.table(&e.id),
             replicated,
+            read_mode: reql::ReadMode::Single,
         }))
     }
 
     /// The handle of the table with `id`.
     pub(crate) fn handle_by_id(&self, id: &str) -> Option<Arc<TableHandle>> {
         self.handles.read().get(id).cloned()
+    }
+
+    /// The handle of `db.name`.
+    fn handle_of(&self, db: &str, name: &str) -> Option<Arc<TableHandle>> {
+        let id = self
+            .catalog
+            .read_state()
+            .tables
+            .get(&(db.to_string(), name.to_string()))
+            .map(|e| e.id.clone())?;
+        self.handle_by_id(&id)
     }
 
     /// Creates a table under the catalog lock: opens its storage, then applies
@@ -595,6 +607,28 @@ impl reql::TableAccess for Cluster {
         match id.and_then(|id| self.handle_by_id(&id)) {
             Some(h) => Ok(h as Arc<dyn reql::Table>),
             None => Err(op_failed(format!("Table `{db}.{name}` does not exist."))),
+        }
+    }
+
+    fn table_read_mode(
+        &self,
+        db: &str,
+        name: &str,
+        mode: reql::ReadMode,
+    ) -> reql::Result<Arc<dyn reql::Table>> {
+        let t = self.table(db, name)?;
+        if db == SYSTEM_DB || mode == reql::ReadMode::Single {
+            return Ok(t);
+        }
+        // The same handle, reading as `mode` says (only a replicated table's reads
+        // differ: a single server's table has one copy).
+        match self.handle_of(db, name) {
+            Some(h) if h.replicated.is_some() => {
+                let mut h = (*h).clone();
+                h.read_mode = mode;
+                Ok(Arc::new(h))
+            }
+            _ => Ok(t),
         }
     }
 

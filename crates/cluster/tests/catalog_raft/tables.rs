@@ -3,12 +3,13 @@
 //! through any node's `TableHandle` reach every node's replica, and reads and scans
 //! through any node see them (from the primaries); a conflicting insert
 //! gets the current document; dropping the table drops every node's groups; when a
-//! shard's leader is lost, writes through the survivors go on under a new leader.
+//! shard's leader is lost, writes through the survivors go on under a new leader, and
+//! `read_mode` `majority` and `outdated` read the primary's and the local copy.
 
 use super::harness::*;
 use cluster::groups::TableGroups;
 use datum::Datum;
-use reql::{Applied, Change, WriteOp};
+use reql::{Applied, Change, ReadMode, WriteOp};
 
 /// Hosts each node's placed tables on a `replication::Host` over its router.
 fn host_tables(nodes: &[TestNode]) -> Vec<Arc<Host<SharedTransport>>> {
@@ -242,4 +243,24 @@ async fn writes_go_on_when_a_shard_leader_is_lost() {
     let c = nodes[b].cluster().clone();
     let got = blocking(move || c.table("d", "r").unwrap().get(&Datum::from("1")).unwrap()).await;
     assert_eq!(got, Some(doc("1", "a")));
+
+    // read_mode: `majority` through a survivor sees the write; `outdated` on the node
+    // whose replica stopped reads that replica as it is, without it.
+    let c = nodes[b].cluster().clone();
+    let got = blocking(move || {
+        let t = c.table_read_mode("d", "r", ReadMode::Majority).unwrap();
+        t.get(&Datum::from("2")).unwrap()
+    })
+    .await;
+    assert_eq!(got, Some(doc("2", "after")));
+    let c = nodes[lost].cluster().clone();
+    let (two, one) = blocking(move || {
+        let t = c.table_read_mode("d", "r", ReadMode::Outdated).unwrap();
+        (
+            t.get(&Datum::from("2")).unwrap(),
+            t.get(&Datum::from("1")).unwrap(),
+        )
+    })
+    .await;
+    assert_eq!((two, one), (None, Some(doc("1", "a"))));
 }

@@ -79,11 +79,12 @@ pub fn table(ev: &Ev) -> Result<Val> {
             "The `use_outdated` optarg is no longer supported.  Use the `read_mode` optarg instead.",
         ));
     }
+    let mut read_mode = crate::access::ReadMode::Single;
     if let Some(mode) = ev.opt_datum("read_mode")? {
         crate::eval::expect_str(&mode).at_opt("read_mode")?;
-        match mode.as_str() {
-            Some("single" | "majority" | "outdated" | "_debug_direct") => {}
-            _ => {
+        match mode.as_str().and_then(crate::access::ReadMode::parse) {
+            Some(m) => read_mode = m,
+            None => {
                 return Err(logic(format!(
                     "Read mode `{}` unrecognized (options are \"majority\", \"single\", and \"outdated\").",
                     mode.as_str().unwrap_or(&mode.to_json_string())
@@ -93,6 +94,9 @@ pub fn table(ev: &Ev) -> Result<Val> {
         }
     }
     let t = match ev.opt_datum("identifier_format")? {
+        None if read_mode != crate::access::ReadMode::Single => {
+            ev.ctx.access.table_read_mode(&db, &name, read_mode)?
+        }
         None => ev.ctx.access.table(&db, &name)?,
         Some(f) => match f.as_str() {
             Some("name") => ev.ctx.access.table(&db, &name)?,
