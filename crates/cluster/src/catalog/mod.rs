@@ -531,6 +531,11 @@ impl reql::TableAccess for Cluster {
             }
         }
         let placement = self.check_placement(opts.shards, &opts.replicas, None)?;
+        if self.groups.get().is_some() && placement.iter().any(|p| !p.nonvoting.is_empty()) {
+            return Err(op_failed(
+                "Non-voting replicas of replicated tables are not supported yet.",
+            ));
+        }
         let e = TableEntry {
             id: uuid::Uuid::new_v4().to_string(),
             db: db.to_string(),

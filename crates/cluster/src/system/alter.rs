@@ -156,6 +156,18 @@ impl Cluster {
                 None => None,
             },
         };
+        // A replicated table's groups do not follow a new placement yet: refused rather
+        // than recorded where nothing would act on it.
+        let moves = changes
+            .placement
+            .as_ref()
+            .is_some_and(|p| *p != old.placement);
+        if moves && handle.as_ref().is_some_and(|h| h.replicated.is_some()) {
+            return Err(format!(
+                "Reconfiguring table `{}.{}` is not supported yet: its shards are replicated.",
+                old.db, old.name
+            ));
+        }
         let out = g
             .apply(CatalogCommand::AlterTable {
                 id: id.to_string(),

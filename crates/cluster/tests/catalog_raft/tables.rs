@@ -185,6 +185,12 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
     .await
     .unwrap_err();
     assert!(err.message.contains("not supported yet"), "{}", err.message);
+    // So is moving its replicas (the groups would not follow the new placement).
+    let c = nodes[1].cluster().clone();
+    let err = blocking(move || c.reconfigure("d", "r", 2, &reql::Replicas::count(2), false))
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("not supported yet"), "{}", err.message);
     for n in &nodes {
         assert!(group_spaces(n) > 0);
         assert_eq!(n.cluster().follow_failures(), 0);
