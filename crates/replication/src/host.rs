@@ -36,6 +36,8 @@ use crate::sm_store::{applied_log_id, state_spaces, StateMachineStore};
 use crate::state_machine::StateMachine;
 use crate::types::{GroupId, Node, NodeId, Raft};
 
+type RaftMetrics = openraft::RaftMetrics<NodeId, Node>;
+
 /// Errors of the host.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
@@ -254,41 +256,38 @@ impl<T: Transport> Host<T> {
     ) -> Result<(), HostError> {
         let m = self.member(group).ok_or(HostError::NotOpen(group))?;
         let raft_err = |e: &dyn std::fmt::Display| HostError::Raft(e.to_string());
-        let metrics = m
-            .raft
-            .wait(Some(timeout))
-            .metrics(|x| x.last_applied.is_some(), "the bootstrap entry applied")
-            .await
-            .map_err(|e| raft_err(&e))?;
+        let until = |f: fn(&RaftMetrics, u64) -> bool, at: u64, what: &'static str| {
+            let wait = m.raft.wait(Some(timeout));
+            async move {
+                wait.metrics(move |x| f(x, at), what)
+                    .await
+                    .map_err(|e| raft_err(&e))
+            }
+        };
+        let metrics = until(
+            |x, _| x.last_applied.is_some(),
+            0,
+            "the bootstrap entry applied",
+        )
+        .await?;
         let applied = metrics
             .last_applied
-            .ok_or_else(|| HostError::Raft("nothing applied".into()))?;
+            .ok_or_else(|| HostError::Raft("nothing applied".into()))?
+            .index;
         m.raft
             .trigger()
             .snapshot()
             .await
             .map_err(|e| raft_err(&e))?;
-        m.raft
-            .wait(Some(timeout))
-            .metrics(
-                |x| x.snapshot.is_some_and(|s| s.index >= applied.index),
-                "the seed's snapshot",
-            )
-            .await
-            .map_err(|e| raft_err(&e))?;
+        let snapshot = |x: &RaftMetrics, at| x.snapshot.is_some_and(|s| s.index >= at);
+        until(snapshot, applied, "the seed's snapshot").await?;
         m.raft
             .trigger()
-            .purge_log(applied.index)
+            .purge_log(applied)
             .await
             .map_err(|e| raft_err(&e))?;
-        m.raft
-            .wait(Some(timeout))
-            .metrics(
-                |x| x.purged.is_some_and(|p| p.index >= applied.index),
-                "the log purged behind the seed",
-            )
-            .await
-            .map_err(|e| raft_err(&e))?;
+        let purged = |x: &RaftMetrics, at| x.purged.is_some_and(|p| p.index >= at);
+        until(purged, applied, "the log purged behind the seed").await?;
         Ok(())
     }
 

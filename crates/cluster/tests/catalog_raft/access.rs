@@ -4,18 +4,8 @@ use super::harness::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn table_access_on_any_node_changes_every_nodes_catalog() {
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start_node(id).await);
-    }
-    let members: BTreeMap<NodeId, Node> = (1..=3u64)
-        .map(|id| (id, Node::new(nodes[id as usize - 1].addr.clone())))
-        .collect();
-    let first = nodes[0].raft.as_ref().unwrap();
-    first.initialize(members).await.unwrap();
-    for cmd in first_entries() {
-        assert!(propose(&nodes, &cmd).await.is_ok());
-    }
+    let nodes = three_nodes().await;
+    write_first_entries(&nodes).await;
     let leader_id = leader(&nodes).await.current_leader().await.unwrap();
     let follower = (1..=3u64).find(|&id| id != leader_id).unwrap() as usize - 1;
     let on = |i: usize| nodes[i].cluster().clone();
@@ -64,16 +54,9 @@ async fn table_access_on_any_node_changes_every_nodes_catalog() {
 
     // An index created through one node, renamed through another: on every node.
     let c = on(0);
-    blocking(move || {
-        let spec = reql::IndexSpec {
-            function: json!([69, [[2, [1]], [31, [[10, [1]], "v"]]]]),
-            multi: false,
-            geo: false,
-        };
-        c.table("d", "t").unwrap().index_create("v", spec)
-    })
-    .await
-    .unwrap();
+    blocking(move || c.table("d", "t").unwrap().index_create("v", v_index()))
+        .await
+        .unwrap();
     let c = on(1);
     blocking(move || c.table("d", "t").unwrap().index_rename("v", "w", false))
         .await

@@ -4,20 +4,7 @@ use super::harness::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replicated_catalog_converges_and_a_stopped_node_catches_up_by_snapshot() {
     use CatalogCommand as C;
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start_node(id).await);
-    }
-    let members: BTreeMap<NodeId, Node> = (1..=3u64)
-        .map(|id| (id, Node::new(nodes[id as usize - 1].addr.clone())))
-        .collect();
-    nodes[0]
-        .raft
-        .as_ref()
-        .unwrap()
-        .initialize(members)
-        .await
-        .unwrap();
+    let mut nodes = three_nodes().await;
 
     let first = first_entries();
     let commands = [

@@ -237,3 +237,33 @@ pub fn introduce(nodes: &[TestNode]) {
         n.cluster().set_membership(Arc::new(peers));
     }
 }
+
+/// Three nodes whose catalog group is initialised with all three as voters.
+pub async fn three_nodes() -> Vec<TestNode> {
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id).await);
+    }
+    let members: BTreeMap<NodeId, Node> = (1..=3u64)
+        .map(|id| (id, Node::new(nodes[id as usize - 1].addr.clone())))
+        .collect();
+    let first = nodes[0].raft.as_ref().unwrap();
+    first.initialize(members).await.unwrap();
+    nodes
+}
+
+/// Proposes the catalog's first entries (database `test`, user `admin`).
+pub async fn write_first_entries(nodes: &[TestNode]) {
+    for cmd in first_entries() {
+        assert!(propose(nodes, &cmd).await.is_ok());
+    }
+}
+
+/// An index on field `v`.
+pub fn v_index() -> reql::IndexSpec {
+    reql::IndexSpec {
+        function: json!([69, [[2, [1]], [31, [[10, [1]], "v"]]]]),
+        multi: false,
+        geo: false,
+    }
+}

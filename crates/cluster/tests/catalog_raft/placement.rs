@@ -38,24 +38,9 @@ fn shards_of(c: &Cluster, name: &str) -> Vec<(String, Vec<String>)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tables_are_placed_on_the_connected_servers() {
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start_node(id).await);
-    }
+    let nodes = three_nodes().await;
     introduce(&nodes);
-    let members: BTreeMap<NodeId, Node> = (1..=3u64)
-        .map(|id| (id, Node::new(nodes[id as usize - 1].addr.clone())))
-        .collect();
-    nodes[0]
-        .raft
-        .as_ref()
-        .unwrap()
-        .initialize(members)
-        .await
-        .unwrap();
-    for cmd in first_entries() {
-        assert!(propose(&nodes, &cmd).await.is_ok());
-    }
+    write_first_entries(&nodes).await;
     let c = nodes[1].cluster().clone();
     blocking(move || {
         c.db_create("d").unwrap();

@@ -90,25 +90,10 @@ fn group_spaces(n: &TestNode) -> usize {
 /// Three nodes, each hosting its placed tables, and table `d.r` of 2 shards with 3
 /// replicas created through node 2: the nodes, their hosts and the table's id.
 async fn three_nodes_and_a_table() -> (Vec<TestNode>, Vec<Arc<Host<SharedTransport>>>, String) {
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start_node(id).await);
-    }
+    let nodes = three_nodes().await;
     introduce(&nodes);
     let hosts = host_tables(&nodes);
-    let members: BTreeMap<NodeId, Node> = (1..=3u64)
-        .map(|id| (id, Node::new(nodes[id as usize - 1].addr.clone())))
-        .collect();
-    nodes[0]
-        .raft
-        .as_ref()
-        .unwrap()
-        .initialize(members)
-        .await
-        .unwrap();
-    for cmd in first_entries() {
-        assert!(propose(&nodes, &cmd).await.is_ok());
-    }
+    write_first_entries(&nodes).await;
     let c = nodes[1].cluster().clone();
     blocking(move || {
         c.db_create("d").unwrap();
@@ -174,16 +159,9 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
     );
     // An index on a replicated table is refused for now, with a clear error.
     let c = nodes[0].cluster().clone();
-    let err = blocking(move || {
-        let spec = reql::IndexSpec {
-            function: json!([69, [[2, [1]], [31, [[10, [1]], "v"]]]]),
-            multi: false,
-            geo: false,
-        };
-        c.table("d", "r").unwrap().index_create("v", spec)
-    })
-    .await
-    .unwrap_err();
+    let err = blocking(move || c.table("d", "r").unwrap().index_create("v", v_index()))
+        .await
+        .unwrap_err();
     assert!(err.message.contains("not supported yet"), "{}", err.message);
     // So is moving its replicas (the groups would not follow the new placement).
     let c = nodes[1].cluster().clone();
