@@ -109,17 +109,20 @@ pub struct ClientService {
 
 /// `None` if this node leads with a fresh quorum; else the refusal.
 async fn refuse_unless_leading(raft: &Raft, policy: &ClientPolicy) -> Option<ClientResponse> {
-    let metrics = raft.metrics().borrow().clone();
-    if metrics.state == ServerState::Leader && metrics.millis_since_quorum_ack.is_none() {
-        // Just elected: the votes were its quorum contact, and the first acknowledgement
-        // comes with the first heartbeat round. Wait for it (at most a lease) rather than
-        // refuse a request that arrived a moment early.
-        let lease = policy.quorum_lease;
+    if let Some(ClientResponse::NoQuorum) = refusal(raft, policy) {
+        // A leader without a recent acknowledgement may just have been elected (its
+        // clock runs from the election, and the first acknowledgement comes with the
+        // first heartbeat round): give it one lease to hear from a quorum before
+        // refusing. A leader really cut off refuses a lease later.
+        let lease = u64::try_from(policy.quorum_lease.as_millis()).unwrap_or(u64::MAX);
         let _ = raft
-            .wait(Some(lease))
+            .wait(Some(policy.quorum_lease))
             .metrics(
-                |m| m.millis_since_quorum_ack.is_some() || m.state != ServerState::Leader,
-                "the first quorum acknowledgement",
+                |m| {
+                    m.state != ServerState::Leader
+                        || m.millis_since_quorum_ack.is_some_and(|ms| ms <= lease)
+                },
+                "a quorum acknowledgement",
             )
             .await;
     }

@@ -6,8 +6,9 @@
 //! Invariants: a request is retried (at another node) only when it certainly was not
 //! appended — a refusal before the log, or a transport failure before anything was sent
 //! (`TransportError::maybe_delivered`); once a write may have been applied, the answer is
-//! indeterminate ([`RouteError::CommitUnknown`]), never a silent retry. Every wait is
-//! bounded by the deadline.
+//! indeterminate ([`RouteError::CommitUnknown`]), never a silent retry. A leader's "no
+//! quorum" refusal (nothing appended) is asked again twice before it is the answer.
+//! Every wait is bounded by the deadline.
 
 use std::sync::Arc;
 
@@ -18,6 +19,9 @@ use replication::{
 use tokio::time::Instant;
 
 use super::{Op, RouteError, RoutePolicy};
+
+/// How many times a leader's "no quorum" refusal is asked again before it is the answer.
+const NO_QUORUM_RETRIES: u32 = 2;
 
 /// How this server reaches one group's leader.
 pub struct GroupRoute<T: Transport> {
@@ -120,6 +124,7 @@ impl<T: Transport> GroupRoute<T> {
         let deadline = Instant::now() + self.policy.deadline;
         let mut hint: Option<NodeId> = None;
         let mut redirects = 0;
+        let mut no_quorum = 0;
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -186,6 +191,13 @@ impl<T: Transport> GroupRoute<T> {
                     if hint.is_none() {
                         tokio::time::sleep(pause).await;
                     }
+                }
+                // Nothing was appended: asked again a few times, since a leader on a
+                // loaded machine can miss its lease for a moment; a leader really cut
+                // off keeps refusing, and that is the answer.
+                ClientResponse::NoQuorum if no_quorum < NO_QUORUM_RETRIES => {
+                    no_quorum += 1;
+                    tokio::time::sleep(pause).await;
                 }
                 ClientResponse::NoQuorum => return Err(RouteError::NoQuorum(op)),
                 ClientResponse::Lost(why) => {

@@ -5,6 +5,7 @@
 
 mod access;
 mod converge;
+mod grow;
 mod harness;
 mod placement;
 mod tables;
