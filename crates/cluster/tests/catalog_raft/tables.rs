@@ -4,7 +4,8 @@
 //! through any node see them (from the primaries); a conflicting insert
 //! gets the current document; dropping the table drops every node's groups; when a
 //! shard's leader is lost, writes through the survivors go on under a new leader, and
-//! `read_mode` `majority` and `outdated` read the primary's and the local copy.
+//! `read_mode` `majority` and `outdated` read the primary's and the local copy; a
+//! changefeed on any replica's node sees the writes made through the others.
 
 use super::harness::*;
 use cluster::groups::TableGroups;
@@ -247,4 +248,45 @@ async fn writes_go_on_when_a_shard_leader_is_lost() {
     })
     .await;
     assert_eq!((two, one), (None, Some(doc("1", "a"))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changefeed_on_any_replica_sees_writes_made_through_another_node() {
+    let (nodes, _hosts, _) = three_nodes_and_a_table().await;
+    let c = nodes[2].cluster().clone();
+    let mut feed = blocking(move || {
+        let req = changefeed::Request::whole_table(changefeed::Options::default());
+        c.table("d", "r").unwrap().subscribe(req).unwrap()
+    })
+    .await;
+    for (i, id) in [(0usize, "1"), (1, "f9")] {
+        let c = nodes[i].cluster().clone();
+        blocking(move || c.table("d", "r").unwrap().apply(put(id, "fed")).unwrap()).await;
+    }
+    // Node 3 applies both entries to its replicas, which publish to its feeds.
+    let mut seen = Vec::new();
+    for _ in 0..200 {
+        while let Some(change) = feed.next_doc() {
+            seen.push(change.unwrap());
+        }
+        if seen.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    // Two shards, two groups: node 3 may apply them in either order.
+    let mut new_ids: Vec<String> = seen
+        .iter()
+        .map(|c| {
+            c.get("new_val")
+                .unwrap()
+                .get("id")
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    new_ids.sort();
+    assert_eq!(new_ids, ["1", "f9"]);
 }
