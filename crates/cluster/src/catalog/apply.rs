@@ -304,7 +304,7 @@ pub(crate) struct Catalog {
     /// Changed only by the entries of its Raft group (`super::machine`): the local
     /// `apply` proposes through `proposer` instead (refused without one), so nothing
     /// writes its records outside the log.
-    replicated: bool,
+    replicated: std::sync::atomic::AtomicBool,
     /// How a replicated catalog's commands reach its group (set once by the node).
     proposer: std::sync::OnceLock<Arc<dyn super::CatalogProposer>>,
 }
@@ -337,7 +337,7 @@ impl CatalogGuard<'_> {
     /// group's apply takes the lock); the state machine validates it again, so what the
     /// caller checked under the lock may have changed, and the answer is the group's.
     pub(crate) fn apply(&mut self, cmd: CatalogCommand) -> reql::Result<Outcome> {
-        if self.catalog.replicated {
+        if self.catalog.is_replicated() {
             let proposer = self.catalog.proposer.get().cloned();
             let Some(proposer) = proposer else {
                 self.local_only()?;
@@ -352,12 +352,22 @@ impl CatalogGuard<'_> {
     /// Whether the catalog is replicated: changes are proposed, and their side effects
     /// on this node follow the group's entries (`super::follow`), not the caller.
     pub(crate) fn replicated(&self) -> bool {
-        self.catalog.replicated
+        self.catalog.is_replicated()
+    }
+
+    /// Makes this single server's catalog the replicated one whose records are now in
+    /// `spaces` (a group seeded from them: `Cluster::replicate_catalog`). From then on
+    /// its changes are proposed.
+    pub(crate) fn become_replicated(&mut self, spaces: Spaces) {
+        *self.catalog.spaces.write() = spaces;
+        self.catalog
+            .replicated
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Refuses a local change of a replicated catalog (before any side effect of it).
     pub(crate) fn local_only(&self) -> reql::Result<()> {
-        if self.catalog.replicated {
+        if self.catalog.is_replicated() {
             return Err(op_failed(
                 "The catalog is replicated: its changes are proposed to its Raft group.",
             ));
@@ -482,7 +492,7 @@ impl Catalog {
             lock: Mutex::new(()),
             state: RwLock::new(state),
             spaces: RwLock::new(spaces),
-            replicated: false,
+            replicated: false.into(),
             proposer: std::sync::OnceLock::new(),
         };
         let mut cmds = Vec::new();
@@ -549,7 +559,7 @@ impl Catalog {
             lock: Mutex::new(()),
             state: RwLock::new(state),
             spaces: RwLock::new(spaces),
-            replicated: true,
+            replicated: true.into(),
             proposer: std::sync::OnceLock::new(),
         })
     }
@@ -631,12 +641,13 @@ impl Catalog {
     /// Sets how a replicated catalog's commands reach its group (once; false if it was
     /// set already or the catalog is not replicated).
     pub(crate) fn set_proposer(&self, p: Arc<dyn super::CatalogProposer>) -> bool {
-        self.replicated && self.proposer.set(p).is_ok()
+        self.is_replicated() && self.proposer.set(p).is_ok()
     }
 
-    /// Whether the catalog is replicated (see `CatalogGuard::replicated`; fixed at open).
+    /// Whether the catalog is replicated (see `CatalogGuard::replicated`; a single
+    /// server's becomes replicated once, never back).
     pub(crate) fn is_replicated(&self) -> bool {
-        self.replicated
+        self.replicated.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Takes the catalog lock.

@@ -74,6 +74,46 @@ impl Cluster {
         self.groups.set(Arc::new(g)).is_ok()
     }
 
+    /// Turns this single server's catalog into the first state of the replicated catalog
+    /// group stored under `prefix`: its records (databases, users, permissions) are
+    /// copied into the group's spaces (`replication::seed`), the catalog moves there and
+    /// from then on changes only through the group, and the group's machine is returned
+    /// (hand it to the group's member, bootstrap this server as its only voter and
+    /// `seal_seed`, so servers that join receive the catalog by snapshot). Refused when
+    /// the catalog is replicated already, or holds tables: their data would have to move
+    /// into Raft groups too (not done yet).
+    pub fn replicate_catalog(
+        self: &Arc<Self>,
+        prefix: &str,
+    ) -> Result<CatalogMachine, ClusterError> {
+        let mut g = self.catalog.lock();
+        if g.replicated() {
+            return Err(ClusterError::Write(
+                "the catalog is replicated already".into(),
+            ));
+        }
+        if !g.state().tables.is_empty() {
+            return Err(ClusterError::Write(
+                "this server has tables: making its catalog replicated would leave their data \
+                 behind (not supported yet)"
+                    .into(),
+            ));
+        }
+        let local = super::apply::Spaces::local();
+        let sources = [
+            (super::CATALOG_KIND.to_owned(), local.catalog),
+            (super::USERS_KIND.to_owned(), local.users),
+        ];
+        let seeded = |e: replication::HostError| ClusterError::Write(e.to_string());
+        replication::seed(&*self.engine, prefix, &sources, 1 << 20).map_err(seeded)?;
+        let names = replication::state_spaces(&*self.engine, prefix, &super::space_kinds())
+            .map_err(|e| ClusterError::Corrupt(format!("replicated catalog state: {e}")))?;
+        g.become_replicated(super::machine::spaces_of(&names)?);
+        drop(g);
+        let effects = Arc::new(ClusterEffects(Arc::downgrade(self)));
+        Ok(CatalogMachine::with_catalog(self.catalog.clone(), effects))
+    }
+
     /// How many side effects of a replicated catalog failed on this node.
     pub fn follow_failures(&self) -> u64 {
         self.follow_failures

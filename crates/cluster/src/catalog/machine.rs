@@ -70,7 +70,7 @@ pub fn space_kinds() -> Vec<String> {
     vec![CATALOG_KIND.to_owned(), USERS_KIND.to_owned()]
 }
 
-fn spaces_of(names: &[String]) -> Result<Spaces, StorageError> {
+pub(crate) fn spaces_of(names: &[String]) -> Result<Spaces, StorageError> {
     match names {
         [catalog, users] => Ok(Spaces {
             catalog: catalog.clone(),

@@ -5,6 +5,7 @@
 
 mod access;
 mod converge;
+mod convert;
 mod grow;
 mod harness;
 mod placement;
