@@ -7,8 +7,8 @@
 //!
 //! Reads of documents (`get`, scans) follow the query's `read_mode`: `single` (the
 //! default) reads each shard's primary, `majority` has the primary confirm with a quorum
-//! first, `outdated` reads this node's replica (`TableHandle`); counts, samples and
-//! changefeeds use this node's replica.
+//! first, `outdated` reads this node's replica (`TableHandle`), and so do counts;
+//! key samples and changefeeds use this node's replica.
 //!
 //! What is not here yet (docs/clustering.md, "Integration"): nodes
 //! holding no replica of a shard (such a table is not opened on them), secondary indexes
@@ -293,6 +293,30 @@ impl ReplicatedTable {
         let answer = wait_for(&self.runtime, async move {
             let rs = Self::route(&slot, wait, Op::Read).await?;
             rs.get(&key, mode).await
+        });
+        answer
+            .unwrap_or(Err(RouteError::LostContact(Op::Read)))
+            .map_err(|e| e.to_reql())
+    }
+
+    /// How many documents lie between two bounds, over every shard, counted as `mode`
+    /// says (each shard's primary for `single` and `majority`).
+    pub(crate) fn count(
+        &self,
+        lower: &std::ops::Bound<Datum>,
+        upper: &std::ops::Bound<Datum>,
+        mode: reql::ReadMode,
+    ) -> reql::Result<u64> {
+        let slots = self.slots.clone();
+        let (lower, upper) = (lower.clone(), upper.clone());
+        let (wait, mode) = (self.wait, read_mode(mode));
+        let answer = wait_for(&self.runtime, async move {
+            let mut n = 0;
+            for slot in &slots {
+                let rs = Self::route(slot, wait, Op::Read).await?;
+                n += rs.count(mode, &lower, &upper).await?;
+            }
+            Ok::<_, RouteError>(n)
         });
         answer
             .unwrap_or(Err(RouteError::LostContact(Op::Read)))

@@ -149,6 +149,9 @@ impl reql::Table for TableHandle {
         }))
     }
     fn count(&self) -> reql::Result<u64> {
+        if let Some(r) = self.replicated.as_ref().filter(|_| !self.outdated()) {
+            return r.count(&Bound::Unbounded, &Bound::Unbounded, self.read_mode);
+        }
         Ok(self.shards.current().shards.iter().map(|s| s.count()).sum())
     }
     fn split_points(&self, parts: usize) -> reql::Result<Vec<Datum>> {
@@ -276,6 +279,9 @@ impl reql::Table for TableHandle {
         })))
     }
     fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> reql::Result<u64> {
+        if let Some(r) = self.replicated.as_ref().filter(|_| !self.outdated()) {
+            return r.count(&lower, &upper, self.read_mode);
+        }
         let mut n = 0;
         for s in &self.shards.current().shards {
             n += s.count_range(&lower, &upper).map_err(store_err)?;

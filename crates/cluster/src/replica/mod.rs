@@ -166,7 +166,7 @@ impl<T: Transport> ReplicatedShard<T> {
         match answer {
             ReadAnswer::Doc(Some(text)) => Ok(docs(vec![text])?.pop()),
             ReadAnswer::Doc(None) => Ok(None),
-            ReadAnswer::Docs(_) => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
+            _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
         }
     }
 
@@ -191,23 +191,44 @@ impl<T: Transport> ReplicatedShard<T> {
         }
     }
 
+    /// How many documents lie between two primary-key bounds, counted as `mode` says.
+    pub async fn count(
+        &self,
+        mode: ReadMode,
+        lower: &Bound<Datum>,
+        upper: &Bound<Datum>,
+    ) -> Result<u64, RouteError> {
+        let query = ReadQuery::Count {
+            lower: read::KeyBound::of(lower),
+            upper: read::KeyBound::of(upper),
+        };
+        match self.answer(mode, &query).await? {
+            ReadAnswer::Count(n) => Ok(n),
+            _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
+        }
+    }
+
     /// Runs a range query as `mode` says.
     pub(crate) async fn read_docs(
         &self,
         mode: ReadMode,
         query: ReadQuery,
     ) -> Result<Vec<Datum>, RouteError> {
-        let answer = if mode == ReadMode::Outdated {
-            let bytes =
-                replication::ReadService::read(&*self.route.service.reader, &query.encode()?)
-                    .map_err(RouteError::ReadFailed)?;
-            ReadAnswer::decode(&bytes)?
-        } else {
-            self.read(mode, &query).await?
-        };
-        match answer {
+        match self.answer(mode, &query).await? {
             ReadAnswer::Docs(texts) => docs(texts),
-            ReadAnswer::Doc(_) => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
+            _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
+        }
+    }
+
+    /// Answers `query` from this server's replica (`outdated`) or the leader's.
+    async fn answer(&self, mode: ReadMode, query: &ReadQuery) -> Result<ReadAnswer, RouteError> {
+        if mode == ReadMode::Outdated {
+            let reader = &*self.route.service.reader;
+            let bytes = replication::ReadService::read(reader, &query.encode()?)
+                .map_err(RouteError::ReadFailed)?;
+            ReadAnswer::decode(&bytes)
+        } else {
+            self.read(mode, query).await
         }
     }
 

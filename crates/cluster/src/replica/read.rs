@@ -28,7 +28,7 @@ pub(crate) enum KeyBound {
 }
 
 impl KeyBound {
-    fn of(b: &Bound<Datum>) -> KeyBound {
+    pub(crate) fn of(b: &Bound<Datum>) -> KeyBound {
         match b {
             Bound::Unbounded => KeyBound::Unbounded,
             Bound::Included(d) => KeyBound::Included(d.to_json_string()),
@@ -61,6 +61,9 @@ pub(crate) enum ReadQuery {
         reverse: bool,
         limit: u32,
     },
+    /// How many documents lie between two bounds (the shard's exact count when both
+    /// are unbounded).
+    Count { lower: KeyBound, upper: KeyBound },
 }
 
 impl ReadQuery {
@@ -78,6 +81,7 @@ impl ReadQuery {
 pub(crate) enum ReadAnswer {
     Doc(Option<String>),
     Docs(Vec<String>),
+    Count(u64),
 }
 
 impl ReadAnswer {
@@ -128,6 +132,15 @@ impl ShardReader {
                     .collect::<Result<_, _>>()?;
                 Ok(ReadAnswer::Docs(docs))
             }
+            ReadQuery::Count {
+                lower: KeyBound::Unbounded,
+                upper: KeyBound::Unbounded,
+            } => Ok(ReadAnswer::Count(self.shard.count())),
+            ReadQuery::Count { lower, upper } => self
+                .shard
+                .count_range(&lower.datum()?, &upper.datum()?)
+                .map(ReadAnswer::Count)
+                .map_err(|e| e.to_string()),
         }
     }
 }
@@ -240,6 +253,20 @@ mod tests {
             2,
         );
         assert_eq!(ids(ask(&r, &back)), [4.0, 3.0]);
+    }
+
+    #[test]
+    fn counts_answer_the_whole_shard_or_a_range() {
+        let r = reader();
+        let count = |lower, upper| match ask(&r, &ReadQuery::Count { lower, upper }) {
+            ReadAnswer::Count(n) => n,
+            _ => panic!("not a count"),
+        };
+        assert_eq!(count(KeyBound::Unbounded, KeyBound::Unbounded), 10);
+        let three = KeyBound::Included("3".into());
+        let seven = KeyBound::Excluded("7".into());
+        assert_eq!(count(three, seven), 4);
+        assert_eq!(count(KeyBound::Excluded("9".into()), KeyBound::Unbounded), 0);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Placed tables replicated on Raft (`cluster::groups`): each shard of a table created
 //! with three replicas through one node becomes a group on the three nodes; writes
 //! through any node's `TableHandle` reach every node's replica, and reads and scans
-//! through any node see them (from the primaries); a conflicting insert
+//! and counts through any node see them (from the primaries); a conflicting insert
 //! gets the current document; dropping the table drops every node's groups; when a
 //! shard's leader is lost, writes through the survivors go on under a new leader, and
 //! `read_mode` `majority` and `outdated` read the primary's and the local copy; a
@@ -147,6 +147,17 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
         })
         .await;
         assert_eq!(got, Some(doc("a0", "a")));
+        let c = n.cluster().clone();
+        let (all, some) = blocking(move || {
+            let t = c.table("d", "r").unwrap();
+            let from = Bound::Included(Datum::from("2"));
+            (
+                t.count().unwrap(),
+                t.count_range(from, Bound::Unbounded).unwrap(),
+            )
+        })
+        .await;
+        assert_eq!((all, some), (5, 4));
         let want: Vec<Datum> = ["1", "2", "3", "a0", "f9"].map(Datum::from).to_vec();
         assert_eq!(asc, want);
         assert_eq!(desc, want.iter().rev().cloned().collect::<Vec<_>>());
