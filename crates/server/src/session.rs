@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use cluster::system::JobQuery;
 use datum::Datum;
 use parking_lot::Mutex;
 use proto::frame::Frame;
@@ -33,6 +34,7 @@ use crate::state::ServerState;
 mod batch;
 mod feed;
 mod noreply;
+mod point;
 mod tokens;
 use crate::wire::{check_json, error_frame, finish, profile_json};
 use tokens::{duplicate_token, Claim, Slot, Tokens};
@@ -94,6 +96,9 @@ pub struct Session {
     /// without changes instead of waiting on (RethinkDB's
     /// `return_empty_normal_batches_t::YES`, which its HTTP connections use).
     empty_feed_batches: bool,
+    /// The `rethinkdb.jobs` hook of queries with nothing to end when their row is
+    /// deleted (`point.rs`).
+    no_hook: Arc<dyn Fn() + Send + Sync>,
 }
 
 enum Outcome {
@@ -131,6 +136,7 @@ impl Session {
             tokens: Mutex::new(Tokens::default()),
             noreply: Arc::default(),
             cancel: Arc::new(AtomicBool::new(false)),
+            no_hook: Arc::new(|| {}),
         })
     }
 
@@ -141,6 +147,11 @@ impl Session {
     /// Handles one query frame (spawning a task for anything that may take time).
     pub async fn handle(self: &Arc<Self>, f: Frame) {
         let token = f.token;
+        // A point read is answered from the frame's bytes (`point.rs`).
+        if let Some(frame) = self.point_read(token, &f.payload) {
+            self.send(frame).await;
+            return;
+        }
         match parse_query(&f.payload) {
             Ok(q) => self.handle_query(token, q).await,
             Err(e) => self.send(parse_error_frame(token, &e)).await,
@@ -639,7 +650,7 @@ const GLOBAL_OPTARGS: &[&str] = &[
 fn run_start(
     state: &ServerState,
     who: &Principal,
-    q: Query,
+    mut q: Query,
     term: Arc<reql::Term>,
     hooks: JobHooks,
 ) -> Result<(Outcome, Option<u64>), ReqlError> {
@@ -668,7 +679,10 @@ fn run_start(
     let mut job = Some(Box::new(state.cluster.register_job(
         &who.user,
         &who.peer,
-        q.term.as_ref(),
+        // Kept as is: `rethinkdb.jobs` prints it only when read.
+        q.term
+            .take()
+            .map_or(JobQuery::None, |t| JobQuery::Term(Arc::new(t))),
         cancel.clone(),
         on_cancel,
     )));

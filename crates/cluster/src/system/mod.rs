@@ -36,7 +36,7 @@ pub use issues::{name_collisions, not_fully_connected};
 pub(crate) use rows::{table_config_row, table_status_row};
 pub use servers::{version_string, Membership, ServerRecord};
 pub use state::{
-    now_secs, AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,
+    now_secs, AdminState, CursorGuard, JobGuard, JobQuery, Metrics, ServerInfo, TableCounters, TableMetrics,
     LATENCY_BOUNDS,
 };
 

@@ -228,8 +228,8 @@ pub struct Job {
     pub user: String,
     /// The client's address.
     pub client: String,
-    /// The query (its JSON term, abbreviated).
-    pub query: String,
+    /// The query, printed (abbreviated) when `rethinkdb.jobs` is read.
+    pub query: JobQuery,
     /// When it started.
     pub started: Instant,
     /// Set to interrupt it (by STOP, a closed connection or deleting its row); an
@@ -239,6 +239,36 @@ pub struct Job {
     /// query's owner can end it even while nothing evaluates (an idle cursor, a
     /// changefeed waiting for changes).
     pub on_cancel: Arc<dyn Fn() + Send + Sync>,
+}
+
+/// A job's query as received. Registering a query prints nothing: the text
+/// `rethinkdb.jobs` shows is made from this when the table is read.
+#[derive(Clone, Default)]
+pub enum JobQuery {
+    /// No term.
+    #[default]
+    None,
+    /// The query's term.
+    Term(Arc<serde_json::Value>),
+    /// A query frame's payload, `[type, term, optargs]`, whose term is shown (a point
+    /// read answered without parsing it into a tree keeps only its bytes).
+    Payload(bytes::Bytes),
+}
+
+impl JobQuery {
+    /// The text `rethinkdb.jobs` shows: the term's JSON, abbreviated.
+    pub fn text(&self) -> String {
+        match self {
+            JobQuery::None => String::new(),
+            JobQuery::Term(t) => abbreviated(t),
+            JobQuery::Payload(p) => match serde_json::from_slice::<serde_json::Value>(p) {
+                Ok(serde_json::Value::Array(items)) => {
+                    items.get(1).map(abbreviated).unwrap_or_default()
+                }
+                _ => String::new(),
+            },
+        }
+    }
 }
 
 /// Running jobs, by id.
@@ -264,7 +294,8 @@ impl Drop for JobGuard {
 impl Jobs {
     /// Every job not interrupted, as `(id, duration_sec, user, client, query)`.
     pub fn list(&self) -> Vec<(String, f64, String, String, String)> {
-        self.jobs
+        let listed: Vec<_> = self
+            .jobs
             .lock()
             .iter()
             .filter(|(_, j)| !j.cancel.load(Ordering::Relaxed))
@@ -277,7 +308,19 @@ impl Jobs {
                     j.query.clone(),
                 )
             })
+            .collect();
+        // Printed outside the registry's lock, which every query start takes.
+        listed
+            .into_iter()
+            .map(|(id, secs, user, client, q)| (id, secs, user, client, q.text()))
             .collect()
+    }
+
+    /// How many jobs are listed (not interrupted).
+    pub fn count(&self) -> usize {
+        (self.jobs.lock().values())
+            .filter(|j| !j.cancel.load(Ordering::Relaxed))
+            .count()
     }
 
     /// Interrupts the job with `id`; false when there is none.
@@ -447,18 +490,17 @@ impl crate::Cluster {
         &self,
         user: &str,
         client: &str,
-        query: Option<&serde_json::Value>,
+        query: JobQuery,
         cancel: Arc<AtomicBool>,
         on_cancel: Arc<dyn Fn() + Send + Sync>,
     ) -> JobGuard {
         let id = uuid::Uuid::new_v4().to_string();
-        let q = query.map(abbreviated).unwrap_or_default();
         self.admin.jobs.jobs.lock().insert(
             id.clone(),
             Job {
                 user: user.to_string(),
                 client: client.to_string(),
-                query: q,
+                query,
                 started: Instant::now(),
                 cancel,
                 on_cancel,
@@ -531,7 +573,7 @@ impl crate::Cluster {
         Metrics {
             queries: k.queries.load(Ordering::Relaxed),
             connections: k.connections.load(Ordering::Relaxed),
-            jobs: self.admin.jobs.list().len() as u64,
+            jobs: self.admin.jobs.count() as u64,
             cursors: k.cursors.load(Ordering::Relaxed),
             feeds: k.feeds.load(Ordering::Relaxed),
             tables,
@@ -570,6 +612,17 @@ mod tests {
         assert_eq!(abbreviated(&edge).chars().count(), JOB_QUERY_CHARS);
         assert!(!abbreviated(&edge).ends_with('…'));
     }
+    #[test]
+    fn a_job_shows_the_same_text_from_its_term_or_its_frame() {
+        let payload = br#"[1,[16,[[15,[[14,["d"]],"t"]],"k"]],{"db":[14,["x"]]}]"#;
+        let term = serde_json::json!([16, [[15, [[14, ["d"]], "t"]], "k"]]);
+        let from_frame = JobQuery::Payload(bytes::Bytes::from_static(payload)).text();
+        assert_eq!(from_frame, r#"[16,[[15,[[14,["d"]],"t"]],"k"]]"#);
+        assert_eq!(JobQuery::Term(Arc::new(term)).text(), from_frame);
+        assert_eq!(JobQuery::None.text(), "");
+        assert_eq!(JobQuery::Payload(bytes::Bytes::from_static(b"[4]")).text(), "");
+    }
+
     #[test]
     fn latencies_fall_into_cumulative_buckets() {
         let l = Latency::default();

@@ -1,0 +1,366 @@
+//! The fast path of the hottest query, a point read by primary key:
+//! `r.table(T).get(K)` or `r.db(D).table(T).get(K)`, with no global optarg or `db` only.
+//!
+//! `recognise` reads the query frame's bytes as they are (no JSON tree, no compiled
+//! term) and accepts only that exact shape: valid names (so no name error can arise), a
+//! key that is a string without escapes or an integer of at most 15 digits (exact as a
+//! number), no term optargs. It accepts a strict subset of what `proto::query` parses
+//! into that same query; anything else gives None and the query takes the normal path.
+//!
+//! `Session::point_read` answers a recognised query as the normal path does
+//! (`session::run_start` evaluating `reql::terms::db::get`), through the same seams: the
+//! connection's `TableAccess` (a user's permission is checked by the `Permissions` layer
+//! on `get`), the `rethinkdb.jobs` registry (which also counts the query for `stats`),
+//! the read counter of `stats` (in the table's `get`), the query's memory budget, its
+//! interruption flag and the latency histogram. Before anything observable happens, every
+//! doubt — a duplicate token, a missing database or table, a system table, a key that is
+//! not a valid primary key — hands the query back untouched to the normal path, so those
+//! errors have one source. An error of the read itself is blamed as the normal path
+//! blames it, on the compiled term (compiled then, on that rare path).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use cluster::system::JobQuery;
+use datum::Datum;
+use proto::ql2::ResponseType;
+use proto::response::ResponseWriter;
+use reql::memory::Budget;
+use reql::{ReqlError, Table};
+
+use super::Session;
+use crate::wire::{check_json, error_frame, finish};
+
+/// A recognised point read, borrowing the frame's bytes.
+#[derive(Debug, PartialEq)]
+pub(super) struct PointGet<'a> {
+    /// `D` of `r.db(D)` in the term.
+    db: Option<&'a str>,
+    /// The `db` global optarg.
+    default_db: Option<&'a str>,
+    table: &'a str,
+    key: Key<'a>,
+}
+
+#[derive(Debug, PartialEq)]
+enum Key<'a> {
+    Str(&'a str),
+    Int(i64),
+}
+
+impl PointGet<'_> {
+    /// The database the table is looked up in, as the normal path chooses it.
+    fn db(&self) -> &str {
+        self.db.or(self.default_db).unwrap_or("test")
+    }
+
+    fn key(&self) -> Datum {
+        match self.key {
+            Key::Str(s) => Datum::str(s),
+            // At most 15 digits: exact as an f64, as serde_json's reading of it is.
+            Key::Int(n) => Datum::Number(n as f64),
+        }
+    }
+}
+
+/// Reads the exact point-read shape; None for anything else.
+pub(super) fn recognise(payload: &[u8]) -> Option<PointGet<'_>> {
+    let mut c = Cursor { b: payload, i: 0 };
+    // [1, [16, [[15, [[14, ["D"]], "T"]], K]], {"db": [14, ["D"]]}]
+    c.token(b"[")?;
+    c.token(b"1")?;
+    c.token(b",")?;
+    c.token(b"[")?;
+    c.token(b"16")?;
+    c.token(b",")?;
+    c.token(b"[")?;
+    c.token(b"[")?;
+    c.token(b"15")?;
+    c.token(b",")?;
+    c.token(b"[")?;
+    let db = if c.peek() == Some(b'[') {
+        let d = c.db_term()?;
+        c.token(b",")?;
+        Some(d)
+    } else {
+        None
+    };
+    let table = c.name()?;
+    c.token(b"]")?;
+    c.token(b"]")?;
+    c.token(b",")?;
+    let key = c.key()?;
+    c.token(b"]")?;
+    c.token(b"]")?;
+    let mut default_db = None;
+    if c.peek() == Some(b',') {
+        c.token(b",")?;
+        c.token(b"{")?;
+        if c.peek() != Some(b'}') {
+            c.token(b"\"db\"")?;
+            c.token(b":")?;
+            default_db = Some(c.db_term()?);
+        }
+        c.token(b"}")?;
+    }
+    c.token(b"]")?;
+    c.skip_ws();
+    (c.i == payload.len()).then_some(PointGet {
+        db,
+        default_db,
+        table,
+        key,
+    })
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn skip_ws(&mut self) {
+        while matches!(self.b.get(self.i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_ws();
+        self.b.get(self.i).copied()
+    }
+
+    /// Exactly `t` (after whitespace). A number token is complete only because what
+    /// follows it is always checked to be `,` or `]`.
+    fn token(&mut self, t: &[u8]) -> Option<()> {
+        self.skip_ws();
+        let end = self.i.checked_add(t.len())?;
+        (self.b.get(self.i..end)? == t).then(|| self.i = end)
+    }
+
+    /// `[14, ["D"]]`.
+    fn db_term(&mut self) -> Option<&'a str> {
+        self.token(b"[")?;
+        self.token(b"14")?;
+        self.token(b",")?;
+        self.token(b"[")?;
+        let d = self.name()?;
+        self.token(b"]")?;
+        self.token(b"]")?;
+        Some(d)
+    }
+
+    /// A string of a valid database or table name (`A-Z`, `a-z`, `0-9`, `_`, `-`).
+    fn name(&mut self) -> Option<&'a str> {
+        let s = self.string()?;
+        reql::terms::db::valid_name(s).then_some(s)
+    }
+
+    /// A JSON string without escapes or control characters.
+    fn string(&mut self) -> Option<&'a str> {
+        self.token(b"\"")?;
+        let start = self.i;
+        loop {
+            match *self.b.get(self.i)? {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => self.i += 1,
+            }
+        }
+        let s = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        self.i += 1;
+        Some(s)
+    }
+
+    /// A string, or an integer of 1 to 15 digits in JSON's form (no leading zero, and
+    /// not `-0`, which is a float).
+    fn key(&mut self) -> Option<Key<'a>> {
+        if self.peek() == Some(b'"') {
+            return self.string().map(Key::Str);
+        }
+        let start = self.i;
+        let negative = self.b.get(self.i) == Some(&b'-');
+        if negative {
+            self.i += 1;
+        }
+        let digits = self.i;
+        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+            self.i += 1;
+        }
+        let d = &self.b[digits..self.i];
+        if d.is_empty() || d.len() > 15 || (d[0] == b'0' && (d.len() > 1 || negative)) {
+            return None;
+        }
+        std::str::from_utf8(&self.b[start..self.i])
+            .ok()?
+            .parse()
+            .ok()
+            .map(Key::Int)
+    }
+}
+
+impl Session {
+    /// Answers the query frame `payload` on `token` if it is a recognised point read.
+    /// None: not one, or in doubt; nothing has happened and the normal path answers.
+    pub(super) fn point_read(&self, token: u64, payload: &Bytes) -> Option<Vec<u8>> {
+        let q = recognise(payload)?;
+        if self.tokens.lock().in_use(token) {
+            return None;
+        }
+        let db = q.db();
+        // System tables have their own rules for names and rows: the normal path.
+        if db == "rethinkdb" {
+            return None;
+        }
+        let access = &self.who.access;
+        // `r.db(D)` checks that D exists (with its own backtrace).
+        if q.db.is_some() && access.check_db(db).is_err() {
+            return None;
+        }
+        let table = access.table(db, q.table).ok()?;
+        let key = q.key();
+        datum::keys::encode_primary(&key).ok()?;
+
+        // From here the query runs and is answered here, as `run_start` would.
+        let began = Instant::now();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let memory = Budget::new(self.state.query_memory, cancel.clone());
+        // Its deletion needs no hook: the query has no slot or cursor to end.
+        let job = self.state.cluster.register_job(
+            &self.who.user,
+            &self.who.peer,
+            JobQuery::Payload(payload.clone()),
+            cancel.clone(),
+            self.no_hook.clone(),
+        );
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _memory = memory.enter();
+            read(table.as_ref(), &key, &cancel)
+        }));
+        let frame = match run {
+            Ok(Ok(json)) => {
+                let mut w = ResponseWriter::new(ResponseType::SUCCESS_ATOM);
+                w.push_raw(&json);
+                finish(w, token)
+            }
+            Ok(Err(e)) => self
+                .interrupted(token, &cancel, &memory)
+                .unwrap_or_else(|| error_frame(token, &blamed(payload, e))),
+            Err(_) => self
+                .interrupted(token, &cancel, &memory)
+                .unwrap_or_else(|| {
+                    error_frame(
+                        token,
+                        &reql::error::internal("The query failed unexpectedly."),
+                    )
+                }),
+        };
+        drop(job);
+        self.state
+            .cluster
+            .observe_query_latency(began.elapsed().as_secs_f64());
+        Some(frame)
+    }
+}
+
+/// The read, as `reql::terms::db::get` over an interruptible table and `run_start`'s
+/// conversion of its value do it.
+fn read(table: &dyn Table, key: &Datum, cancel: &AtomicBool) -> Result<Vec<u8>, ReqlError> {
+    if cancel.load(Ordering::Relaxed) {
+        return Err(reql::interrupt::error());
+    }
+    let doc = table.get(key)?.unwrap_or(Datum::Null);
+    check_json(&doc)?;
+    Ok(doc.to_json_bytes())
+}
+
+/// `e` blamed on the compiled query, as evaluating the compiled `get` term blames it.
+fn blamed(payload: &[u8], e: ReqlError) -> ReqlError {
+    let term = proto::query::parse_query(payload)
+        .ok()
+        .and_then(|q| q.term)
+        .and_then(|t| reql::compile_term(&t).ok());
+    match term {
+        Some(t) => e.blame_in(&t),
+        None => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(s: &str) -> Option<PointGet<'_>> {
+        recognise(s.as_bytes())
+    }
+
+    #[test]
+    fn the_drivers_point_reads_are_recognised() {
+        let q = get(r#"[1,[16,[[15,["t"]],"k"]],{}]"#).unwrap();
+        assert_eq!((q.db, q.default_db, q.table), (None, None, "t"));
+        assert_eq!(q.key, Key::Str("k"));
+        assert_eq!(q.db(), "test");
+        let q = get(r#"[1,[16,[[15,[[14,["d"]],"t"]],-42]]]"#).unwrap();
+        assert_eq!((q.db(), q.table, q.key()), ("d", "t", Datum::Number(-42.0)));
+        let q = get(r#"[1,[16,[[15,["t"]],"é k"]],{"db":[14,["x"]]}]"#).unwrap();
+        assert_eq!((q.db(), q.key()), ("x", Datum::str("é k")));
+        // The term's database wins over the optarg's.
+        let q = get(r#" [ 1 , [16,[[15,[[14,["d"]],"t"]],0]] , { "db" : [14,["x"]] } ] "#);
+        assert_eq!(q.map(|q| q.db().to_string()), Some("d".into()));
+    }
+
+    #[test]
+    fn anything_else_takes_the_normal_path() {
+        for s in [
+            // Other query types, terms, optargs.
+            r#"[2,[16,[[15,["t"]],"k"]],{}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{"profile":true}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{"noreply":true}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{"db":[14,["x"]],"profile":true}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{"db":"x"}]"#,
+            r#"[1,[16,[[15,["t"],{"read_mode":"outdated"}],"k"]]]"#,
+            r#"[1,[16,[[15,["t"]],"k"],{"index":"v"}]]"#,
+            r#"[1,[78,[[15,["t"]],"k"]]]"#,
+            r#"[1,[16,[[15,[[14,["d"]],[15,["t"]]]],"k"]]]"#,
+            // Invalid names: their errors come from the normal path.
+            r#"[1,[16,[[15,["a b"]],"k"]]]"#,
+            r#"[1,[16,[[15,[[14,[""]],"t"]],"k"]]]"#,
+            // Keys that are not plain strings or exact integers.
+            r#"[1,[16,[[15,["t"]],"a\"b"]]]"#,
+            r#"[1,[16,[[15,["t"]],1.5]]]"#,
+            r#"[1,[16,[[15,["t"]],1e3]]]"#,
+            r#"[1,[16,[[15,["t"]],-0]]]"#,
+            r#"[1,[16,[[15,["t"]],01]]]"#,
+            r#"[1,[16,[[15,["t"]],1234567890123456]]]"#,
+            r#"[1,[16,[[15,["t"]],null]]]"#,
+            r#"[1,[16,[[15,["t"]],[2,[1]]]]]"#,
+            r#"[1,[16,[[15,["t"]],{"a":1}]]]"#,
+            // Malformed or trailing bytes.
+            r#"[1,[16,[[15,["t"]],"k"]],{}] x"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{}"#,
+            r#"[1,[16,[[15,["t"]],"k"]],]"#,
+            r#"[10,[16,[[15,["t"]],"k"]]]"#,
+            r#"[1,[160,[[15,["t"]],"k"]]]"#,
+        ] {
+            assert_eq!(get(s), None, "{s}");
+        }
+        assert_eq!(recognise(b"[1,[16,[[15,[\"t\"]],\"\xff\"]]]"), None);
+    }
+
+    #[test]
+    fn recognised_queries_parse_to_the_same_query() {
+        for s in [
+            r#"[1,[16,[[15,["t"]],"k"]],{}]"#,
+            r#"[1,[16,[[15,[[14,["d"]],"t"]],123456789012345]],{"db":[14,["x"]]}]"#,
+        ] {
+            let q = proto::query::parse_query(s.as_bytes()).unwrap();
+            assert_eq!(q.kind, proto::ql2::QueryType::START);
+            let t = reql::compile_term(&q.term.unwrap()).unwrap();
+            assert!(reql::plan::runs_inline(&t));
+            let p = get(s).unwrap();
+            assert_eq!(t.args[1].datum, p.key());
+        }
+    }
+}
