@@ -225,9 +225,9 @@ pub struct Metrics {
 /// A running query as `rethinkdb.jobs` lists it.
 pub struct Job {
     /// The user running it.
-    pub user: String,
+    pub user: Arc<str>,
     /// The client's address.
-    pub client: String,
+    pub client: Arc<str>,
     /// The query, printed (abbreviated) when `rethinkdb.jobs` is read.
     pub query: JobQuery,
     /// When it started.
@@ -274,13 +274,26 @@ impl JobQuery {
 /// Running jobs, by id.
 #[derive(Default)]
 pub struct Jobs {
-    jobs: Mutex<BTreeMap<String, Job>>,
+    /// By id, a UUID as a number: registering prints nothing, and the numbers' order is
+    /// that of the printed ids.
+    jobs: Mutex<BTreeMap<u128, Job>>,
 }
 
 /// Removes its job from the registry when dropped.
 pub struct JobGuard {
-    id: String,
+    id: u128,
     jobs: std::sync::Weak<crate::Cluster>,
+}
+
+/// A job id as `rethinkdb.jobs` shows it.
+fn job_id_text(id: u128) -> String {
+    uuid::Uuid::from_u128(id).hyphenated().to_string()
+}
+
+/// The job id `text` names: only the exact form `job_id_text` prints.
+fn job_id(text: &str) -> Option<u128> {
+    let id = uuid::Uuid::try_parse(text).ok()?.as_u128();
+    (job_id_text(id) == text).then_some(id)
 }
 
 impl Drop for JobGuard {
@@ -301,7 +314,7 @@ impl Jobs {
             .filter(|(_, j)| !j.cancel.load(Ordering::Relaxed))
             .map(|(id, j)| {
                 (
-                    id.clone(),
+                    *id,
                     j.started.elapsed().as_secs_f64(),
                     j.user.clone(),
                     j.client.clone(),
@@ -312,7 +325,15 @@ impl Jobs {
         // Printed outside the registry's lock, which every query start takes.
         listed
             .into_iter()
-            .map(|(id, secs, user, client, q)| (id, secs, user, client, q.text()))
+            .map(|(id, secs, user, client, q)| {
+                (
+                    job_id_text(id),
+                    secs,
+                    user.to_string(),
+                    client.to_string(),
+                    q.text(),
+                )
+            })
             .collect()
     }
 
@@ -331,7 +352,10 @@ impl Jobs {
     /// Cancels job `id` if `may(its user)` allows it (a user may end only their own
     /// queries; `admin` any). Returns whether a job was cancelled.
     pub fn cancel_if(&self, id: &str, may: impl Fn(&str) -> bool) -> bool {
-        let on_cancel = match self.jobs.lock().get(id) {
+        let Some(id) = job_id(id) else {
+            return false;
+        };
+        let on_cancel = match self.jobs.lock().get(&id) {
             Some(j) if !may(&j.user) => return false,
             Some(j) => {
                 j.cancel.store(true, Ordering::SeqCst);
@@ -488,18 +512,18 @@ impl crate::Cluster {
     /// set. Deleting its row sets `cancel`, then calls `on_cancel`.
     pub fn register_job(
         &self,
-        user: &str,
-        client: &str,
+        user: &Arc<str>,
+        client: &Arc<str>,
         query: JobQuery,
         cancel: Arc<AtomicBool>,
         on_cancel: Arc<dyn Fn() + Send + Sync>,
     ) -> JobGuard {
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = uuid::Uuid::new_v4().as_u128();
         self.admin.jobs.jobs.lock().insert(
-            id.clone(),
+            id,
             Job {
-                user: user.to_string(),
-                client: client.to_string(),
+                user: user.clone(),
+                client: client.clone(),
                 query,
                 started: Instant::now(),
                 cancel,
@@ -612,6 +636,20 @@ mod tests {
         assert_eq!(abbreviated(&edge).chars().count(), JOB_QUERY_CHARS);
         assert!(!abbreviated(&edge).ends_with('…'));
     }
+    #[test]
+    fn job_ids_are_printed_uuids_and_only_that_form_names_them() {
+        let id = uuid::Uuid::new_v4();
+        let text = job_id_text(id.as_u128());
+        assert_eq!(text, id.to_string());
+        assert_eq!(job_id(&text), Some(id.as_u128()));
+        assert_eq!(job_id(&text.to_uppercase()), None);
+        assert_eq!(job_id(&id.simple().to_string()), None);
+        assert_eq!(job_id("nope"), None);
+        // Numeric order is the printed ids' order.
+        let (a, b) = (0x0fff_u128 << 112, 0xa000_u128 << 112);
+        assert!(job_id_text(a) < job_id_text(b));
+    }
+
     #[test]
     fn a_job_shows_the_same_text_from_its_term_or_its_frame() {
         let payload = br#"[1,[16,[[15,[[14,["d"]],"t"]],"k"]],{"db":[14,["x"]]}]"#;

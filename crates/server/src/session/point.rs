@@ -237,14 +237,10 @@ impl Session {
         );
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _memory = memory.enter();
-            read(table.as_ref(), &key, &cancel)
+            read(table.as_ref(), &key, &cancel).map(|doc| answer(token, &doc))
         }));
         let frame = match run {
-            Ok(Ok(json)) => {
-                let mut w = ResponseWriter::new(ResponseType::SUCCESS_ATOM);
-                w.push_raw(&json);
-                finish(w, token)
-            }
+            Ok(Ok(frame)) => frame,
             Ok(Err(e)) => self
                 .interrupted(token, &cancel, &memory)
                 .unwrap_or_else(|| error_frame(token, &blamed(payload, e))),
@@ -267,13 +263,22 @@ impl Session {
 
 /// The read, as `reql::terms::db::get` over an interruptible table and `run_start`'s
 /// conversion of its value do it.
-fn read(table: &dyn Table, key: &Datum, cancel: &AtomicBool) -> Result<Vec<u8>, ReqlError> {
+fn read(table: &dyn Table, key: &Datum, cancel: &AtomicBool) -> Result<Datum, ReqlError> {
     if cancel.load(Ordering::Relaxed) {
         return Err(reql::interrupt::error());
     }
     let doc = table.get(key)?.unwrap_or(Datum::Null);
     check_json(&doc)?;
-    Ok(doc.to_json_bytes())
+    Ok(doc)
+}
+
+/// The SUCCESS_ATOM frame of `doc`, written in one buffer of the right size (a stored
+/// document keeps its JSON, `datum::Object::raw_json`).
+fn answer(token: u64, doc: &Datum) -> Vec<u8> {
+    let size = (doc.as_object().and_then(|o| o.raw_json())).map_or(64, <[u8]>::len);
+    let mut w = ResponseWriter::with_capacity(ResponseType::SUCCESS_ATOM, size);
+    w.push_raw_with(|out| doc.write_json(out));
+    finish(w, token)
 }
 
 /// `e` blamed on the compiled query, as evaluating the compiled `get` term blames it.
