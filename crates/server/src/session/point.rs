@@ -56,6 +56,13 @@ impl PointGet<'_> {
         self.db.or(self.default_db).unwrap_or("test")
     }
 
+    /// Whether `datum::keys::encode_primary` refuses the key. A recognised key is a
+    /// string without control characters (so without NUL) or an integer of at most 15
+    /// digits (printed short enough), so only a string's length can be refused.
+    fn key_refused(&self) -> bool {
+        matches!(self.key, Key::Str(s) if s.len() > datum::keys::MAX_PRIMARY_KEY_CHARS)
+    }
+
     fn key(&self) -> Datum {
         match self.key {
             Key::Str(s) => Datum::str(s),
@@ -121,12 +128,14 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline]
     fn skip_ws(&mut self) {
-        while matches!(self.b.get(self.i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
             self.i += 1;
         }
     }
 
+    #[inline]
     fn peek(&mut self) -> Option<u8> {
         self.skip_ws();
         self.b.get(self.i).copied()
@@ -134,10 +143,16 @@ impl<'a> Cursor<'a> {
 
     /// Exactly `t` (after whitespace). A number token is complete only because what
     /// follows it is always checked to be `,` or `]`.
+    #[inline]
     fn token(&mut self, t: &[u8]) -> Option<()> {
         self.skip_ws();
-        let end = self.i.checked_add(t.len())?;
-        (self.b.get(self.i..end)? == t).then(|| self.i = end)
+        let rest = self.b.get(self.i..)?;
+        if rest.starts_with(t) {
+            self.i += t.len();
+            Some(())
+        } else {
+            None
+        }
     }
 
     /// `[14, ["D"]]`.
@@ -152,26 +167,43 @@ impl<'a> Cursor<'a> {
         Some(d)
     }
 
-    /// A string of a valid database or table name (`A-Z`, `a-z`, `0-9`, `_`, `-`).
+    /// A string of a valid database or table name (`A-Z`, `a-z`, `0-9`, `_`, `-`, as
+    /// `reql::terms::db::valid_name` wants).
     fn name(&mut self) -> Option<&'a str> {
-        let s = self.string()?;
-        reql::terms::db::valid_name(s).then_some(s)
+        self.token(b"\"")?;
+        let start = self.i;
+        while let Some(c) = self.b.get(self.i) {
+            match c {
+                b'"' => break,
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' => self.i += 1,
+                _ => return None,
+            }
+        }
+        self.quoted_from(start).filter(|s| !s.is_empty())
     }
 
     /// A JSON string without escapes or control characters.
     fn string(&mut self) -> Option<&'a str> {
         self.token(b"\"")?;
         let start = self.i;
-        loop {
-            match *self.b.get(self.i)? {
+        while let Some(&c) = self.b.get(self.i) {
+            match c {
                 b'"' => break,
                 b'\\' | 0..=0x1f => return None,
                 _ => self.i += 1,
             }
         }
-        let s = std::str::from_utf8(&self.b[start..self.i]).ok()?;
+        self.quoted_from(start)
+    }
+
+    /// The text from `start` to the closing quote at the cursor, which it passes.
+    fn quoted_from(&mut self, start: usize) -> Option<&'a str> {
+        let text = self.b.get(start..self.i)?;
+        if self.b.get(self.i) != Some(&b'"') {
+            return None;
+        }
         self.i += 1;
-        Some(s)
+        std::str::from_utf8(text).ok()
     }
 
     /// A string, or an integer of 1 to 15 digits in JSON's form (no leading zero, and
@@ -180,24 +212,24 @@ impl<'a> Cursor<'a> {
         if self.peek() == Some(b'"') {
             return self.string().map(Key::Str);
         }
-        let start = self.i;
         let negative = self.b.get(self.i) == Some(&b'-');
         if negative {
             self.i += 1;
         }
         let digits = self.i;
-        while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+        let mut n: i64 = 0;
+        while let Some(&c @ b'0'..=b'9') = self.b.get(self.i) {
+            n = n * 10 + i64::from(c - b'0');
             self.i += 1;
+            if self.i - digits > 15 {
+                return None;
+            }
         }
-        let d = &self.b[digits..self.i];
-        if d.is_empty() || d.len() > 15 || (d[0] == b'0' && (d.len() > 1 || negative)) {
-            return None;
+        match self.b.get(digits..self.i)? {
+            [] => None,
+            [b'0', ..] if negative || self.i - digits > 1 => None,
+            _ => Some(Key::Int(if negative { -n } else { n })),
         }
-        std::str::from_utf8(&self.b[start..self.i])
-            .ok()?
-            .parse()
-            .ok()
-            .map(Key::Int)
     }
 }
 
@@ -219,9 +251,11 @@ impl Session {
         if q.db.is_some() && access.check_db(db).is_err() {
             return None;
         }
+        if q.key_refused() {
+            return None;
+        }
         let table = access.table(db, q.table).ok()?;
         let key = q.key();
-        datum::keys::encode_primary(&key).ok()?;
 
         // From here the query runs and is answered here, as `run_start` would.
         let began = Instant::now();
@@ -352,6 +386,23 @@ mod tests {
             assert_eq!(get(s), None, "{s}");
         }
         assert_eq!(recognise(b"[1,[16,[[15,[\"t\"]],\"\xff\"]]]"), None);
+    }
+
+    #[test]
+    fn only_long_strings_are_refused_keys() {
+        let long = |n: usize| format!(r#"[1,[16,[[15,["t"]],"{}"]]]"#, "é".repeat(n / 2));
+        for n in [0, 2, 126, 128, 200] {
+            let s = long(n);
+            let q = get(&s).unwrap();
+            let refused = datum::keys::encode_primary(&q.key()).is_err();
+            assert_eq!(q.key_refused(), refused, "{n} bytes");
+        }
+        for k in ["0", "-1", "999999999999999", "-999999999999999"] {
+            let s = format!(r#"[1,[16,[[15,["t"]],{k}]]]"#);
+            let q = get(&s).unwrap();
+            assert!(!q.key_refused());
+            assert!(datum::keys::encode_primary(&q.key()).is_ok(), "{k}");
+        }
     }
 
     #[test]
