@@ -2,7 +2,8 @@
 //! `r.table(T).get(K)` or `r.db(D).table(T).get(K)`, with no global optarg or `db` only.
 //!
 //! `recognise` reads the query frame's bytes as they are (no JSON tree, no compiled
-//! term) and accepts only that exact shape: valid names (so no name error can arise), a
+//! term) and accepts only that exact shape, written compactly as the drivers write it:
+//! valid names (so no name error can arise), a
 //! key that is a string without escapes or an integer of at most 15 digits (exact as a
 //! number), no term optargs. It accepts a strict subset of what `proto::query` parses
 //! into that same query; anything else gives None and the query takes the normal path.
@@ -72,48 +73,37 @@ impl PointGet<'_> {
     }
 }
 
-/// Reads the exact point-read shape; None for anything else.
+/// Reads the exact point-read shape, in the compact form drivers send (no whitespace);
+/// None for anything else.
 pub(super) fn recognise(payload: &[u8]) -> Option<PointGet<'_>> {
     let mut c = Cursor { b: payload, i: 0 };
-    // [1, [16, [[15, [[14, ["D"]], "T"]], K]], {"db": [14, ["D"]]}]
-    c.token(b"[")?;
-    c.token(b"1")?;
-    c.token(b",")?;
-    c.token(b"[")?;
-    c.token(b"16")?;
-    c.token(b",")?;
-    c.token(b"[")?;
-    c.token(b"[")?;
-    c.token(b"15")?;
-    c.token(b",")?;
-    c.token(b"[")?;
-    let db = if c.peek() == Some(b'[') {
-        let d = c.db_term()?;
-        c.token(b",")?;
-        Some(d)
-    } else {
-        None
+    // [1,[16,[[15,[[14,["D"]],"T"]],K]],{"db":[14,["D"]]}]
+    c.lit(b"[1,[16,[[15,[")?;
+    let db = match c.lit(b"[14,[") {
+        Some(()) => {
+            let d = c.name()?;
+            c.lit(b"]],")?;
+            Some(d)
+        }
+        None => None,
     };
     let table = c.name()?;
-    c.token(b"]")?;
-    c.token(b"]")?;
-    c.token(b",")?;
+    c.lit(b"]],")?;
     let key = c.key()?;
-    c.token(b"]")?;
-    c.token(b"]")?;
-    let mut default_db = None;
-    if c.peek() == Some(b',') {
-        c.token(b",")?;
-        c.token(b"{")?;
-        if c.peek() != Some(b'}') {
-            c.token(b"\"db\"")?;
-            c.token(b":")?;
-            default_db = Some(c.db_term()?);
+    c.lit(b"]]")?;
+    let default_db = match c.lit(b",{\"db\":[14,[") {
+        Some(()) => {
+            let d = c.name()?;
+            c.lit(b"]]}")?;
+            Some(d)
         }
-        c.token(b"}")?;
-    }
-    c.token(b"]")?;
-    c.skip_ws();
+        None => {
+            // No optargs, or none at all.
+            let _ = c.lit(b",{}");
+            None
+        }
+    };
+    c.lit(b"]")?;
     (c.i == payload.len()).then_some(PointGet {
         db,
         default_db,
@@ -128,26 +118,11 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    /// Exactly `t` next (the cursor moves only on a match). A number in `t` is
+    /// complete because what follows it in `t` is `,` or `]`.
     #[inline]
-    fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
-            self.i += 1;
-        }
-    }
-
-    #[inline]
-    fn peek(&mut self) -> Option<u8> {
-        self.skip_ws();
-        self.b.get(self.i).copied()
-    }
-
-    /// Exactly `t` (after whitespace). A number token is complete only because what
-    /// follows it is always checked to be `,` or `]`.
-    #[inline]
-    fn token(&mut self, t: &[u8]) -> Option<()> {
-        self.skip_ws();
-        let rest = self.b.get(self.i..)?;
-        if rest.starts_with(t) {
+    fn lit(&mut self, t: &[u8]) -> Option<()> {
+        if self.b.get(self.i..)?.starts_with(t) {
             self.i += t.len();
             Some(())
         } else {
@@ -155,22 +130,10 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// `[14, ["D"]]`.
-    fn db_term(&mut self) -> Option<&'a str> {
-        self.token(b"[")?;
-        self.token(b"14")?;
-        self.token(b",")?;
-        self.token(b"[")?;
-        let d = self.name()?;
-        self.token(b"]")?;
-        self.token(b"]")?;
-        Some(d)
-    }
-
     /// A string of a valid database or table name (`A-Z`, `a-z`, `0-9`, `_`, `-`, as
     /// `reql::terms::db::valid_name` wants).
     fn name(&mut self) -> Option<&'a str> {
-        self.token(b"\"")?;
+        self.lit(b"\"")?;
         let start = self.i;
         while let Some(c) = self.b.get(self.i) {
             match c {
@@ -182,9 +145,9 @@ impl<'a> Cursor<'a> {
         self.quoted_from(start).filter(|s| !s.is_empty())
     }
 
-    /// A JSON string without escapes or control characters.
+/// A JSON string without escapes or control characters.
     fn string(&mut self) -> Option<&'a str> {
-        self.token(b"\"")?;
+        self.lit(b"\"")?;
         let start = self.i;
         while let Some(&c) = self.b.get(self.i) {
             match c {
@@ -209,7 +172,7 @@ impl<'a> Cursor<'a> {
     /// A string, or an integer of 1 to 15 digits in JSON's form (no leading zero, and
     /// not `-0`, which is a float).
     fn key(&mut self) -> Option<Key<'a>> {
-        if self.peek() == Some(b'"') {
+        if self.b.get(self.i) == Some(&b'"') {
             return self.string().map(Key::Str);
         }
         let negative = self.b.get(self.i) == Some(&b'-');
@@ -346,7 +309,7 @@ mod tests {
         let q = get(r#"[1,[16,[[15,["t"]],"é k"]],{"db":[14,["x"]]}]"#).unwrap();
         assert_eq!((q.db(), q.key()), ("x", Datum::str("é k")));
         // The term's database wins over the optarg's.
-        let q = get(r#" [ 1 , [16,[[15,[[14,["d"]],"t"]],0]] , { "db" : [14,["x"]] } ] "#);
+        let q = get(r#"[1,[16,[[15,[[14,["d"]],"t"]],0]],{"db":[14,["x"]]}]"#);
         assert_eq!(q.map(|q| q.db().to_string()), Some("d".into()));
     }
 
@@ -376,6 +339,11 @@ mod tests {
             r#"[1,[16,[[15,["t"]],null]]]"#,
             r#"[1,[16,[[15,["t"]],[2,[1]]]]]"#,
             r#"[1,[16,[[15,["t"]],{"a":1}]]]"#,
+            // Whitespace (drivers send none).
+            r#" [1,[16,[[15,["t"]],"k"]],{}]"#,
+            r#"[1, [16,[[15,["t"]],"k"]],{}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{ }]"#,
+            "[1,[16,[[15,[\"t\"]],\"k\"]],{}]\n",
             // Malformed or trailing bytes.
             r#"[1,[16,[[15,["t"]],"k"]],{}] x"#,
             r#"[1,[16,[[15,["t"]],"k"]],{}"#,
