@@ -676,16 +676,18 @@ fn run_start(
         })
     };
     // Listed from here until the query ends: with its cursor when it has one.
-    let mut job = Some(Box::new(state.cluster.register_job(
-        &who.user,
-        &who.peer,
-        // Kept as is: `rethinkdb.jobs` prints it only when read.
-        q.term
-            .take()
-            .map_or(JobQuery::None, |t| JobQuery::Term(Arc::new(t))),
-        cancel.clone(),
-        on_cancel,
-    )));
+    let mut job = Some(Box::new(
+        state.cluster.register_job(
+            &who.user,
+            &who.peer,
+            // Kept as is: `rethinkdb.jobs` prints it only when read.
+            q.term
+                .take()
+                .map_or(JobQuery::None, |t| JobQuery::Term(Arc::new(t))),
+            cancel.clone(),
+            on_cancel,
+        ),
+    ));
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
     ctx.memory = Some(memory.clone());
     ctx.cancel = cancel.clone();

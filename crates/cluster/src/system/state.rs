@@ -658,7 +658,10 @@ mod tests {
         assert_eq!(from_frame, r#"[16,[[15,[[14,["d"]],"t"]],"k"]]"#);
         assert_eq!(JobQuery::Term(Arc::new(term)).text(), from_frame);
         assert_eq!(JobQuery::None.text(), "");
-        assert_eq!(JobQuery::Payload(bytes::Bytes::from_static(b"[4]")).text(), "");
+        assert_eq!(
+            JobQuery::Payload(bytes::Bytes::from_static(b"[4]")).text(),
+            ""
+        );
     }
 
     #[test]

@@ -145,7 +145,7 @@ impl<'a> Cursor<'a> {
         self.quoted_from(start).filter(|s| !s.is_empty())
     }
 
-/// A JSON string without escapes or control characters.
+    /// A JSON string without escapes or control characters.
     fn string(&mut self) -> Option<&'a str> {
         self.lit(b"\"")?;
         let start = self.i;
