@@ -3,10 +3,10 @@
 //!
 //! `recognise` reads the query frame's bytes as they are (no JSON tree, no compiled
 //! term) and accepts only that exact shape, written compactly as the drivers write it:
-//! valid names (so no name error can arise), a
-//! key that is a string without escapes or an integer of at most 15 digits (exact as a
-//! number), no term optargs. It accepts a strict subset of what `proto::query` parses
-//! into that same query; anything else gives None and the query takes the normal path.
+//! valid names (so no name error can arise), a key that is a string without escapes or
+//! an integer of at most 15 digits (exact as a number), no term optargs. It accepts a
+//! strict subset of what `proto::query` parses into that same query; anything else
+//! gives None and the query takes the normal path.
 //!
 //! `Session::point_read` answers a recognised query as the normal path does
 //! (`session::run_start` evaluating `reql::terms::db::get`), through the same seams: the
