@@ -3,9 +3,8 @@
 //! Reading and writing are separate tasks joined by an `Outbox` bounded in bytes, so a
 //! client that stops reading applies back-pressure instead of growing server memory
 //! (small answers are written by their sender when nothing waits before them,
-//! `outbox.rs`). A frame error
-//! (oversized query) is answered with RethinkDB's client error and the connection closed,
-//! since the stream cannot be resynchronised.
+//! `outbox.rs`). A frame error (oversized query) is answered with RethinkDB's client
+//! error and the connection closed, since the stream cannot be resynchronised.
 //!
 //! When the server shuts down (`Stop`), each connection stops reading, interrupts its
 //! queries (`Session::close`) and closes without waiting for the client to read.
