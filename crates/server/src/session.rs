@@ -782,7 +782,7 @@ fn run_start(
                 feed: info.map(feed::FeedCursor::new),
                 cancel,
                 memory: memory.clone(),
-                _job: job.take(),
+                _job: settled(job.take()),
             };
             let (items, done) = feed::next_feed_batch(&mut c, true)?;
             Outcome::Batch(items, Box::new(c), done)
@@ -795,7 +795,7 @@ fn run_start(
                 feed: None,
                 cancel,
                 memory: memory.clone(),
-                _job: job.take(),
+                _job: settled(job.take()),
             };
             let (items, done) = next_batch(&mut c, true)?;
             Outcome::Batch(items, Box::new(c), done)
@@ -809,7 +809,7 @@ fn run_start(
                 feed: None,
                 cancel,
                 memory: memory.clone(),
-                _job: job.take(),
+                _job: settled(job.take()),
             };
             let (items, done) = next_batch(&mut c, true)?;
             Outcome::Batch(items, Box::new(c), done)
@@ -832,6 +832,15 @@ fn run_start(
         }
     };
     Ok((outcome, ctx.hard_ticket()))
+}
+
+/// A job handed to a cursor, which may live long: its query is printed now so that the
+/// registry does not keep the whole term.
+fn settled(job: Option<Box<cluster::system::JobGuard>>) -> Option<Box<cluster::system::JobGuard>> {
+    if let Some(j) = &job {
+        j.settle();
+    }
+    job
 }
 
 /// Pulls the next batch of a cursor; `done` when the stream is exhausted.

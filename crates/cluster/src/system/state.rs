@@ -253,6 +253,8 @@ pub enum JobQuery {
     /// A query frame's payload, `[type, term, optargs]`, whose term is shown (a point
     /// read answered without parsing it into a tree keeps only its bytes).
     Payload(bytes::Bytes),
+    /// The text already printed (`JobGuard::settle`).
+    Text(Arc<str>),
 }
 
 impl JobQuery {
@@ -260,6 +262,7 @@ impl JobQuery {
     pub fn text(&self) -> String {
         match self {
             JobQuery::None => String::new(),
+            JobQuery::Text(t) => t.to_string(),
             JobQuery::Term(t) => abbreviated(t),
             JobQuery::Payload(p) => match serde_json::from_slice::<serde_json::Value>(p) {
                 Ok(serde_json::Value::Array(items)) => {
@@ -294,6 +297,30 @@ fn job_id_text(id: u128) -> String {
 fn job_id(text: &str) -> Option<u128> {
     let id = uuid::Uuid::try_parse(text).ok()?.as_u128();
     (job_id_text(id) == text).then_some(id)
+}
+
+impl JobGuard {
+    /// Prints the job's query now, for a job that stays listed (its cursor lives on):
+    /// it then keeps the text, not the whole term.
+    pub fn settle(&self) {
+        let Some(c) = self.jobs.upgrade() else { return };
+        let held = c
+            .admin
+            .jobs
+            .jobs
+            .lock()
+            .get(&self.id)
+            .map(|j| j.query.clone());
+        let Some(q @ (JobQuery::Term(_) | JobQuery::Payload(_))) = held else {
+            return;
+        };
+        // Printed outside the registry's lock.
+        let text = JobQuery::Text(q.text().into());
+        let mut jobs = c.admin.jobs.jobs.lock();
+        if let Some(j) = jobs.get_mut(&self.id) {
+            j.query = text;
+        }
+    }
 }
 
 impl Drop for JobGuard {
@@ -637,6 +664,42 @@ mod tests {
         assert!(!abbreviated(&edge).ends_with('…'));
     }
     #[test]
+    fn jobs_are_listed_with_their_text_until_dropped_and_settling_keeps_it() {
+        let e: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        let c = crate::Cluster::open(e, "s1").unwrap();
+        let term = serde_json::json!([15, ["t"]]);
+        let (user, client): (Arc<str>, Arc<str>) = ("admin".into(), "127.0.0.1:9".into());
+        let job = c.register_job(
+            &user,
+            &client,
+            JobQuery::Term(Arc::new(term)),
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(|| {}),
+        );
+        let listed = c.admin.jobs.list();
+        assert_eq!(listed.len(), 1);
+        let (id, _, u, cl, q) = &listed[0];
+        assert_eq!(
+            (u.as_str(), cl.as_str(), q.as_str()),
+            ("admin", "127.0.0.1:9", r#"[15,["t"]]"#)
+        );
+        job.settle();
+        let held = c
+            .admin
+            .jobs
+            .jobs
+            .lock()
+            .values()
+            .map(|j| j.query.clone())
+            .next();
+        assert!(matches!(held, Some(JobQuery::Text(t)) if &*t == r#"[15,["t"]]"#));
+        assert!(c.admin.jobs.cancel(id));
+        assert_eq!(c.admin.jobs.count(), 0);
+        drop(job);
+        assert!(c.admin.jobs.jobs.lock().is_empty());
+    }
+
+    #[test]
     fn job_ids_are_printed_uuids_and_only_that_form_names_them() {
         let id = uuid::Uuid::new_v4();
         let text = job_id_text(id.as_u128());
@@ -658,6 +721,10 @@ mod tests {
         assert_eq!(from_frame, r#"[16,[[15,[[14,["d"]],"t"]],"k"]]"#);
         assert_eq!(JobQuery::Term(Arc::new(term)).text(), from_frame);
         assert_eq!(JobQuery::None.text(), "");
+        assert_eq!(
+            JobQuery::Text(from_frame.as_str().into()).text(),
+            from_frame
+        );
         assert_eq!(
             JobQuery::Payload(bytes::Bytes::from_static(b"[4]")).text(),
             ""
