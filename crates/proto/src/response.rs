@@ -41,6 +41,25 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
+/// Appends the decimal form of `n` without allocating.
+fn write_int(out: &mut Vec<u8>, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
 impl ResponseWriter {
     /// Starts a response of type `t` with no error type.
     pub fn new(t: ResponseType) -> Self {
@@ -50,13 +69,24 @@ impl ResponseWriter {
     /// Starts a response of type `t`; `error_type` is written as `"e"` only
     /// when `t` is `RUNTIME_ERROR` (RethinkDB omits it for other types).
     pub fn with_error_type(t: ResponseType, error_type: Option<ErrorType>) -> Self {
-        let mut buf = Vec::with_capacity(128);
+        Self::start(t, error_type, 128)
+    }
+
+    /// Starts a response of type `t` whose items will take about `items_len` bytes of
+    /// JSON, so that writing them does not grow the buffer.
+    pub fn with_capacity(t: ResponseType, items_len: usize) -> Self {
+        // The frame header, `{"t":NN,"r":[`, and `]}`.
+        Self::start(t, None, HEADER_LEN + 16 + items_len)
+    }
+
+    fn start(t: ResponseType, error_type: Option<ErrorType>, capacity: usize) -> Self {
+        let mut buf = Vec::with_capacity(capacity);
         buf.resize(HEADER_LEN, 0);
         buf.extend_from_slice(b"{\"t\":");
-        buf.extend_from_slice(t.as_i64().to_string().as_bytes());
+        write_int(&mut buf, t.as_i64());
         if let (ResponseType::RUNTIME_ERROR, Some(e)) = (t, error_type) {
             buf.extend_from_slice(b",\"e\":");
-            buf.extend_from_slice(e.as_i64().to_string().as_bytes());
+            write_int(&mut buf, e.as_i64());
         }
         buf.extend_from_slice(b",\"r\":[");
         Self {
@@ -101,6 +131,15 @@ impl ResponseWriter {
             self.buf.push(b',');
         }
         self.buf.extend_from_slice(json);
+        self.items += 1;
+    }
+
+    /// Appends one result item that `write` serializes straight into the response.
+    pub fn push_raw_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.items > 0 {
+            self.buf.push(b',');
+        }
+        write(&mut self.buf);
         self.items += 1;
     }
 
@@ -196,8 +235,7 @@ impl ResponseWriter {
                 if i > 0 {
                     self.buf.push(b',');
                 }
-                self.buf
-                    .extend_from_slice(n.as_i64().to_string().as_bytes());
+                write_int(&mut self.buf, n.as_i64());
             }
             self.buf.push(b']');
         }
@@ -261,6 +299,28 @@ mod tests {
 
     fn s(v: Vec<u8>) -> String {
         String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn integers_are_written_as_to_string_writes_them() {
+        for n in [0, 1, 9, 10, 18, 1000, -1, -42, i64::MAX, i64::MIN] {
+            let mut out = Vec::new();
+            write_int(&mut out, n);
+            assert_eq!(s(out), n.to_string());
+        }
+    }
+
+    #[test]
+    fn items_written_in_place_are_as_pushed_ones() {
+        let mut a = ResponseWriter::with_capacity(ResponseType::SUCCESS_ATOM, 7);
+        a.push_raw_with(|out| out.extend_from_slice(br#"{"a":1}"#));
+        let mut b = ResponseWriter::new(ResponseType::SUCCESS_ATOM);
+        b.push_raw(br#"{"a":1}"#);
+        assert_eq!(a.finish_frame(7).unwrap(), b.finish_frame(7).unwrap());
+        let mut seq = ResponseWriter::new(ResponseType::SUCCESS_SEQUENCE);
+        seq.push_raw_with(|out| out.push(b'1'));
+        seq.push_raw_with(|out| out.push(b'2'));
+        assert_eq!(s(seq.finish()), r#"{"t":2,"r":[1,2],"n":[]}"#);
     }
 
     #[test]

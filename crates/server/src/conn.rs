@@ -1,9 +1,10 @@
 //! One client connection: the handshake, then frames in and responses out.
 //!
 //! Reading and writing are separate tasks joined by an `Outbox` bounded in bytes, so a
-//! client that stops reading applies back-pressure instead of growing server memory. A frame error
-//! (oversized query) is answered with RethinkDB's client error and the connection closed,
-//! since the stream cannot be resynchronised.
+//! client that stops reading applies back-pressure instead of growing server memory
+//! (small answers are written by their sender when nothing waits before them,
+//! `outbox.rs`). A frame error (oversized query) is answered with RethinkDB's client
+//! error and the connection closed, since the stream cannot be resynchronised.
 //!
 //! When the server shuts down (`Stop`), each connection stops reading, interrupts its
 //! queries (`Session::close`) and closes without waiting for the client to read.
@@ -19,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::outbox::Outbox;
+use crate::outbox::{Outbox, Sink};
 use crate::principal::Principal;
 use crate::session::Session;
 use crate::state::ServerState;
@@ -118,15 +119,16 @@ where
     };
     let Some(user) = user else { return };
 
-    let (tx, mut rx) = Outbox::new();
+    let sink = Sink::new(Box::pin(wr));
+    let (tx, mut rx) = Outbox::with_sink(sink.clone());
     let writer = tokio::spawn(async move {
         while let Some(out) = rx.recv().await {
             // The frame's budget is given back when `out` drops, once written.
-            if wr.write_all(&out.frame).await.is_err() {
+            if !sink.write_queued(out).await {
                 break;
             }
         }
-        let _ = wr.shutdown().await;
+        sink.shutdown().await;
     });
     let who = Principal::new(&state.cluster, &user, peer);
     let session = Session::new(state.clone(), tx.clone(), who);

@@ -9,9 +9,9 @@ use cluster::Cluster;
 /// The authenticated user of one connection.
 pub struct Principal {
     /// The user name.
-    pub user: String,
+    pub user: Arc<str>,
     /// The client's address (`host:port`).
-    pub peer: String,
+    pub peer: Arc<str>,
     /// Catalog and tables, as this user may use them.
     pub access: Arc<dyn reql::TableAccess>,
 }
@@ -20,8 +20,8 @@ impl Principal {
     /// The principal of `user` connected from `peer`.
     pub fn new(cluster: &Arc<Cluster>, user: &str, peer: String) -> Principal {
         Principal {
-            user: user.to_string(),
-            peer,
+            user: user.into(),
+            peer: peer.into(),
             access: cluster.access_for(user),
         }
     }

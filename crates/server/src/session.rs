@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use cluster::system::JobQuery;
 use datum::Datum;
 use parking_lot::Mutex;
 use proto::frame::Frame;
@@ -33,6 +34,7 @@ use crate::state::ServerState;
 mod batch;
 mod feed;
 mod noreply;
+mod point;
 mod tokens;
 use crate::wire::{check_json, error_frame, finish, profile_json};
 use tokens::{duplicate_token, Claim, Slot, Tokens};
@@ -94,6 +96,9 @@ pub struct Session {
     /// without changes instead of waiting on (RethinkDB's
     /// `return_empty_normal_batches_t::YES`, which its HTTP connections use).
     empty_feed_batches: bool,
+    /// The `rethinkdb.jobs` hook of queries with nothing to end when their row is
+    /// deleted (`point.rs`).
+    no_hook: Arc<dyn Fn() + Send + Sync>,
 }
 
 enum Outcome {
@@ -131,6 +136,7 @@ impl Session {
             tokens: Mutex::new(Tokens::default()),
             noreply: Arc::default(),
             cancel: Arc::new(AtomicBool::new(false)),
+            no_hook: Arc::new(|| {}),
         })
     }
 
@@ -141,6 +147,11 @@ impl Session {
     /// Handles one query frame (spawning a task for anything that may take time).
     pub async fn handle(self: &Arc<Self>, f: Frame) {
         let token = f.token;
+        // A point read is answered from the frame's bytes (`point.rs`).
+        if let Some(frame) = self.point_read(token, &f.payload) {
+            self.send(frame).await;
+            return;
+        }
         match parse_query(&f.payload) {
             Ok(q) => self.handle_query(token, q).await,
             Err(e) => self.send(parse_error_frame(token, &e)).await,
@@ -639,7 +650,7 @@ const GLOBAL_OPTARGS: &[&str] = &[
 fn run_start(
     state: &ServerState,
     who: &Principal,
-    q: Query,
+    mut q: Query,
     term: Arc<reql::Term>,
     hooks: JobHooks,
 ) -> Result<(Outcome, Option<u64>), ReqlError> {
@@ -665,13 +676,18 @@ fn run_start(
         })
     };
     // Listed from here until the query ends: with its cursor when it has one.
-    let mut job = Some(Box::new(state.cluster.register_job(
-        &who.user,
-        &who.peer,
-        q.term.as_ref(),
-        cancel.clone(),
-        on_cancel,
-    )));
+    let mut job = Some(Box::new(
+        state.cluster.register_job(
+            &who.user,
+            &who.peer,
+            // Kept as is: `rethinkdb.jobs` prints it only when read.
+            q.term
+                .take()
+                .map_or(JobQuery::None, |t| JobQuery::Term(Arc::new(t))),
+            cancel.clone(),
+            on_cancel,
+        ),
+    ));
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
     ctx.memory = Some(memory.clone());
     ctx.cancel = cancel.clone();
@@ -766,7 +782,7 @@ fn run_start(
                 feed: info.map(feed::FeedCursor::new),
                 cancel,
                 memory: memory.clone(),
-                _job: job.take(),
+                _job: settled(job.take()),
             };
             let (items, done) = feed::next_feed_batch(&mut c, true)?;
             Outcome::Batch(items, Box::new(c), done)
@@ -779,7 +795,7 @@ fn run_start(
                 feed: None,
                 cancel,
                 memory: memory.clone(),
-                _job: job.take(),
+                _job: settled(job.take()),
             };
             let (items, done) = next_batch(&mut c, true)?;
             Outcome::Batch(items, Box::new(c), done)
@@ -793,7 +809,7 @@ fn run_start(
                 feed: None,
                 cancel,
                 memory: memory.clone(),
-                _job: job.take(),
+                _job: settled(job.take()),
             };
             let (items, done) = next_batch(&mut c, true)?;
             Outcome::Batch(items, Box::new(c), done)
@@ -816,6 +832,15 @@ fn run_start(
         }
     };
     Ok((outcome, ctx.hard_ticket()))
+}
+
+/// A job handed to a cursor, which may live long: its query is printed now so that the
+/// registry does not keep the whole term.
+fn settled(job: Option<Box<cluster::system::JobGuard>>) -> Option<Box<cluster::system::JobGuard>> {
+    if let Some(j) = &job {
+        j.settle();
+    }
+    job
 }
 
 /// Pulls the next batch of a cursor; `done` when the stream is exhausted.

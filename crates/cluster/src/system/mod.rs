@@ -36,8 +36,8 @@ pub use issues::{name_collisions, not_fully_connected};
 pub(crate) use rows::{shards_config, table_config_row, table_status_row};
 pub use servers::{version_string, Membership, ServerRecord};
 pub use state::{
-    now_secs, AdminState, CursorGuard, JobGuard, Metrics, ServerInfo, TableCounters, TableMetrics,
-    LATENCY_BOUNDS,
+    now_secs, AdminState, CursorGuard, JobGuard, JobQuery, Metrics, ServerInfo, TableCounters,
+    TableMetrics, LATENCY_BOUNDS,
 };
 
 /// The system database's name.

@@ -197,7 +197,7 @@ fn stats_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
     let num = |x: u64| Datum::Number(x as f64);
     let queries = k.queries.load(Ordering::Relaxed);
     let conns = k.connections.load(Ordering::Relaxed);
-    let active = c.admin.jobs.list().len() as u64;
+    let active = c.admin.jobs.count() as u64;
     let (read, written) = k.totals();
     let qps = k.rate("queries", queries);
     let rps = k.rate("read", read);

@@ -225,11 +225,11 @@ pub struct Metrics {
 /// A running query as `rethinkdb.jobs` lists it.
 pub struct Job {
     /// The user running it.
-    pub user: String,
+    pub user: Arc<str>,
     /// The client's address.
-    pub client: String,
-    /// The query (its JSON term, abbreviated).
-    pub query: String,
+    pub client: Arc<str>,
+    /// The query, printed (abbreviated) when `rethinkdb.jobs` is read.
+    pub query: JobQuery,
     /// When it started.
     pub started: Instant,
     /// Set to interrupt it (by STOP, a closed connection or deleting its row); an
@@ -241,16 +241,86 @@ pub struct Job {
     pub on_cancel: Arc<dyn Fn() + Send + Sync>,
 }
 
+/// A job's query as received. Registering a query prints nothing: the text
+/// `rethinkdb.jobs` shows is made from this when the table is read.
+#[derive(Clone, Default)]
+pub enum JobQuery {
+    /// No term.
+    #[default]
+    None,
+    /// The query's term.
+    Term(Arc<serde_json::Value>),
+    /// A query frame's payload, `[type, term, optargs]`, whose term is shown (a point
+    /// read answered without parsing it into a tree keeps only its bytes).
+    Payload(bytes::Bytes),
+    /// The text already printed (`JobGuard::settle`).
+    Text(Arc<str>),
+}
+
+impl JobQuery {
+    /// The text `rethinkdb.jobs` shows: the term's JSON, abbreviated.
+    pub fn text(&self) -> String {
+        match self {
+            JobQuery::None => String::new(),
+            JobQuery::Text(t) => t.to_string(),
+            JobQuery::Term(t) => abbreviated(t),
+            JobQuery::Payload(p) => match serde_json::from_slice::<serde_json::Value>(p) {
+                Ok(serde_json::Value::Array(items)) => {
+                    items.get(1).map(abbreviated).unwrap_or_default()
+                }
+                _ => String::new(),
+            },
+        }
+    }
+}
+
 /// Running jobs, by id.
 #[derive(Default)]
 pub struct Jobs {
-    jobs: Mutex<BTreeMap<String, Job>>,
+    /// By id, a UUID as a number: registering prints nothing, and the numbers' order is
+    /// that of the printed ids.
+    jobs: Mutex<BTreeMap<u128, Job>>,
 }
 
 /// Removes its job from the registry when dropped.
 pub struct JobGuard {
-    id: String,
+    id: u128,
     jobs: std::sync::Weak<crate::Cluster>,
+}
+
+/// A job id as `rethinkdb.jobs` shows it.
+fn job_id_text(id: u128) -> String {
+    uuid::Uuid::from_u128(id).hyphenated().to_string()
+}
+
+/// The job id `text` names: only the exact form `job_id_text` prints.
+fn job_id(text: &str) -> Option<u128> {
+    let id = uuid::Uuid::try_parse(text).ok()?.as_u128();
+    (job_id_text(id) == text).then_some(id)
+}
+
+impl JobGuard {
+    /// Prints the job's query now, for a job that stays listed (its cursor lives on):
+    /// it then keeps the text, not the whole term.
+    pub fn settle(&self) {
+        let Some(c) = self.jobs.upgrade() else { return };
+        let held = c
+            .admin
+            .jobs
+            .jobs
+            .lock()
+            .get(&self.id)
+            .map(|j| j.query.clone());
+        let Some(q @ (JobQuery::Term(_) | JobQuery::Payload(_))) = held else {
+            return;
+        };
+        // Printed outside the registry's lock.
+        let text = JobQuery::Text(q.text().into());
+        let mut jobs = c.admin.jobs.jobs.lock();
+        if let Some(j) = jobs.get_mut(&self.id) {
+            j.query = text;
+        }
+    }
 }
 
 impl Drop for JobGuard {
@@ -264,20 +334,41 @@ impl Drop for JobGuard {
 impl Jobs {
     /// Every job not interrupted, as `(id, duration_sec, user, client, query)`.
     pub fn list(&self) -> Vec<(String, f64, String, String, String)> {
-        self.jobs
+        let listed: Vec<_> = self
+            .jobs
             .lock()
             .iter()
             .filter(|(_, j)| !j.cancel.load(Ordering::Relaxed))
             .map(|(id, j)| {
                 (
-                    id.clone(),
+                    *id,
                     j.started.elapsed().as_secs_f64(),
                     j.user.clone(),
                     j.client.clone(),
                     j.query.clone(),
                 )
             })
+            .collect();
+        // Printed outside the registry's lock, which every query start takes.
+        listed
+            .into_iter()
+            .map(|(id, secs, user, client, q)| {
+                (
+                    job_id_text(id),
+                    secs,
+                    user.to_string(),
+                    client.to_string(),
+                    q.text(),
+                )
+            })
             .collect()
+    }
+
+    /// How many jobs are listed (not interrupted).
+    pub fn count(&self) -> usize {
+        (self.jobs.lock().values())
+            .filter(|j| !j.cancel.load(Ordering::Relaxed))
+            .count()
     }
 
     /// Interrupts the job with `id`; false when there is none.
@@ -288,7 +379,10 @@ impl Jobs {
     /// Cancels job `id` if `may(its user)` allows it (a user may end only their own
     /// queries; `admin` any). Returns whether a job was cancelled.
     pub fn cancel_if(&self, id: &str, may: impl Fn(&str) -> bool) -> bool {
-        let on_cancel = match self.jobs.lock().get(id) {
+        let Some(id) = job_id(id) else {
+            return false;
+        };
+        let on_cancel = match self.jobs.lock().get(&id) {
             Some(j) if !may(&j.user) => return false,
             Some(j) => {
                 j.cancel.store(true, Ordering::SeqCst);
@@ -445,20 +539,19 @@ impl crate::Cluster {
     /// set. Deleting its row sets `cancel`, then calls `on_cancel`.
     pub fn register_job(
         &self,
-        user: &str,
-        client: &str,
-        query: Option<&serde_json::Value>,
+        user: &Arc<str>,
+        client: &Arc<str>,
+        query: JobQuery,
         cancel: Arc<AtomicBool>,
         on_cancel: Arc<dyn Fn() + Send + Sync>,
     ) -> JobGuard {
-        let id = uuid::Uuid::new_v4().to_string();
-        let q = query.map(abbreviated).unwrap_or_default();
+        let id = uuid::Uuid::new_v4().as_u128();
         self.admin.jobs.jobs.lock().insert(
-            id.clone(),
+            id,
             Job {
-                user: user.to_string(),
-                client: client.to_string(),
-                query: q,
+                user: user.clone(),
+                client: client.clone(),
+                query,
                 started: Instant::now(),
                 cancel,
                 on_cancel,
@@ -531,7 +624,7 @@ impl crate::Cluster {
         Metrics {
             queries: k.queries.load(Ordering::Relaxed),
             connections: k.connections.load(Ordering::Relaxed),
-            jobs: self.admin.jobs.list().len() as u64,
+            jobs: self.admin.jobs.count() as u64,
             cursors: k.cursors.load(Ordering::Relaxed),
             feeds: k.feeds.load(Ordering::Relaxed),
             tables,
@@ -570,6 +663,74 @@ mod tests {
         assert_eq!(abbreviated(&edge).chars().count(), JOB_QUERY_CHARS);
         assert!(!abbreviated(&edge).ends_with('…'));
     }
+    #[test]
+    fn jobs_are_listed_with_their_text_until_dropped_and_settling_keeps_it() {
+        let e: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+        let c = crate::Cluster::open(e, "s1").unwrap();
+        let term = serde_json::json!([15, ["t"]]);
+        let (user, client): (Arc<str>, Arc<str>) = ("admin".into(), "127.0.0.1:9".into());
+        let job = c.register_job(
+            &user,
+            &client,
+            JobQuery::Term(Arc::new(term)),
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(|| {}),
+        );
+        let listed = c.admin.jobs.list();
+        assert_eq!(listed.len(), 1);
+        let (id, _, u, cl, q) = &listed[0];
+        assert_eq!(
+            (u.as_str(), cl.as_str(), q.as_str()),
+            ("admin", "127.0.0.1:9", r#"[15,["t"]]"#)
+        );
+        job.settle();
+        let held = c
+            .admin
+            .jobs
+            .jobs
+            .lock()
+            .values()
+            .map(|j| j.query.clone())
+            .next();
+        assert!(matches!(held, Some(JobQuery::Text(t)) if &*t == r#"[15,["t"]]"#));
+        assert!(c.admin.jobs.cancel(id));
+        assert_eq!(c.admin.jobs.count(), 0);
+        drop(job);
+        assert!(c.admin.jobs.jobs.lock().is_empty());
+    }
+
+    #[test]
+    fn job_ids_are_printed_uuids_and_only_that_form_names_them() {
+        let id = uuid::Uuid::new_v4();
+        let text = job_id_text(id.as_u128());
+        assert_eq!(text, id.to_string());
+        assert_eq!(job_id(&text), Some(id.as_u128()));
+        assert_eq!(job_id(&text.to_uppercase()), None);
+        assert_eq!(job_id(&id.simple().to_string()), None);
+        assert_eq!(job_id("nope"), None);
+        // Numeric order is the printed ids' order.
+        let (a, b) = (0x0fff_u128 << 112, 0xa000_u128 << 112);
+        assert!(job_id_text(a) < job_id_text(b));
+    }
+
+    #[test]
+    fn a_job_shows_the_same_text_from_its_term_or_its_frame() {
+        let payload = br#"[1,[16,[[15,[[14,["d"]],"t"]],"k"]],{"db":[14,["x"]]}]"#;
+        let term = serde_json::json!([16, [[15, [[14, ["d"]], "t"]], "k"]]);
+        let from_frame = JobQuery::Payload(bytes::Bytes::from_static(payload)).text();
+        assert_eq!(from_frame, r#"[16,[[15,[[14,["d"]],"t"]],"k"]]"#);
+        assert_eq!(JobQuery::Term(Arc::new(term)).text(), from_frame);
+        assert_eq!(JobQuery::None.text(), "");
+        assert_eq!(
+            JobQuery::Text(from_frame.as_str().into()).text(),
+            from_frame
+        );
+        assert_eq!(
+            JobQuery::Payload(bytes::Bytes::from_static(b"[4]")).text(),
+            ""
+        );
+    }
+
     #[test]
     fn latencies_fall_into_cumulative_buckets() {
         let l = Latency::default();

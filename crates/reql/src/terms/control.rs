@@ -542,6 +542,21 @@ pub(crate) fn rapidjson_message(serde_msg: &str, empty: bool) -> &'static str {
 /// Fails for values with no JSON form (`r.minval`, `r.maxval`). A part shared by several
 /// parents is checked once, so a value that shares its halves costs its size.
 pub fn check_json_able(d: &Datum) -> Result<()> {
+    // A value with nothing to walk (a scalar, or a stored document as read) is decided
+    // without the walk's allocations: most answers are one of those.
+    let nested = match d {
+        Datum::Array(_) => true,
+        Datum::Object(o) => o.raw_json().is_none(),
+        _ => false,
+    };
+    if !nested {
+        datum::work::tick();
+        return match d {
+            Datum::MinVal => Err(logic("Cannot convert `r.minval` to JSON.")),
+            Datum::MaxVal => Err(logic("Cannot convert `r.maxval` to JSON.")),
+            _ => Ok(()),
+        };
+    }
     let mut seen = std::collections::HashSet::new();
     let mut stack = vec![d];
     while let Some(d) = stack.pop() {
@@ -679,6 +694,25 @@ mod tests {
 
     fn ctx() -> Arc<crate::ctx::QueryCtx> {
         crate::testing::no_tables_ctx()
+    }
+
+    #[test]
+    fn json_able_values_with_and_without_a_walk() {
+        let stored = datum::from_json_slice(br#"{"a":[1,{"b":null}]}"#).unwrap();
+        let nested = Datum::array(vec![Datum::Number(1.0), Datum::MaxVal]);
+        let mut obj = datum::Object::new();
+        obj.insert("k".into(), Datum::MinVal);
+        for (d, ok) in [
+            (Datum::Null, true),
+            (Datum::str("x"), true),
+            (stored, true),
+            (Datum::MinVal, false),
+            (Datum::MaxVal, false),
+            (nested, false),
+            (Datum::object(obj), false),
+        ] {
+            assert_eq!(check_json_able(&d).is_ok(), ok, "{d:?}");
+        }
     }
 
     /// Variable 1 bound to `table.get(1)` of a table holding `docs`.

@@ -1,0 +1,390 @@
+//! The fast path of the hottest query, a point read by primary key:
+//! `r.table(T).get(K)` or `r.db(D).table(T).get(K)`, with no global optarg or `db` only.
+//!
+//! `recognise` reads the query frame's bytes as they are (no JSON tree, no compiled
+//! term) and accepts only that exact shape, written compactly as the drivers write it:
+//! valid names (so no name error can arise), a key that is a string without escapes or
+//! an integer of at most 15 digits (exact as a number), no term optargs. It accepts a
+//! strict subset of what `proto::query` parses into that same query; anything else
+//! gives None and the query takes the normal path.
+//!
+//! `Session::point_read` answers a recognised query as the normal path does
+//! (`session::run_start` evaluating `reql::terms::db::get`), through the same seams: the
+//! connection's `TableAccess` (a user's permission is checked by the `Permissions` layer
+//! on `get`), the `rethinkdb.jobs` registry (which also counts the query for `stats`),
+//! the read counter of `stats` (in the table's `get`), the query's memory budget, its
+//! interruption flag and the latency histogram. Before anything observable happens, every
+//! doubt — a duplicate token, a missing database or table, a system table, a key that is
+//! not a valid primary key — hands the query back untouched to the normal path, so those
+//! errors have one source. An error of the read itself is blamed as the normal path
+//! blames it, on the compiled term (compiled then, on that rare path).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use cluster::system::JobQuery;
+use datum::Datum;
+use proto::ql2::ResponseType;
+use proto::response::ResponseWriter;
+use reql::memory::Budget;
+use reql::{ReqlError, Table};
+
+use super::Session;
+use crate::wire::{check_json, error_frame, finish};
+
+/// A recognised point read, borrowing the frame's bytes.
+#[derive(Debug, PartialEq)]
+pub(super) struct PointGet<'a> {
+    /// `D` of `r.db(D)` in the term.
+    db: Option<&'a str>,
+    /// The `db` global optarg.
+    default_db: Option<&'a str>,
+    table: &'a str,
+    key: Key<'a>,
+}
+
+#[derive(Debug, PartialEq)]
+enum Key<'a> {
+    Str(&'a str),
+    Int(i64),
+}
+
+impl PointGet<'_> {
+    /// The database the table is looked up in, as the normal path chooses it.
+    fn db(&self) -> &str {
+        self.db.or(self.default_db).unwrap_or("test")
+    }
+
+    /// Whether `datum::keys::encode_primary` refuses the key. A recognised key is a
+    /// string without control characters (so without NUL) or an integer of at most 15
+    /// digits (printed short enough), so only a string's length can be refused.
+    fn key_refused(&self) -> bool {
+        matches!(self.key, Key::Str(s) if s.len() > datum::keys::MAX_PRIMARY_KEY_CHARS)
+    }
+
+    fn key(&self) -> Datum {
+        match self.key {
+            Key::Str(s) => Datum::str(s),
+            // At most 15 digits: exact as an f64, as serde_json's reading of it is.
+            Key::Int(n) => Datum::Number(n as f64),
+        }
+    }
+}
+
+/// Reads the exact point-read shape, in the compact form drivers send (no whitespace);
+/// None for anything else.
+pub(super) fn recognise(payload: &[u8]) -> Option<PointGet<'_>> {
+    let mut c = Cursor { b: payload, i: 0 };
+    // [1,[16,[[15,[[14,["D"]],"T"]],K]],{"db":[14,["D"]]}]
+    c.lit(b"[1,[16,[[15,[")?;
+    let db = match c.lit(b"[14,[") {
+        Some(()) => {
+            let d = c.name()?;
+            c.lit(b"]],")?;
+            Some(d)
+        }
+        None => None,
+    };
+    let table = c.name()?;
+    c.lit(b"]],")?;
+    let key = c.key()?;
+    c.lit(b"]]")?;
+    let default_db = match c.lit(b",{\"db\":[14,[") {
+        Some(()) => {
+            let d = c.name()?;
+            c.lit(b"]]}")?;
+            Some(d)
+        }
+        None => {
+            // No optargs, or none at all.
+            let _ = c.lit(b",{}");
+            None
+        }
+    };
+    c.lit(b"]")?;
+    (c.i == payload.len()).then_some(PointGet {
+        db,
+        default_db,
+        table,
+        key,
+    })
+}
+
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Cursor<'a> {
+    /// Exactly `t` next (the cursor moves only on a match). A number in `t` is
+    /// complete because what follows it in `t` is `,` or `]`.
+    #[inline]
+    fn lit(&mut self, t: &[u8]) -> Option<()> {
+        if self.b.get(self.i..)?.starts_with(t) {
+            self.i += t.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// A string of a valid database or table name (`A-Z`, `a-z`, `0-9`, `_`, `-`, as
+    /// `reql::terms::db::valid_name` wants).
+    fn name(&mut self) -> Option<&'a str> {
+        self.lit(b"\"")?;
+        let start = self.i;
+        while let Some(c) = self.b.get(self.i) {
+            match c {
+                b'"' => break,
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' => self.i += 1,
+                _ => return None,
+            }
+        }
+        self.quoted_from(start).filter(|s| !s.is_empty())
+    }
+
+    /// A JSON string without escapes or control characters.
+    fn string(&mut self) -> Option<&'a str> {
+        self.lit(b"\"")?;
+        let start = self.i;
+        while let Some(&c) = self.b.get(self.i) {
+            match c {
+                b'"' => break,
+                b'\\' | 0..=0x1f => return None,
+                _ => self.i += 1,
+            }
+        }
+        self.quoted_from(start)
+    }
+
+    /// The text from `start` to the closing quote at the cursor, which it passes.
+    fn quoted_from(&mut self, start: usize) -> Option<&'a str> {
+        let text = self.b.get(start..self.i)?;
+        if self.b.get(self.i) != Some(&b'"') {
+            return None;
+        }
+        self.i += 1;
+        std::str::from_utf8(text).ok()
+    }
+
+    /// A string, or an integer of 1 to 15 digits in JSON's form (no leading zero, and
+    /// not `-0`, which is a float).
+    fn key(&mut self) -> Option<Key<'a>> {
+        if self.b.get(self.i) == Some(&b'"') {
+            return self.string().map(Key::Str);
+        }
+        let negative = self.b.get(self.i) == Some(&b'-');
+        if negative {
+            self.i += 1;
+        }
+        let digits = self.i;
+        let mut n: i64 = 0;
+        while let Some(&c @ b'0'..=b'9') = self.b.get(self.i) {
+            n = n * 10 + i64::from(c - b'0');
+            self.i += 1;
+            if self.i - digits > 15 {
+                return None;
+            }
+        }
+        match self.b.get(digits..self.i)? {
+            [] => None,
+            [b'0', ..] if negative || self.i - digits > 1 => None,
+            _ => Some(Key::Int(if negative { -n } else { n })),
+        }
+    }
+}
+
+impl Session {
+    /// Answers the query frame `payload` on `token` if it is a recognised point read.
+    /// None: not one, or in doubt; nothing has happened and the normal path answers.
+    pub(super) fn point_read(&self, token: u64, payload: &Bytes) -> Option<Vec<u8>> {
+        let q = recognise(payload)?;
+        if self.tokens.lock().in_use(token) {
+            return None;
+        }
+        let db = q.db();
+        // System tables have their own rules for names and rows: the normal path.
+        if db == "rethinkdb" {
+            return None;
+        }
+        let access = &self.who.access;
+        // `r.db(D)` checks that D exists (with its own backtrace).
+        if q.db.is_some() && access.check_db(db).is_err() {
+            return None;
+        }
+        if q.key_refused() {
+            return None;
+        }
+        let table = access.table(db, q.table).ok()?;
+        let key = q.key();
+
+        // From here the query runs and is answered here, as `run_start` would.
+        let began = Instant::now();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let memory = Budget::new(self.state.query_memory, cancel.clone());
+        // Its deletion needs no hook: the query has no slot or cursor to end.
+        let job = self.state.cluster.register_job(
+            &self.who.user,
+            &self.who.peer,
+            JobQuery::Payload(payload.clone()),
+            cancel.clone(),
+            self.no_hook.clone(),
+        );
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _memory = memory.enter();
+            read(table.as_ref(), &key, &cancel).map(|doc| answer(token, &doc))
+        }));
+        let frame = match run {
+            Ok(Ok(frame)) => frame,
+            Ok(Err(e)) => self
+                .interrupted(token, &cancel, &memory)
+                .unwrap_or_else(|| error_frame(token, &blamed(payload, e))),
+            Err(_) => self
+                .interrupted(token, &cancel, &memory)
+                .unwrap_or_else(|| {
+                    error_frame(
+                        token,
+                        &reql::error::internal("The query failed unexpectedly."),
+                    )
+                }),
+        };
+        drop(job);
+        self.state
+            .cluster
+            .observe_query_latency(began.elapsed().as_secs_f64());
+        Some(frame)
+    }
+}
+
+/// The read, as `reql::terms::db::get` over an interruptible table and `run_start`'s
+/// conversion of its value do it.
+fn read(table: &dyn Table, key: &Datum, cancel: &AtomicBool) -> Result<Datum, ReqlError> {
+    if cancel.load(Ordering::Relaxed) {
+        return Err(reql::interrupt::error());
+    }
+    let doc = table.get(key)?.unwrap_or(Datum::Null);
+    check_json(&doc)?;
+    Ok(doc)
+}
+
+/// The SUCCESS_ATOM frame of `doc`, written in one buffer of the right size (a stored
+/// document keeps its JSON, `datum::Object::raw_json`).
+fn answer(token: u64, doc: &Datum) -> Vec<u8> {
+    let size = (doc.as_object().and_then(|o| o.raw_json())).map_or(64, <[u8]>::len);
+    let mut w = ResponseWriter::with_capacity(ResponseType::SUCCESS_ATOM, size);
+    w.push_raw_with(|out| doc.write_json(out));
+    finish(w, token)
+}
+
+/// `e` blamed on the compiled query, as evaluating the compiled `get` term blames it.
+fn blamed(payload: &[u8], e: ReqlError) -> ReqlError {
+    let term = proto::query::parse_query(payload)
+        .ok()
+        .and_then(|q| q.term)
+        .and_then(|t| reql::compile_term(&t).ok());
+    match term {
+        Some(t) => e.blame_in(&t),
+        None => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(s: &str) -> Option<PointGet<'_>> {
+        recognise(s.as_bytes())
+    }
+
+    #[test]
+    fn the_drivers_point_reads_are_recognised() {
+        let q = get(r#"[1,[16,[[15,["t"]],"k"]],{}]"#).unwrap();
+        assert_eq!((q.db, q.default_db, q.table), (None, None, "t"));
+        assert_eq!(q.key, Key::Str("k"));
+        assert_eq!(q.db(), "test");
+        let q = get(r#"[1,[16,[[15,[[14,["d"]],"t"]],-42]]]"#).unwrap();
+        assert_eq!((q.db(), q.table, q.key()), ("d", "t", Datum::Number(-42.0)));
+        let q = get(r#"[1,[16,[[15,["t"]],"é k"]],{"db":[14,["x"]]}]"#).unwrap();
+        assert_eq!((q.db(), q.key()), ("x", Datum::str("é k")));
+        // The term's database wins over the optarg's.
+        let q = get(r#"[1,[16,[[15,[[14,["d"]],"t"]],0]],{"db":[14,["x"]]}]"#);
+        assert_eq!(q.map(|q| q.db().to_string()), Some("d".into()));
+    }
+
+    #[test]
+    fn anything_else_takes_the_normal_path() {
+        for s in [
+            // Other query types, terms, optargs.
+            r#"[2,[16,[[15,["t"]],"k"]],{}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{"profile":true}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{"noreply":true}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{"db":[14,["x"]],"profile":true}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{"db":"x"}]"#,
+            r#"[1,[16,[[15,["t"],{"read_mode":"outdated"}],"k"]]]"#,
+            r#"[1,[16,[[15,["t"]],"k"],{"index":"v"}]]"#,
+            r#"[1,[78,[[15,["t"]],"k"]]]"#,
+            r#"[1,[16,[[15,[[14,["d"]],[15,["t"]]]],"k"]]]"#,
+            // Invalid names: their errors come from the normal path.
+            r#"[1,[16,[[15,["a b"]],"k"]]]"#,
+            r#"[1,[16,[[15,[[14,[""]],"t"]],"k"]]]"#,
+            // Keys that are not plain strings or exact integers.
+            r#"[1,[16,[[15,["t"]],"a\"b"]]]"#,
+            r#"[1,[16,[[15,["t"]],1.5]]]"#,
+            r#"[1,[16,[[15,["t"]],1e3]]]"#,
+            r#"[1,[16,[[15,["t"]],-0]]]"#,
+            r#"[1,[16,[[15,["t"]],01]]]"#,
+            r#"[1,[16,[[15,["t"]],1234567890123456]]]"#,
+            r#"[1,[16,[[15,["t"]],null]]]"#,
+            r#"[1,[16,[[15,["t"]],[2,[1]]]]]"#,
+            r#"[1,[16,[[15,["t"]],{"a":1}]]]"#,
+            // Whitespace (drivers send none).
+            r#" [1,[16,[[15,["t"]],"k"]],{}]"#,
+            r#"[1, [16,[[15,["t"]],"k"]],{}]"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{ }]"#,
+            "[1,[16,[[15,[\"t\"]],\"k\"]],{}]\n",
+            // Malformed or trailing bytes.
+            r#"[1,[16,[[15,["t"]],"k"]],{}] x"#,
+            r#"[1,[16,[[15,["t"]],"k"]],{}"#,
+            r#"[1,[16,[[15,["t"]],"k"]],]"#,
+            r#"[10,[16,[[15,["t"]],"k"]]]"#,
+            r#"[1,[160,[[15,["t"]],"k"]]]"#,
+        ] {
+            assert_eq!(get(s), None, "{s}");
+        }
+        assert_eq!(recognise(b"[1,[16,[[15,[\"t\"]],\"\xff\"]]]"), None);
+    }
+
+    #[test]
+    fn only_long_strings_are_refused_keys() {
+        let long = |n: usize| format!(r#"[1,[16,[[15,["t"]],"{}"]]]"#, "é".repeat(n / 2));
+        for n in [0, 2, 126, 128, 200] {
+            let s = long(n);
+            let q = get(&s).unwrap();
+            let refused = datum::keys::encode_primary(&q.key()).is_err();
+            assert_eq!(q.key_refused(), refused, "{n} bytes");
+        }
+        for k in ["0", "-1", "999999999999999", "-999999999999999"] {
+            let s = format!(r#"[1,[16,[[15,["t"]],{k}]]]"#);
+            let q = get(&s).unwrap();
+            assert!(!q.key_refused());
+            assert!(datum::keys::encode_primary(&q.key()).is_ok(), "{k}");
+        }
+    }
+
+    #[test]
+    fn recognised_queries_parse_to_the_same_query() {
+        for s in [
+            r#"[1,[16,[[15,["t"]],"k"]],{}]"#,
+            r#"[1,[16,[[15,[[14,["d"]],"t"]],123456789012345]],{"db":[14,["x"]]}]"#,
+        ] {
+            let q = proto::query::parse_query(s.as_bytes()).unwrap();
+            assert_eq!(q.kind, proto::ql2::QueryType::START);
+            let t = reql::compile_term(&q.term.unwrap()).unwrap();
+            assert!(reql::plan::runs_inline(&t));
+            let p = get(s).unwrap();
+            assert_eq!(t.args[1].datum, p.key());
+        }
+    }
+}
