@@ -10,10 +10,14 @@
 //! first, `outdated` reads this node's replica (`TableHandle`), and so do counts;
 //! key samples and changefeeds use this node's replica.
 //!
-//! What is not here yet (docs/clustering.md, "Integration"): nodes
-//! holding no replica of a shard (such a table is not opened on them), secondary indexes
-//! and resharding of replicated tables (refused), non-voting replicas (not members),
-//! membership changes by `reconfigure`.
+//! A node holding no replica of a shard is the group's client (`ReplicatedShard::client`:
+//! requests go to the voters, the leader found by trying them and following hints), with
+//! an empty stand-in shard in the table's layout that nothing reads.
+//!
+//! What is not here yet (docs/clustering.md, "Integration"): changefeeds on a node
+//! holding no replica of some shard, secondary indexes and resharding of replicated
+//! tables (refused), non-voting replicas (not members), membership changes by
+//! `reconfigure`.
 //!
 //! Invariants: the catalog's apply task only opens machines (synchronous) and spawns the
 //! groups' start on the runtime, never waits for them; a write waits for its shard's
@@ -44,6 +48,10 @@ pub struct TableGroups {
     addresses: Addresses,
     route: RoutePolicy,
     client: ClientPolicy,
+    /// Where the empty stand-ins of shards this server holds no replica of live (an
+    /// in-memory engine: a table's layout needs a shard per range; `TableHandle` reads
+    /// through the routes instead).
+    stand_ins: OnceLock<(Arc<dyn storage::Engine>, Arc<GroupCommit>)>,
 }
 
 /// The Raft group of shard `shard` of table `table_id` (never the catalog's group 0).
@@ -80,7 +88,45 @@ impl TableGroups {
             addresses,
             route,
             client,
+            stand_ins: OnceLock::new(),
         }
+    }
+
+    /// An empty shard standing for one this server holds no replica of.
+    fn stand_in(
+        &self,
+        name: String,
+        cache: &CacheBudget,
+        feeds: &Arc<changefeed::Hub>,
+        range: store::KeyRange,
+    ) -> Result<Arc<store::Shard>, store::StoreError> {
+        let (engine, commit) = self.stand_ins.get_or_init(|| {
+            let engine: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
+            let commit = GroupCommit::start(engine.clone());
+            (engine, commit)
+        });
+        let shard = store::Shard::open_range(
+            engine.clone(),
+            &name,
+            commit.clone(),
+            cache.clone(),
+            feeds.clone(),
+            range,
+        )?;
+        Ok(Arc::new(shard))
+    }
+
+    /// The voters of a shard as route candidates (those whose address is known now).
+    fn candidates(&self, voters: &[String]) -> Vec<(NodeId, Node)> {
+        voters
+            .iter()
+            .filter_map(|v| {
+                Some((
+                    replication::node_id(v).ok()?,
+                    Node::new((self.addresses)(v)?),
+                ))
+            })
+            .collect()
     }
 
     /// Opens this node's replicas of `e`'s shards (its machines now, its groups on the
@@ -97,12 +143,23 @@ impl TableGroups {
         let ranges = crate::shards::Sharded::ranges(&e.splits)?;
         let mut shards = Vec::with_capacity(ranges.len());
         let mut slots = Vec::with_capacity(ranges.len());
+        let mut remote = false;
         for (i, (range, place)) in ranges.into_iter().zip(&e.placement).enumerate() {
             if !place.voting.contains(&self.me) {
-                return Err(store::StoreError::Corrupt(format!(
-                    "this server holds no voting replica of shard {i} of table `{}`",
-                    e.id
-                )));
+                // Not a replica here: a client of the shard's group.
+                let rs = ReplicatedShard::client(
+                    group_of(&e.id, i),
+                    self.candidates(&place.voting),
+                    &range,
+                    &e.primary_key,
+                    self.transport.clone(),
+                    self.route,
+                );
+                let name = format!("{}.s{i}", e.id);
+                shards.push(self.stand_in(name, &cache, &feeds, range)?);
+                slots.push(Arc::new(OnceLock::from(rs)));
+                remote = true;
+                continue;
             }
             let prefix = prefix_of(&e.id, i);
             let machine = ShardMachine::open(
@@ -126,6 +183,7 @@ impl TableGroups {
             slots,
             runtime: self.runtime.clone(),
             wait: self.route.deadline,
+            remote,
         };
         Ok((shards, Arc::new(table)))
     }
@@ -216,6 +274,8 @@ pub struct ReplicatedTable {
     runtime: tokio::runtime::Handle,
     /// How long a write waits for its shard's group to start here.
     wait: Duration,
+    /// Whether this server holds no replica of some shard (reads of those are routed).
+    remote: bool,
 }
 
 impl ReplicatedTable {
@@ -243,6 +303,11 @@ impl ReplicatedTable {
     /// How many shards the table has.
     pub(crate) fn shards(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Whether this server holds no replica of some shard.
+    pub(crate) fn has_remote_shards(&self) -> bool {
+        self.remote
     }
 }
 

@@ -86,11 +86,6 @@ impl<I> Drop for Counted<I> {
 }
 
 impl TableHandle {
-    /// Whether reads take this server's replica as it is (`read_mode: "outdated"`).
-    fn outdated(&self) -> bool {
-        self.read_mode == reql::ReadMode::Outdated
-    }
-
     /// A shard to read index entries through: they live in one space per index for
     /// the whole table (`crate::shards`).
     fn any_shard(&self) -> Arc<Shard> {
@@ -113,7 +108,7 @@ impl reql::Table for TableHandle {
     }
     fn get(&self, key: &Datum) -> reql::Result<Option<Datum>> {
         self.counters.read.fetch_add(1, Relaxed);
-        if let Some(r) = self.replicated.as_ref().filter(|_| !self.outdated()) {
+        if let Some(r) = &self.replicated {
             let shard = self.shards.current().index_of(key).map_err(store_err)?;
             return r.get(shard, key, self.read_mode);
         }
@@ -126,7 +121,7 @@ impl reql::Table for TableHandle {
         upper: Bound<Datum>,
         reverse: bool,
     ) -> reql::Result<DatumStream> {
-        if let Some(r) = self.replicated.as_ref().filter(|_| !self.outdated()) {
+        if let Some(r) = &self.replicated {
             return Ok(Box::new(r.scan(lower, upper, reverse, self.read_mode)));
         }
         let layout = self.shards.current();
@@ -149,7 +144,7 @@ impl reql::Table for TableHandle {
         }))
     }
     fn count(&self) -> reql::Result<u64> {
-        if let Some(r) = self.replicated.as_ref().filter(|_| !self.outdated()) {
+        if let Some(r) = &self.replicated {
             return r.count(&Bound::Unbounded, &Bound::Unbounded, self.read_mode);
         }
         Ok(self.shards.current().shards.iter().map(|s| s.count()).sum())
@@ -198,6 +193,18 @@ impl reql::Table for TableHandle {
         Ok(self.commit.last_ticket())
     }
     fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
+        // A changefeed listens to this server's replicas as they apply writes.
+        if self
+            .replicated
+            .as_ref()
+            .is_some_and(|r| r.has_remote_shards())
+        {
+            return Err(op_failed(format!(
+                "Changefeeds on table `{}.{}` are not supported yet on a server that holds \
+                 no replica of one of its shards.",
+                self.db, self.name
+            )));
+        }
         crate::feeds::subscribe(self, req)
     }
     fn index_create(&self, name: &str, spec: reql::IndexSpec) -> reql::Result<()> {
@@ -279,7 +286,7 @@ impl reql::Table for TableHandle {
         })))
     }
     fn count_range(&self, lower: Bound<Datum>, upper: Bound<Datum>) -> reql::Result<u64> {
-        if let Some(r) = self.replicated.as_ref().filter(|_| !self.outdated()) {
+        if let Some(r) = &self.replicated {
             return r.count(&lower, &upper, self.read_mode);
         }
         let mut n = 0;

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use datum::{Datum, Version};
 use replication::{
-    ClientPolicy, ClientRequest, ClientResponse, ClientService, Command, GroupId, Raft, Router,
-    Transport,
+    ClientPolicy, ClientRequest, ClientResponse, ClientService, Command, GroupId, Node, NodeId,
+    Raft, Router, Transport,
 };
 use store::{decode_reply, encode_command, Applied, ReplyError, Shard, StoreChange};
 
@@ -87,7 +87,8 @@ impl Default for RoutePolicy {
 /// replica, and the cluster transport to the other members.
 pub struct ReplicatedShard<T: Transport> {
     route: GroupRoute<T>,
-    shard: Arc<Shard>,
+    /// This server's replica; none on a server that is only the group's client.
+    shard: Option<Arc<Shard>>,
     primary_key: String,
 }
 
@@ -110,7 +111,33 @@ impl<T: Transport> ReplicatedShard<T> {
         };
         Self {
             route: GroupRoute::new(group, raft, service, transport, policy, range),
-            shard,
+            shard: Some(shard),
+            primary_key: primary_key.to_owned(),
+        }
+    }
+
+    /// The handle of a server holding no replica of `group` (of the primary keys in
+    /// `range`): every request goes to a member, the leader found among the voters
+    /// `candidates`; `outdated` reads are the leader's too.
+    pub fn client(
+        group: GroupId,
+        candidates: Vec<(NodeId, Node)>,
+        range: &store::KeyRange,
+        primary_key: &str,
+        transport: Arc<T>,
+        policy: RoutePolicy,
+    ) -> Self {
+        let service = ClientService {
+            reader: Arc::new(read::NoReplica),
+            policy: ClientPolicy {
+                quorum_lease: Duration::ZERO,
+                commit_timeout: Duration::ZERO,
+            },
+        };
+        let label = range_text(range);
+        Self {
+            route: GroupRoute::client(group, candidates, service, transport, policy, label),
+            shard: None,
             primary_key: primary_key.to_owned(),
         }
     }
@@ -121,9 +148,9 @@ impl<T: Transport> ReplicatedShard<T> {
         self.route.register(router);
     }
 
-    /// The local replica (what `outdated` reads).
-    pub fn shard(&self) -> &Arc<Shard> {
-        &self.shard
+    /// The local replica (what `outdated` reads), if this server holds one.
+    pub fn shard(&self) -> Option<&Arc<Shard>> {
+        self.shard.as_ref()
     }
 
     /// The documents' primary key field.
@@ -131,8 +158,8 @@ impl<T: Transport> ReplicatedShard<T> {
         &self.primary_key
     }
 
-    /// The group's Raft member on this server.
-    pub fn raft(&self) -> &Raft {
+    /// The group's Raft member on this server, if it has one.
+    pub fn raft(&self) -> Option<&Raft> {
         self.route.raft()
     }
 
@@ -159,8 +186,8 @@ impl<T: Transport> ReplicatedShard<T> {
 
     /// The document under `key`, read as `mode` says.
     pub async fn get(&self, key: &Datum, mode: ReadMode) -> Result<Option<Datum>, RouteError> {
-        if mode == ReadMode::Outdated {
-            return Ok(self.shard.get(key)?);
+        if let (ReadMode::Outdated, Some(shard)) = (mode, &self.shard) {
+            return Ok(shard.get(key)?);
         }
         let answer = self.read(mode, &ReadQuery::get(key)).await?;
         match answer {
@@ -222,7 +249,7 @@ impl<T: Transport> ReplicatedShard<T> {
 
     /// Answers `query` from this server's replica (`outdated`) or the leader's.
     async fn answer(&self, mode: ReadMode, query: &ReadQuery) -> Result<ReadAnswer, RouteError> {
-        if mode == ReadMode::Outdated {
+        if mode == ReadMode::Outdated && self.shard.is_some() {
             let reader = &*self.route.service.reader;
             let bytes = replication::ReadService::read(reader, &query.encode()?)
                 .map_err(RouteError::ReadFailed)?;

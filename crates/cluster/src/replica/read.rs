@@ -98,6 +98,16 @@ pub(crate) fn docs(texts: Vec<String>) -> Result<Vec<Datum>, RouteError> {
         .collect()
 }
 
+/// The reader of a server that holds no replica: it is never asked (requests go to a
+/// member), and refuses if it is.
+pub(crate) struct NoReplica;
+
+impl ReadService for NoReplica {
+    fn read(&self, _query: &[u8]) -> Result<Vec<u8>, String> {
+        Err("this server holds no replica of the shard".into())
+    }
+}
+
 /// Answers [`ReadQuery`]s on this server's replica of a shard (the leader's, when it
 /// serves a forwarded read).
 pub struct ShardReader {
@@ -266,7 +276,10 @@ mod tests {
         let three = KeyBound::Included("3".into());
         let seven = KeyBound::Excluded("7".into());
         assert_eq!(count(three, seven), 4);
-        assert_eq!(count(KeyBound::Excluded("9".into()), KeyBound::Unbounded), 0);
+        assert_eq!(
+            count(KeyBound::Excluded("9".into()), KeyBound::Unbounded),
+            0
+        );
     }
 
     #[test]

@@ -26,7 +26,12 @@ const NO_QUORUM_RETRIES: u32 = 2;
 /// How this server reaches one group's leader.
 pub struct GroupRoute<T: Transport> {
     pub(crate) group: GroupId,
-    pub(crate) raft: Raft,
+    /// This server's member, when it has one; else the route is a client of the group.
+    pub(crate) raft: Option<Raft>,
+    /// A client's candidates for leader (the group's voters), when it has no member.
+    candidates: Vec<(NodeId, Node)>,
+    /// A client's last known leader (from a `NotLeader` hint or a success).
+    hint: parking_lot::Mutex<Option<NodeId>>,
     pub(crate) service: ClientService,
     pub(crate) transport: Arc<T>,
     pub(crate) policy: RoutePolicy,
@@ -48,7 +53,31 @@ impl<T: Transport> GroupRoute<T> {
     ) -> Self {
         Self {
             group,
-            raft,
+            raft: Some(raft),
+            candidates: Vec::new(),
+            hint: parking_lot::Mutex::new(None),
+            service,
+            transport,
+            policy,
+            label,
+        }
+    }
+
+    /// The route of a server that holds no member of `group`: its requests go to the
+    /// voters in `candidates` (the leader, found by trying them and following hints).
+    pub fn client(
+        group: GroupId,
+        candidates: Vec<(NodeId, Node)>,
+        service: ClientService,
+        transport: Arc<T>,
+        policy: RoutePolicy,
+        label: String,
+    ) -> Self {
+        Self {
+            group,
+            raft: None,
+            candidates,
+            hint: parking_lot::Mutex::new(None),
             service,
             transport,
             policy,
@@ -61,9 +90,9 @@ impl<T: Transport> GroupRoute<T> {
         router.add_client(self.group, self.service.clone());
     }
 
-    /// The group's member on this server.
-    pub fn raft(&self) -> &Raft {
-        &self.raft
+    /// The group's member on this server, if it has one.
+    pub fn raft(&self) -> Option<&Raft> {
+        self.raft.as_ref()
     }
 
     /// Proposes `command` through the leader: its reply and log index once applied there.
@@ -80,8 +109,11 @@ impl<T: Transport> GroupRoute<T> {
     /// Waits until this server's member has applied the entry at `index` (so what the
     /// leader applied is visible here), within the policy's deadline.
     pub async fn caught_up(&self, index: u64) -> Result<(), RouteError> {
-        self.raft
-            .wait(Some(self.policy.deadline))
+        // A client holds no state of the group: nothing to wait for.
+        let Some(raft) = &self.raft else {
+            return Ok(());
+        };
+        raft.wait(Some(self.policy.deadline))
             .applied_index_at_least(Some(index), "the entry applied here")
             .await
             .map(|_| ())
@@ -96,22 +128,50 @@ impl<T: Transport> GroupRoute<T> {
         }
     }
 
-    /// This node's id and the leader it knows of.
-    fn known_leader(&self) -> (NodeId, Option<NodeId>) {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        (metrics.id, metrics.current_leader)
+    /// This node's id (0 for a client: no member has it) and the leader it knows of (a
+    /// client: its last hint, else a candidate, a different one after each failure).
+    fn known_leader(&self, attempt: usize) -> (NodeId, Option<NodeId>) {
+        match &self.raft {
+            Some(raft) => {
+                let metrics = raft.metrics();
+                let metrics = metrics.borrow();
+                (metrics.id, metrics.current_leader)
+            }
+            None => {
+                let hint = *self.hint.lock();
+                let guess = (!self.candidates.is_empty())
+                    .then(|| self.candidates[attempt % self.candidates.len()].0);
+                (0, hint.or(guess))
+            }
+        }
     }
 
-    /// A member's address, from the group's membership.
+    /// A member's address, from the group's membership (a client: its candidates).
     fn address_of(&self, id: NodeId) -> Option<Node> {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        metrics
-            .membership_config
-            .membership()
-            .get_node(&id)
-            .cloned()
+        match &self.raft {
+            Some(raft) => {
+                let metrics = raft.metrics();
+                let metrics = metrics.borrow();
+                metrics
+                    .membership_config
+                    .membership()
+                    .get_node(&id)
+                    .cloned()
+            }
+            None => self
+                .candidates
+                .iter()
+                .find(|(c, _)| *c == id)
+                .map(|(_, n)| n.clone()),
+        }
+    }
+
+    /// A client remembers who answered, or who was named leader; a failed guess is
+    /// forgotten.
+    fn remember(&self, leader: Option<NodeId>) {
+        if self.raft.is_none() {
+            *self.hint.lock() = leader;
+        }
     }
 
     /// Sends `request` to the group's leader (this node or another) until one answers,
@@ -125,6 +185,7 @@ impl<T: Transport> GroupRoute<T> {
         let mut hint: Option<NodeId> = None;
         let mut redirects = 0;
         let mut no_quorum = 0;
+        let mut attempt = 0usize;
         loop {
             let now = Instant::now();
             if now >= deadline {
@@ -132,7 +193,7 @@ impl<T: Transport> GroupRoute<T> {
             }
             let left = deadline - now;
             let pause = self.policy.retry_pause.min(left);
-            let (me, known) = self.known_leader();
+            let (me, known) = self.known_leader(attempt);
             let target = match hint.take() {
                 Some(h) => h,
                 None => match known {
@@ -143,8 +204,9 @@ impl<T: Transport> GroupRoute<T> {
                     }
                 },
             };
-            let answer = if target == me {
-                let serve = serve_client(&self.raft, &self.service, request.clone());
+            let local = self.raft.as_ref().filter(|_| target == me);
+            let answer = if let Some(raft) = local {
+                let serve = serve_client(raft, &self.service, request.clone());
                 match tokio::time::timeout(left, serve).await {
                     Ok(answer) => answer,
                     // The proposal may be in the log: its outcome is unknown.
@@ -171,10 +233,14 @@ impl<T: Transport> GroupRoute<T> {
                     // Not sent, or refused by the router before any Raft member saw it:
                     // safe to try again.
                     Ok(Err(e)) if !e.maybe_delivered() => {
+                        self.remember(None);
+                        attempt += 1;
                         tokio::time::sleep(pause).await;
                         continue;
                     }
                     Ok(Ok(RaftResponse::Refused(_))) => {
+                        self.remember(None);
+                        attempt += 1;
                         tokio::time::sleep(pause).await;
                         continue;
                     }
@@ -188,7 +254,9 @@ impl<T: Transport> GroupRoute<T> {
                         return Err(self.unavailable(op));
                     }
                     hint = leader.filter(|l| *l != target);
+                    self.remember(hint);
                     if hint.is_none() {
+                        attempt += 1;
                         tokio::time::sleep(pause).await;
                     }
                 }
@@ -208,7 +276,8 @@ impl<T: Transport> GroupRoute<T> {
                 }
                 ClientResponse::Failed(why) => return Err(RouteError::ReadFailed(why)),
                 answer @ (ClientResponse::Applied { .. } | ClientResponse::Read(_)) => {
-                    return Ok(answer)
+                    self.remember(Some(target));
+                    return Ok(answer);
                 }
             }
         }

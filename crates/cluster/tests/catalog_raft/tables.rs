@@ -5,7 +5,8 @@
 //! gets the current document; dropping the table drops every node's groups; when a
 //! shard's leader is lost, writes through the survivors go on under a new leader, and
 //! `read_mode` `majority` and `outdated` read the primary's and the local copy; a
-//! changefeed on any replica's node sees the writes made through the others.
+//! changefeed on any replica's node sees the writes made through the others; a server
+//! holding no replica reads and writes through the shard's group.
 
 use super::harness::*;
 use cluster::groups::TableGroups;
@@ -300,4 +301,64 @@ async fn a_changefeed_on_any_replica_sees_writes_made_through_another_node() {
         .collect();
     new_ids.sort();
     assert_eq!(new_ids, ["1", "f9"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_replica_routes_to_the_shards_group() {
+    let nodes = three_nodes().await;
+    introduce(&nodes);
+    let _hosts = host_tables(&nodes);
+    write_first_entries(&nodes).await;
+    let c = nodes[0].cluster().clone();
+    let placed = blocking(move || {
+        c.db_create("d").unwrap();
+        let opts = reql::TableOptions {
+            primary_key: "id".into(),
+            durability: reql::Durability::Hard,
+            shards: 1,
+            replicas: reql::Replicas::count(2),
+        };
+        c.table_create("d", "two", opts).unwrap();
+        let cfg = c.table_config("d", "two").unwrap();
+        let shard = cfg.get("shards").unwrap().as_array().unwrap()[0].clone();
+        let replicas = shard.get("replicas").unwrap().as_array().unwrap().to_vec();
+        replicas
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    })
+    .await;
+    converge(&nodes, 5).await;
+    let outside = (0..3)
+        .find(|&i| !placed.contains(&nodes[i].cluster().local_record().name))
+        .unwrap();
+    let c = nodes[outside].cluster().clone();
+    let (put_one, got, outdated, all, n, feed) = blocking(move || {
+        let t = c.table("d", "two").unwrap();
+        let put_one = t.apply(put("k", "v"));
+        let got = t.get(&Datum::from("k")).unwrap();
+        let o = c.table_read_mode("d", "two", ReadMode::Outdated).unwrap();
+        let outdated = o.get(&Datum::from("k")).unwrap();
+        let all: Vec<Datum> = t
+            .scan(Bound::Unbounded, Bound::Unbounded, false)
+            .unwrap()
+            .map(|d| d.unwrap())
+            .collect();
+        let req = changefeed::Request::whole_table(changefeed::Options::default());
+        let feed = t.subscribe(req).err().map(|e| e.message);
+        (put_one, got, outdated, all, t.count().unwrap(), feed)
+    })
+    .await;
+    assert!(
+        matches!(put_one, Ok(Applied::Done(None, Some(_), None))),
+        "{put_one:?}"
+    );
+    assert_eq!(got, Some(doc("k", "v")));
+    // No replica here: `outdated` is read from a member too.
+    assert_eq!(outdated, Some(doc("k", "v")));
+    assert_eq!((all, n), (vec![doc("k", "v")], 1));
+    assert!(feed.unwrap().contains("not supported yet"));
+    for n in &nodes {
+        assert_eq!(n.cluster().follow_failures(), 0);
+    }
 }

@@ -74,7 +74,7 @@ impl TestNode {
     pub async fn stop(&mut self) {
         self.router.remove_group(GROUP);
         let h = self.handle.take().unwrap();
-        h.raft().shutdown().await.unwrap();
+        h.raft().unwrap().shutdown().await.unwrap();
     }
 }
 
@@ -135,7 +135,13 @@ pub async fn start_group(deadline: Duration, client: ClientPolicy) -> Vec<TestNo
         .iter()
         .map(|n| (n.id, Node::new(n.addr.clone())))
         .collect();
-    nodes[0].h().raft().initialize(members).await.unwrap();
+    nodes[0]
+        .h()
+        .raft()
+        .unwrap()
+        .initialize(members)
+        .await
+        .unwrap();
     nodes
 }
 
@@ -145,12 +151,20 @@ pub async fn leader(nodes: &[TestNode]) -> usize {
         let running: Vec<&TestNode> = nodes.iter().filter(|n| n.handle.is_some()).collect();
         let mut seen = Vec::new();
         for n in &running {
-            seen.push(n.h().raft().current_leader().await);
+            seen.push(n.h().raft().unwrap().current_leader().await);
         }
         if let Some(Some(l)) = seen.first().copied() {
             let agreed = seen.iter().all(|s| *s == Some(l));
             if let Some(i) = nodes.iter().position(|n| n.id == l && n.handle.is_some()) {
-                if agreed && nodes[i].h().raft().ensure_linearizable().await.is_ok() {
+                if agreed
+                    && nodes[i]
+                        .h()
+                        .raft()
+                        .unwrap()
+                        .ensure_linearizable()
+                        .await
+                        .is_ok()
+                {
                     return i;
                 }
             }
@@ -180,7 +194,7 @@ pub async fn insert(h: &ReplicatedShard<Faulty>, id: u32, v: &str) -> Result<App
 /// Waits until the local replica of `n` holds `d` under `id`.
 pub async fn replicated(n: &TestNode, id: u32, d: &Datum) {
     for _ in 0..100 {
-        if n.h().shard().get(&key(id)).unwrap().as_ref() == Some(d) {
+        if n.h().shard().unwrap().get(&key(id)).unwrap().as_ref() == Some(d) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
