@@ -525,7 +525,10 @@ mod tests {
         let t = o.text_only().expect("has text");
         assert!(!t.is_built());
         assert_eq!(t.raw_json(), o.raw_json());
-        assert_eq!(t.raw_json().map(<[u8]>::as_ptr), o.raw_json().map(<[u8]>::as_ptr));
+        assert_eq!(
+            t.raw_json().map(<[u8]>::as_ptr),
+            o.raw_json().map(<[u8]>::as_ptr)
+        );
         assert_eq!(Datum::Object(Arc::new(t)), Datum::Object(o.clone()));
         assert!(Object::from(BTreeMap::new()).text_only().is_none());
     }

@@ -172,10 +172,11 @@ const DATA_BLOCK_BYTES: u32 = 16 << 10;
 
 /// The memtable size at which fjall rotates a keyspace's memtable and flushes it
 /// (fjall's default is 64 MiB). Up to two are in memory at once while one is flushed:
-/// 32 MiB took YCSB A's peak memory from about 370 to 300 MB (100,000 records), at a
-/// little more compaction; 16 MiB took it to 270 MB but doubles the flushes and the
-/// merges of level 0 into level 1 (docs/performance.md). Recorded at creation, as above.
-const MEMTABLE_BYTES: u64 = 32 << 20;
+/// with 16 MiB, YCSB A's peak memory (100,000 records, 128 MB cache) was 284–290 MB
+/// against 329 at 32 MiB and about 370 at 64, at no server CPU per operation that this
+/// machine could tell apart (more flushes and level-0 merges, but smaller ones;
+/// docs/performance.md). Recorded at creation, as above.
+const MEMTABLE_BYTES: u64 = 16 << 20;
 
 /// The options every keyspace is created with.
 fn space_options() -> KeyspaceCreateOptions {

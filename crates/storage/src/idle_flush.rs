@@ -138,13 +138,21 @@ fn run(stop: &(Mutex<bool>, Condvar), w: &Watched) {
         // of this round's flushes, and of earlier ones (a memtable that filled during
         // the writes was flushed by fjall, and its version waits for a GC as well).
         let deadline = Instant::now() + FLUSH_WAIT;
-        let pending = || handles.values().any(|ks| ks.tree.sealed_memtable_count() > 0);
+        let pending = || {
+            handles
+                .values()
+                .any(|ks| ks.tree.sealed_memtable_count() > 0)
+        };
         while pending() && Instant::now() < deadline {
             if stopped_after(stop, FLUSH_POLL) {
                 return;
             }
         }
-        if !pending() && handles.values().any(|ks| ks.tree.version_free_list_len() > 0) {
+        if !pending()
+            && handles
+                .values()
+                .any(|ks| ks.tree.version_free_list_len() > 0)
+        {
             collect_versions(w);
         }
     }
@@ -212,6 +220,42 @@ mod tests {
         );
         assert_eq!(
             e.get("small", b"k00000099").expect("get").map(|v| v.len()),
+            Some(1000)
+        );
+    }
+
+    #[test]
+    fn a_flushed_memtable_is_released_once_writes_stop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = Fjall::open(dir.path(), 8 << 20).expect("open");
+        e.create_space("big").expect("space");
+        fill(&e, "big", 8_000);
+        let ks = e.spaces.read().get("big").cloned().expect("space");
+        let memtable = Arc::downgrade(&ks.tree.active_memtable());
+        // Flushed, and no version is left holding the memtable: it is freed.
+        let deadline = std::time::Instant::now() + QUIET * 40;
+        while (memtable.strong_count() > 0 || ks.tree.version_free_list_len() > 0)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(ks.tree.version_free_list_len(), 0, "old versions collected");
+        assert_eq!(memtable.strong_count(), 0, "memtable released");
+        assert_eq!(
+            e.get("big", b"k00004000").expect("get").map(|v| v.len()),
+            Some(1000)
+        );
+        // The collector's keyspace is private: not listed, not creatable, and skipped
+        // when the database is opened again.
+        assert_eq!(e.space_names().expect("names"), vec!["big".to_owned()]);
+        assert!(e.create_space(GC_SPACE).is_err());
+        assert!(e.get(GC_SPACE, b"gc").is_err());
+        drop(ks);
+        drop(e);
+        let e = Fjall::open(dir.path(), 8 << 20).expect("reopen");
+        assert_eq!(e.space_names().expect("names"), vec!["big".to_owned()]);
+        assert_eq!(
+            e.get("big", b"k00007999").expect("get").map(|v| v.len()),
             Some(1000)
         );
     }

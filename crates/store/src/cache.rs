@@ -317,7 +317,10 @@ mod tests {
         };
         let o = hit.as_object().expect("object");
         assert!(!o.is_built(), "handed out unbuilt");
-        assert_eq!(o.raw_json(), doc.as_object().and_then(datum::Object::raw_json));
+        assert_eq!(
+            o.raw_json(),
+            doc.as_object().and_then(datum::Object::raw_json)
+        );
         // The caller decodes its copy; the cached entry stays unbuilt.
         assert_eq!(o.len(), 2);
         let Lookup::Hit(again) = c.get(0, b"k") else {
@@ -327,7 +330,11 @@ mod tests {
         assert_eq!(again, doc);
         assert_eq!(budget.used(), used);
         // A document without its text is not cached.
-        c.end_write(0, b"j", Some(&Datum::from_pairs([("id", Datum::Number(2.0))])));
+        c.end_write(
+            0,
+            b"j",
+            Some(&Datum::from_pairs([("id", Datum::Number(2.0))])),
+        );
         assert!(matches!(c.get(0, b"j"), Lookup::Miss(_)));
     }
 
