@@ -34,9 +34,9 @@ pub fn configure() {
 }
 
 /// The purge delay mimalloc uses now, in ms.
-pub fn purge_delay_ms() -> i64 {
+pub fn purge_delay_ms() -> std::ffi::c_long {
     // SAFETY: reads mimalloc's option table.
-    i64::from(unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) })
+    unsafe { libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY) }
 }
 
 /// mimalloc with per-query accounting.
@@ -113,7 +113,7 @@ mod tests {
     fn configure_sets_the_purge_delay() {
         configure();
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-            assert_eq!(purge_delay_ms(), i64::from(PURGE_DELAY_MS));
+            assert_eq!(purge_delay_ms(), std::ffi::c_long::from(PURGE_DELAY_MS));
         }
     }
 }
