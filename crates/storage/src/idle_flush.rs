@@ -13,13 +13,15 @@
 //! flush, a compaction or a memtable rotation runs its version GC with fjall's snapshot
 //! watermark. The flush of a rotated memtable appends a version at the next sequence
 //! number, which that flush's own GC (watermark from before it) cannot pass, so the
-//! version still holding the flushed memtable (64 MiB at most per keyspace) stays until
-//! the next write fills a memtable — indefinitely on a server that only reads. Once the
-//! flushes are done, the round therefore writes one marker into a private keyspace
-//! ([`GC_SPACE`]) and rotates it: rotation raises fjall's watermark past the flush's
-//! version (no snapshot open) and collects the versions of every keyspace, which drops
-//! the flushed memtables. fjall computes the watermark and does the collecting itself;
-//! the marker (one key, overwritten each round) costs a tiny table file per round.
+//! version still holding the flushed memtable (a full memtable per keyspace at most)
+//! stays until the next write fills a memtable — indefinitely on a server that only
+//! reads. Once every flush is done, a round that finds old versions in any keyspace
+//! (of its own flushes, or of one fjall made during the writes) therefore writes one
+//! marker into a private keyspace ([`GC_SPACE`]) and rotates it: rotation raises fjall's
+//! watermark past the flushes' versions (when no snapshot is open) and collects the
+//! versions of every keyspace, which drops the flushed memtables. fjall computes the
+//! watermark and does the collecting itself (no public call does it without a write);
+//! the marker (one key, overwritten each time) costs a tiny table file per round.
 //!
 //! Invariant: the thread holds no lock while it waits, and it ends before the engine it
 //! watches is dropped (`IdleFlush` is the engine's first field, and dropping it joins).
