@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 static GLOBAL: server::alloc::Counting = server::alloc::Counting;
 
 fn main() -> ExitCode {
+    server::alloc::configure();
     // Values that are views of the engine's buffers are charged to the queries holding
     // them, as copies would be (`storage::accounting`).
     storage::accounting::set_view_charge(server::alloc::charge_view);

@@ -78,8 +78,8 @@ impl Server {
             path: config.directory.clone(),
             source,
         })?;
-        // The cache size is split: half for the engine's block cache, half for the
-        // shards' caches of decoded documents in front of it (this server's budget).
+        // The cache size is split between the engine's block cache and the shards'
+        // document caches in front of it (this server's budget; `Config`).
         let fjall =
             storage::Fjall::open(&config.directory.join("data"), config.block_cache_bytes())?;
         fjall.set_min_free_bytes(config.min_free_disk_mb.saturating_mul(1 << 20));

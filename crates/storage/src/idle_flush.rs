@@ -8,21 +8,63 @@
 //! [`MIN_BYTES`] once no write has been applied for [`QUIET`]; fjall's flush workers
 //! write it out as usual (nothing here writes data, so durability is unchanged).
 //!
+//! Releasing the flushed memtable: lsm-tree 3.1 keeps every "super version" (memtables
+//! plus table list) that a snapshot might still read, and drops old ones only when a
+//! flush, a compaction or a memtable rotation runs its version GC with fjall's snapshot
+//! watermark. The flush of a rotated memtable appends a version at the next sequence
+//! number, which that flush's own GC (watermark from before it) cannot pass, so the
+//! version still holding the flushed memtable (a full memtable per keyspace at most)
+//! stays until the next write fills a memtable — indefinitely on a server that only
+//! reads. Once every flush is done, a round that finds old versions in any keyspace
+//! (of its own flushes, or of one fjall made during the writes) therefore writes one
+//! marker into a private keyspace ([`GC_SPACE`]) and rotates it: rotation raises fjall's
+//! watermark past the flushes' versions (when no snapshot is open) and collects the
+//! versions of every keyspace, which drops the flushed memtables. fjall computes the
+//! watermark and does the collecting itself (no public call does it without a write);
+//! the marker (one key, overwritten each time) costs a tiny table file per round.
+//!
 //! Invariant: the thread holds no lock while it waits, and it ends before the engine it
 //! watches is dropped (`IdleFlush` is the engine's first field, and dropping it joins).
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fjall::AbstractTree;
+use fjall::{AbstractTree, Keyspace};
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::fjall_engine::Spaces;
+use crate::fjall_engine::{SpaceGuard, Spaces};
 
-/// How long no write may have been applied before memtables are flushed.
-pub(crate) const QUIET: Duration = Duration::from_secs(1);
+/// The private keyspace the version GC's marker is written to; never a user space
+/// (`Fjall` refuses the name and leaves it out of its space list).
+pub(crate) const GC_SPACE: &str = "$ponder-version-gc";
+
+/// The longest a round waits for fjall's flush workers before it gives up the GC (the
+/// next round tries again).
+const FLUSH_WAIT: Duration = Duration::from_secs(60);
+
+/// What the thread works with, besides the stop signal.
+pub(crate) struct Watched {
+    /// The engine's user spaces.
+    pub(crate) spaces: Arc<RwLock<Spaces>>,
+    /// The engine's count of applied batches.
+    pub(crate) applied: Arc<AtomicU64>,
+    /// Held for a round's rotations, so no keyspace is created or dropped under it.
+    pub(crate) ddl: Arc<Mutex<()>>,
+    /// The [`GC_SPACE`] keyspace.
+    pub(crate) gc_space: Keyspace,
+    /// The engine's free-space check, in front of the marker write.
+    pub(crate) space: Arc<SpaceGuard>,
+    /// The engine's directory (for the free-space check).
+    pub(crate) path: PathBuf,
+}
+
+/// How long no write may have been applied before memtables are flushed. Short, so that
+/// a load's last memtable is written out (and released) before the reads after it have
+/// filled the caches: with 1 s, the first second of YCSB C after a load held both.
+pub(crate) const QUIET: Duration = Duration::from_millis(250);
 
 /// Smaller memtables are left alone: they cost little to scan, and flushing each would
 /// leave many small table files for compaction to merge.
@@ -35,18 +77,13 @@ pub(crate) struct IdleFlush {
 }
 
 impl IdleFlush {
-    /// Starts watching `applied` (the engine's count of applied batches) and `spaces`;
-    /// a round holds `ddl`, so no keyspace is created or dropped under it.
-    pub(crate) fn start(
-        spaces: Arc<RwLock<Spaces>>,
-        applied: Arc<AtomicU64>,
-        ddl: Arc<Mutex<()>>,
-    ) -> Self {
+    /// Starts watching the engine's applied count and spaces.
+    pub(crate) fn start(watched: Watched) -> Self {
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
         let signal = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name("idle-flush".into())
-            .spawn(move || run(&signal, &spaces, &applied, &ddl))
+            .spawn(move || run(&signal, &watched))
             .ok();
         Self { stop, thread }
     }
@@ -62,26 +99,24 @@ impl Drop for IdleFlush {
     }
 }
 
-fn run(
-    stop: &(Mutex<bool>, Condvar),
-    spaces: &RwLock<Spaces>,
-    applied: &AtomicU64,
-    ddl: &Mutex<()>,
-) {
-    let mut seen = applied.load(Ordering::Acquire);
+/// Waits up to `d` for the stop signal; true when stopped.
+fn stopped_after(stop: &(Mutex<bool>, Condvar), d: Duration) -> bool {
+    let mut stopped = stop.0.lock();
+    if !*stopped {
+        stop.1.wait_for(&mut stopped, d);
+    }
+    *stopped
+}
+
+fn run(stop: &(Mutex<bool>, Condvar), w: &Watched) {
+    let mut seen = w.applied.load(Ordering::Acquire);
     // The count at the last flush round: nothing to do again until it moves.
     let mut flushed = seen;
     loop {
-        {
-            let mut stopped = stop.0.lock();
-            if !*stopped {
-                stop.1.wait_for(&mut stopped, QUIET);
-            }
-            if *stopped {
-                return;
-            }
+        if stopped_after(stop, QUIET) {
+            return;
         }
-        let now = applied.load(Ordering::Acquire);
+        let now = w.applied.load(Ordering::Acquire);
         if now != seen {
             seen = now;
             continue;
@@ -90,14 +125,53 @@ fn run(
             continue;
         }
         flushed = now;
-        let _ddl = ddl.lock();
-        let handles = Arc::clone(&spaces.read());
-        for ks in handles.values() {
-            if ks.tree.active_memtable().size() >= MIN_BYTES {
-                // A failed rotation (a poisoned journal) is reported by the next write.
-                let _ = ks.rotate_memtable();
+        let handles = {
+            let _ddl = w.ddl.lock();
+            let handles = Arc::clone(&w.spaces.read());
+            for ks in handles.values() {
+                if ks.tree.active_memtable().size() >= MIN_BYTES {
+                    // A failure (a poisoned journal) is reported by the next write.
+                    let _ = ks.rotate_memtable();
+                }
+            }
+            handles
+        };
+        // Wait for fjall's flush workers (no lock held), then collect versions: those
+        // of this round's flushes, and of earlier ones (a memtable that filled during
+        // the writes was flushed by fjall, and its version waits for a GC as well).
+        let deadline = Instant::now() + FLUSH_WAIT;
+        let pending = || {
+            handles
+                .values()
+                .any(|ks| ks.tree.sealed_memtable_count() > 0)
+        };
+        while pending() && Instant::now() < deadline {
+            if stopped_after(stop, FLUSH_POLL) {
+                return;
             }
         }
+        if !pending()
+            && handles
+                .values()
+                .any(|ks| ks.tree.version_free_list_len() > 0)
+        {
+            collect_versions(w);
+        }
+    }
+}
+
+/// How often a round looks whether its flushes are done.
+const FLUSH_POLL: Duration = Duration::from_millis(20);
+
+/// Makes fjall collect old versions of every keyspace (see the module notes). Skipped
+/// when the disk is nearly full: a failed journal write would poison the database.
+fn collect_versions(w: &Watched) {
+    if w.space.admit(&w.path, 1 << 10).is_err() {
+        return;
+    }
+    if w.gc_space.insert(b"gc", b"").is_ok() {
+        // A failure here (a poisoned journal) is reported by the next write.
+        let _ = w.gc_space.rotate_memtable();
     }
 }
 
@@ -148,6 +222,42 @@ mod tests {
         );
         assert_eq!(
             e.get("small", b"k00000099").expect("get").map(|v| v.len()),
+            Some(1000)
+        );
+    }
+
+    #[test]
+    fn a_flushed_memtable_is_released_once_writes_stop() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let e = Fjall::open(dir.path(), 8 << 20).expect("open");
+        e.create_space("big").expect("space");
+        fill(&e, "big", 8_000);
+        let ks = e.spaces.read().get("big").cloned().expect("space");
+        let memtable = Arc::downgrade(&ks.tree.active_memtable());
+        // Flushed, and no version is left holding the memtable: it is freed.
+        let deadline = std::time::Instant::now() + QUIET * 40;
+        while (memtable.strong_count() > 0 || ks.tree.version_free_list_len() > 0)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(ks.tree.version_free_list_len(), 0, "old versions collected");
+        assert_eq!(memtable.strong_count(), 0, "memtable released");
+        assert_eq!(
+            e.get("big", b"k00004000").expect("get").map(|v| v.len()),
+            Some(1000)
+        );
+        // The collector's keyspace is private: not listed, not creatable, and skipped
+        // when the database is opened again.
+        assert_eq!(e.space_names().expect("names"), vec!["big".to_owned()]);
+        assert!(e.create_space(GC_SPACE).is_err());
+        assert!(e.get(GC_SPACE, b"gc").is_err());
+        drop(ks);
+        drop(e);
+        let e = Fjall::open(dir.path(), 8 << 20).expect("reopen");
+        assert_eq!(e.space_names().expect("names"), vec!["big".to_owned()]);
+        assert_eq!(
+            e.get("big", b"k00007999").expect("get").map(|v| v.len()),
             Some(1000)
         );
     }

@@ -5,6 +5,11 @@
 //! decode, and the cached document keeps its stored JSON (`datum::Object::raw_json`),
 //! so replying with it is a copy. Scans read their snapshot and do not use it.
 //!
+//! Only the stored JSON is kept (`datum::Object::text_only`): a decoded map takes about
+//! twice the text again, and most hits only reply with the text. Each hit hands out its
+//! own unbuilt object sharing that text, so a caller that decodes it (an update reading
+//! the old document) never grows the cached entry past what it was charged.
+//!
 //! Consistency (the invariant: after a write to a key returns, no reader can find an
 //! older version of that key here):
 //! - writers hold the key's stripe lock in `Shard::apply`; around the engine write
@@ -79,14 +84,25 @@ impl Default for CacheBudget {
     }
 }
 
-/// The bytes an entry is charged: its stored JSON, about as much again for the
-/// decoded form, and the bookkeeping.
+/// The bytes an entry is charged: its stored JSON (held once: entries are unbuilt
+/// objects, see [`lean`]), its key twice (map and queue) and the bookkeeping (the
+/// object, its `Arc`, the map's and the queue's slots).
 fn charge(key: &[u8], doc: &Datum) -> usize {
     let json = doc
         .as_object()
         .and_then(datum::Object::raw_json)
         .map_or(1024, <[u8]>::len);
-    2 * json + 2 * key.len() + 160
+    json + 2 * key.len() + 224
+}
+
+/// What the cache keeps of `doc`, and hands out on a hit: an object with its text and
+/// no built map, sharing the text with `doc`. `None` for an object without text (not
+/// cached: replying would print the map again).
+fn lean(doc: &Datum) -> Option<Datum> {
+    match doc {
+        Datum::Object(o) => o.text_only().map(|t| Datum::Object(Arc::new(t))),
+        other => Some(other.clone()),
+    }
 }
 
 struct Entry {
@@ -120,7 +136,10 @@ impl Stripe {
         }
     }
 
-    fn insert(&mut self, key: Vec<u8>, doc: Datum, budget: &Counters) {
+    fn insert(&mut self, key: Vec<u8>, doc: &Datum, budget: &Counters) {
+        let Some(doc) = lean(doc) else {
+            return;
+        };
         let limit = budget.limit.load(Ordering::Relaxed);
         let size = charge(&key, &doc);
         if size > limit / 4 {
@@ -210,7 +229,8 @@ impl DocCache {
         match s.map.get_mut(key) {
             Some(e) => {
                 e.hit = true;
-                Lookup::Hit(e.doc.clone())
+                // Entries are lean; a fresh object per hit keeps them so (module notes).
+                Lookup::Hit(lean(&e.doc).unwrap_or_else(|| e.doc.clone()))
             }
             None => Lookup::Miss(s.generation),
         }
@@ -224,7 +244,7 @@ impl DocCache {
         }
         let mut s = self.stripe(stripe).lock();
         if s.busy == 0 && s.generation == generation {
-            s.insert(key.to_vec(), doc.clone(), &self.budget.0);
+            s.insert(key.to_vec(), doc, &self.budget.0);
         }
     }
 
@@ -244,7 +264,7 @@ impl DocCache {
         s.remove(key, &self.budget.0);
         if let Some(d) = new {
             if self.budget.limit() > 0 {
-                s.insert(key.to_vec(), d.clone(), &self.budget.0);
+                s.insert(key.to_vec(), d, &self.budget.0);
             }
         }
     }
@@ -276,13 +296,55 @@ impl Drop for DocCache {
 mod tests {
     use super::*;
 
+    /// A document as read from the engine: an unbuilt object over its text.
+    fn stored(json: &str) -> Datum {
+        datum::from_json_owned(json.as_bytes().to_vec()).expect("json")
+    }
+
+    #[test]
+    fn entries_keep_only_the_text_and_a_hit_that_decodes_does_not_grow_them() {
+        let budget = CacheBudget::default();
+        let c = DocCache::new(budget.clone());
+        let doc = stored(r#"{"a":"xyz","id":1}"#);
+        // A written document comes with its map built; the cache keeps the text only.
+        let built = doc.as_object().map(|o| o.len());
+        assert_eq!(built, Some(2));
+        c.end_write(0, b"k", Some(&doc));
+        let used = budget.used();
+        assert!(used > 0);
+        let Lookup::Hit(hit) = c.get(0, b"k") else {
+            panic!("miss after a write")
+        };
+        let o = hit.as_object().expect("object");
+        assert!(!o.is_built(), "handed out unbuilt");
+        assert_eq!(
+            o.raw_json(),
+            doc.as_object().and_then(datum::Object::raw_json)
+        );
+        // The caller decodes its copy; the cached entry stays unbuilt.
+        assert_eq!(o.len(), 2);
+        let Lookup::Hit(again) = c.get(0, b"k") else {
+            panic!("miss")
+        };
+        assert!(!again.as_object().expect("object").is_built());
+        assert_eq!(again, doc);
+        assert_eq!(budget.used(), used);
+        // A document without its text is not cached.
+        c.end_write(
+            0,
+            b"j",
+            Some(&Datum::from_pairs([("id", Datum::Number(2.0))])),
+        );
+        assert!(matches!(c.get(0, b"j"), Lookup::Miss(_)));
+    }
+
     #[test]
     fn reinserting_a_key_keeps_the_eviction_queue_bounded() {
         let budget = CacheBudget::default();
         let mut s = Stripe::default();
-        let doc = Datum::from_pairs([("id", Datum::Number(1.0))]);
+        let doc = stored(r#"{"id":1}"#);
         for _ in 0..10_000 {
-            s.insert(b"k".to_vec(), doc.clone(), &budget.0);
+            s.insert(b"k".to_vec(), &doc, &budget.0);
         }
         assert_eq!(s.map.len(), 1);
         assert!(
@@ -298,7 +360,7 @@ mod tests {
     fn budgets_are_independent() {
         let (a, b) = (CacheBudget::new(1 << 20), CacheBudget::new(1 << 20));
         let (ca, cb) = (DocCache::new(a.clone()), DocCache::new(b.clone()));
-        let doc = Datum::from_pairs([("id", Datum::Number(1.0))]);
+        let doc = stored(r#"{"id":1}"#);
         let Lookup::Miss(g) = ca.get(0, b"k") else {
             panic!("hit in an empty cache")
         };
