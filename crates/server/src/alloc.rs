@@ -5,11 +5,11 @@
 //!
 //! [`configure`] sets mimalloc's purge delay: how long memory freed back to mimalloc
 //! stays committed (resident) before it is returned to the OS. mimalloc 3's default is
-//! a second, so that the burst of frees of a flushed memtable or a finished compaction
-//! stays resident while the next burst allocates; 10 ms (mimalloc 2's default) took
-//! the server's peak memory in YCSB A and in the load from about 300 and 140 MB to 280
-//! and 117 MB (32 MiB memtables, 96 MB cache; docs/decisions.md), for about 60,000
-//! more minor page faults in a 45 s benchmark.
+//! a second, and Ponder keeps it: 10 ms (mimalloc 2's default) took the server's peak
+//! memory in YCSB A and in the load from about 300 and 140 MB to 280 and 117 MB (32 MiB
+//! memtables, 96 MB cache; docs/decisions.md), but each freed page is then faulted back
+//! in by the next burst, and page faults were already 12–15% of the bulk load's server
+//! CPU. `MIMALLOC_PURGE_DELAY` still decides when set.
 
 use std::alloc::{GlobalAlloc, Layout};
 
@@ -18,7 +18,7 @@ use std::alloc::{GlobalAlloc, Layout};
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Milliseconds freed memory stays resident before mimalloc returns it (module notes).
-pub const PURGE_DELAY_MS: i32 = 10;
+pub const PURGE_DELAY_MS: i32 = 1000;
 
 /// Sets mimalloc's options; call first thing in `main` (options are read as they
 /// are used, so this takes effect for everything freed afterwards). mimalloc's own

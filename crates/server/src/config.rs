@@ -74,12 +74,12 @@ pub struct ServeArgs {
     /// Password of the `admin` user, set when the data directory is created.
     #[arg(long)]
     pub initial_password: Option<String>,
-    /// Storage cache size in MB, or `auto`: 128 MB (the storage engine's files are
-    /// cached by the operating system beyond it; see docs/decisions.md, "cache size").
+    /// Storage cache size in MB, or `auto`: RethinkDB's default, half of the memory
+    /// available at start-up less 1024 MB, at least 100 MB.
     #[arg(long, default_value = "auto", value_parser = parse_cache_size)]
     pub cache_size: CacheSize,
-    /// The part of the cache, in MB, that holds documents for point reads and writes
-    /// (the engine's block cache gets the rest); `auto`: seven eighths of the cache.
+    /// The part of the cache, in MB, that holds decoded documents for point reads and
+    /// writes (the engine's block cache gets the rest); `auto`: half of the cache.
     #[arg(long, default_value = "auto", value_parser = parse_cache_size)]
     pub doc_cache_size: CacheSize,
     /// This server's name.
@@ -322,14 +322,14 @@ pub struct Config {
     pub server_name: String,
     /// Password of `admin`, set when the data directory is created ("" for none).
     pub initial_password: String,
-    /// Cache size in MB: the shards' document caches (this server's
-    /// `store::CacheBudget`) and the engine's block cache share it.
+    /// Cache size in MB: half for the engine's block cache, half for the shards'
+    /// caches of decoded documents (this server's `store::CacheBudget`).
     pub cache_size_mb: u64,
-    /// Whether `cache_size_mb` was chosen by the `auto` rule (shown as "auto"
+    /// Whether `cache_size_mb` was chosen by RethinkDB's `auto` rule (shown as "auto"
     /// in `rethinkdb.server_config`).
     pub cache_size_auto: bool,
-    /// MB of the cache given to the document caches (`None`: seven eighths); never
-    /// more than the whole cache.
+    /// MB of the cache given to the document caches (`None`: half); never more than
+    /// the whole cache.
     pub doc_cache_mb: Option<u64>,
     /// Free disk space (MB) that writes may not eat into (0 turns the check off).
     pub min_free_disk_mb: u64,
@@ -399,8 +399,8 @@ impl Config {
         std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
     }
 
-    /// The byte budget of the shards' document caches: `doc_cache_mb`, or seven
-    /// eighths of the cache size, and never more than the cache.
+    /// The byte budget of the shards' document caches: `doc_cache_mb`, or half the
+    /// cache size, and never more than the cache.
     pub fn doc_cache_bytes(&self) -> usize {
         usize::try_from(self.doc_cache_part()).unwrap_or(usize::MAX)
     }
@@ -413,7 +413,7 @@ impl Config {
     fn doc_cache_part(&self) -> u64 {
         let all = self.cache_bytes();
         match self.doc_cache_mb {
-            None => all / 8 * 7,
+            None => all / 2,
             Some(mb) => mb.saturating_mul(1 << 20).min(all),
         }
     }
@@ -437,7 +437,7 @@ impl CacheSize {
     pub fn mb(self) -> u64 {
         match self {
             CacheSize::Mb(n) => n,
-            CacheSize::Auto => AUTO_CACHE_MB,
+            CacheSize::Auto => auto_cache_mb(available_memory_mb()),
         }
     }
 }
@@ -451,42 +451,46 @@ fn parse_cache_size(s: &str) -> Result<CacheSize, String> {
         .map_err(|_| format!("expected a number of MB or `auto`, got `{s}`"))
 }
 
-/// The cache size `auto` stands for, in MB.
-///
-/// RethinkDB's `auto` is half of the available memory less 1 GB; its cache is the only
-/// copy of the data in memory. Ponder's engine reads its table files through the
-/// operating system's page cache, which keeps what it reads without counting against
-/// the server (as PostgreSQL's shared buffers sit on it), so its own caches hold what
-/// saves CPU: with `--doc-cache-size auto`, 112 MB of documents (about 80,000 YCSB
-/// documents of 1.1 KB; YCSB's scrambled zipfian spreads half of its reads evenly over
-/// all keys, so the hit rate follows the share of documents held, and a document-cache
-/// hit costs about 3 µs less server CPU than a block-cache hit) and 16 MB of blocks,
-/// for scans and the other reads. A larger block cache would also fill up with the
-/// blocks of table files that compaction deleted (the engine cannot evict them; they
-/// leave only when the cache is full).
-pub const AUTO_CACHE_MB: u64 = 128;
+/// RethinkDB's automatic cache size: `(available - 1024 MB) / 2`, at least 100 MB.
+fn auto_cache_mb(available_mb: u64) -> u64 {
+    (available_mb.saturating_sub(1024) / 2).max(100)
+}
+
+/// Memory available to a new process (Linux's `MemAvailable`, which counts the disk
+/// cache the kernel can drop, as RethinkDB's `get_avail_mem_size` does); 0 when unknown,
+/// which gives the 100 MB minimum.
+fn available_memory_mb() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb / 1024)
+}
 
 #[cfg(test)]
 mod cache_size_tests {
     use super::*;
 
     #[test]
-    fn auto_is_a_fixed_size_and_numbers_are_megabytes() {
+    fn auto_follows_rethinkdbs_rule() {
+        assert_eq!(auto_cache_mb(24_000), 11_488);
+        assert_eq!(auto_cache_mb(1_224), 100);
+        assert_eq!(auto_cache_mb(0), 100);
         assert_eq!(parse_cache_size("auto"), Ok(CacheSize::Auto));
         assert_eq!(parse_cache_size("512"), Ok(CacheSize::Mb(512)));
         assert!(parse_cache_size("lots").is_err());
-        assert_eq!(CacheSize::Auto.mb(), AUTO_CACHE_MB);
-        assert_eq!(CacheSize::Mb(7).mb(), 7);
+        assert!(CacheSize::Auto.mb() >= 100);
     }
 
     #[test]
     fn the_document_cache_takes_its_part_of_the_cache() {
         let mut c = Config::new("d");
-        c.cache_size_mb = AUTO_CACHE_MB;
-        // `auto`: seven eighths for documents, the rest for blocks.
-        assert_eq!(c.doc_cache_bytes(), 112 << 20);
-        assert_eq!(c.block_cache_bytes(), 16 << 20);
         c.cache_size_mb = 100;
+        assert_eq!(c.doc_cache_bytes(), 50 << 20);
+        assert_eq!(c.block_cache_bytes(), 50 << 20);
         c.doc_cache_mb = Some(10);
         assert_eq!(c.doc_cache_bytes(), 10 << 20);
         assert_eq!(c.block_cache_bytes(), 90 << 20);

@@ -60,9 +60,9 @@ async fn two_servers_in_one_process() {
     let b = start(dir_b.path(), "beta", 2).await;
     assert_ne!(a.local_addr(), b.local_addr());
 
-    // Each budget is seven eighths of its server's cache size, and nothing is held yet.
-    assert_eq!(a.doc_cache().limit(), 7 << 20);
-    assert_eq!(b.doc_cache().limit(), (2 << 20) / 8 * 7);
+    // Each budget is half its server's cache size, and nothing is held yet.
+    assert_eq!(a.doc_cache().limit(), 4 << 20);
+    assert_eq!(b.doc_cache().limit(), 1 << 20);
     assert_eq!((a.doc_cache().used(), b.doc_cache().used()), (0, 0));
 
     let (ca, cb) = (connect(&a).await, connect(&b).await);
@@ -116,7 +116,7 @@ async fn two_servers_in_one_process() {
 
     // Changing one budget leaves the other alone.
     b.doc_cache().set_limit(0);
-    assert_eq!(a.doc_cache().limit(), 7 << 20);
+    assert_eq!(a.doc_cache().limit(), 4 << 20);
 
     // Shutting A down (with a client still connected) closes its connection and
     // leaves B serving.

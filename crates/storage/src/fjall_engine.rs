@@ -171,12 +171,12 @@ pub(crate) fn available_bytes(_path: &Path) -> Result<u64, StorageError> {
 const DATA_BLOCK_BYTES: u32 = 16 << 10;
 
 /// The memtable size at which fjall rotates a keyspace's memtable and flushes it
-/// (fjall's default is 64 MiB). Up to two are in memory at once while one is flushed:
-/// with 16 MiB, YCSB A's peak memory (100,000 records, 128 MB cache) was 284–290 MB
-/// against 329 at 32 MiB and about 370 at 64, at no server CPU per operation that this
-/// machine could tell apart (more flushes and level-0 merges, but smaller ones;
-/// docs/performance.md). Recorded at creation, as above.
-const MEMTABLE_BYTES: u64 = 16 << 20;
+/// (fjall's default). Up to two are in memory at once while one is flushed; 16 MiB cut
+/// YCSB A's peak memory (284–290 MB against about 370 with a 128 MB cache) but, with
+/// the other memory settings of that trial, the bulk load's server CPU per document
+/// rose from about 16 to 21 µs (docs/decisions.md, "memtable size"). Recorded at
+/// creation, as above.
+const MEMTABLE_BYTES: u64 = 64 << 20;
 
 /// The options every keyspace is created with.
 fn space_options() -> KeyspaceCreateOptions {
