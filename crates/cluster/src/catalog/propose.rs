@@ -16,7 +16,7 @@ use reql::ReqlError;
 
 use super::wire::{decode_reply, encode_command};
 use super::{CatalogCommand, Outcome};
-use crate::replica::{wait_for, GroupRoute, RouteError};
+use crate::replica::{wait_for, GroupRoute, Reach, RouteError};
 
 /// Proposes a replicated catalog's commands (set on the catalog with
 /// `Cluster::set_catalog_proposer`).
@@ -104,5 +104,12 @@ pub fn catalog_route<T: Transport>(
         reader: std::sync::Arc::new(NoReads),
         policy: client,
     };
-    GroupRoute::new(group, raft, service, transport, policy, "catalog".into())
+    GroupRoute::new(
+        group,
+        Reach::Member(raft),
+        service,
+        transport,
+        policy,
+        "catalog".into(),
+    )
 }

@@ -36,7 +36,7 @@ pub use blocking::wait_for;
 pub use error::{range_text, Op, RouteError, StoreErrorText};
 use read::{docs, ReadAnswer, ReadQuery};
 pub use read::{RangeReader, ShardReader};
-pub use route::GroupRoute;
+pub use route::{GroupRoute, Reach};
 
 /// RethinkDB's `read_mode` of `r.table`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +110,14 @@ impl<T: Transport> ReplicatedShard<T> {
             policy: client,
         };
         Self {
-            route: GroupRoute::new(group, raft, service, transport, policy, range),
+            route: GroupRoute::new(
+                group,
+                Reach::Member(raft),
+                service,
+                transport,
+                policy,
+                range,
+            ),
             shard: Some(shard),
             primary_key: primary_key.to_owned(),
         }
@@ -136,7 +143,14 @@ impl<T: Transport> ReplicatedShard<T> {
         };
         let label = range_text(range);
         Self {
-            route: GroupRoute::client(group, candidates, service, transport, policy, label),
+            route: GroupRoute::new(
+                group,
+                Reach::Voters(candidates),
+                service,
+                transport,
+                policy,
+                label,
+            ),
             shard: None,
             primary_key: primary_key.to_owned(),
         }

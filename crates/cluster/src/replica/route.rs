@@ -23,6 +23,15 @@ use super::{Op, RouteError, RoutePolicy};
 /// How many times a leader's "no quorum" refusal is asked again before it is the answer.
 const NO_QUORUM_RETRIES: u32 = 2;
 
+/// How a server reaches a group.
+pub enum Reach {
+    /// Through its own member of the group (it knows the leader from its metrics).
+    Member(Raft),
+    /// As a client holding no member: the group's voters are the candidates for leader
+    /// (found by trying them and following hints).
+    Voters(Vec<(NodeId, Node)>),
+}
+
 /// How this server reaches one group's leader.
 pub struct GroupRoute<T: Transport> {
     pub(crate) group: GroupId,
@@ -40,42 +49,24 @@ pub struct GroupRoute<T: Transport> {
 }
 
 impl<T: Transport> GroupRoute<T> {
-    /// The route of `group`, whose member here is `raft`; forwarded requests are served
-    /// here with `service` (once `register`ed); `label` names what the group holds in
-    /// errors (a shard's key range).
+    /// The route of `group`, reaching it as `reach` says; forwarded requests are served
+    /// here with `service` (once `register`ed, by a member); `label` names what the
+    /// group holds in errors (a shard's key range).
     pub fn new(
         group: GroupId,
-        raft: Raft,
+        reach: Reach,
         service: ClientService,
         transport: Arc<T>,
         policy: RoutePolicy,
         label: String,
     ) -> Self {
+        let (raft, candidates) = match reach {
+            Reach::Member(raft) => (Some(raft), Vec::new()),
+            Reach::Voters(candidates) => (None, candidates),
+        };
         Self {
             group,
-            raft: Some(raft),
-            candidates: Vec::new(),
-            hint: parking_lot::Mutex::new(None),
-            service,
-            transport,
-            policy,
-            label,
-        }
-    }
-
-    /// The route of a server that holds no member of `group`: its requests go to the
-    /// voters in `candidates` (the leader, found by trying them and following hints).
-    pub fn client(
-        group: GroupId,
-        candidates: Vec<(NodeId, Node)>,
-        service: ClientService,
-        transport: Arc<T>,
-        policy: RoutePolicy,
-        label: String,
-    ) -> Self {
-        Self {
-            group,
-            raft: None,
+            raft,
             candidates,
             hint: parking_lot::Mutex::new(None),
             service,
@@ -249,9 +240,14 @@ impl<T: Transport> GroupRoute<T> {
             };
             match answer {
                 ClientResponse::NotLeader { leader } => {
-                    redirects += 1;
-                    if redirects > self.policy.max_redirects {
-                        return Err(self.unavailable(op));
+                    // Only a hint followed counts as a redirect; a member that knows no
+                    // leader yet (an election under way) is asked again until the
+                    // deadline, as this server's own member would wait for one.
+                    if leader.is_some() {
+                        redirects += 1;
+                        if redirects > self.policy.max_redirects {
+                            return Err(self.unavailable(op));
+                        }
                     }
                     hint = leader.filter(|l| *l != target);
                     self.remember(hint);

@@ -9,12 +9,6 @@ async fn table_access_on_any_node_changes_every_nodes_catalog() {
     let leader_id = leader(&nodes).await.current_leader().await.unwrap();
     let follower = (1..=3u64).find(|&id| id != leader_id).unwrap() as usize - 1;
     let on = |i: usize| nodes[i].cluster().clone();
-    let opts = || reql::TableOptions {
-        primary_key: "id".into(),
-        durability: reql::Durability::Hard,
-        shards: 1,
-        replicas: reql::Replicas::count(1),
-    };
     let single = Cluster::open(Arc::new(Memory::new()), "single").unwrap();
 
     // Through a follower: forwarded to the leader, and applied here before the answer.
@@ -28,7 +22,7 @@ async fn table_access_on_any_node_changes_every_nodes_catalog() {
     assert!(listed.contains(&"d".to_string()), "{listed:?}");
     let c = on(follower);
     let t = blocking(move || {
-        c.table_create("d", "t", opts())
+        c.table_create("d", "t", opts(1, 1))
             .map(|_| c.table("d", "t").is_ok())
     })
     .await;
@@ -36,11 +30,11 @@ async fn table_access_on_any_node_changes_every_nodes_catalog() {
 
     // Errors are a single server's, through any node.
     single.db_create("d").unwrap();
-    single.table_create("d", "t", opts()).unwrap();
-    let expected = single.table_create("d", "t", opts()).unwrap_err();
+    single.table_create("d", "t", opts(1, 1)).unwrap();
+    let expected = single.table_create("d", "t", opts(1, 1)).unwrap_err();
     for i in 0..3 {
         let c = on(i);
-        let err = blocking(move || c.table_create("d", "t", opts()).unwrap_err()).await;
+        let err = blocking(move || c.table_create("d", "t", opts(1, 1)).unwrap_err()).await;
         assert_eq!(
             (&err.kind, &err.message),
             (&expected.kind, &expected.message)
@@ -62,7 +56,7 @@ async fn table_access_on_any_node_changes_every_nodes_catalog() {
         .await
         .unwrap();
     let c = on(2);
-    blocking(move || c.table_create("d", "gone", opts()).map(|_| ()))
+    blocking(move || c.table_create("d", "gone", opts(1, 1)).map(|_| ()))
         .await
         .unwrap();
     let serve = converge(&nodes, 6).await;

@@ -66,14 +66,8 @@ async fn a_replicated_catalog_converges_and_a_stopped_node_catches_up_by_snapsho
     };
     let err = propose(&nodes, &dup).await.unwrap_err();
     assert_eq!((err.kind, err.message), (expected.kind, expected.message));
-    let opts = || reql::TableOptions {
-        primary_key: "id".into(),
-        durability: reql::Durability::Hard,
-        shards: 1,
-        replicas: reql::Replicas::count(1),
-    };
-    single.table_create("d", "u", opts()).unwrap();
-    let expected = single.table_create("d", "u", opts()).unwrap_err();
+    single.table_create("d", "u", opts(1, 1)).unwrap();
+    let expected = single.table_create("d", "u", opts(1, 1)).unwrap_err();
     let err = propose(&nodes, &table("t9", "d1", "u")).await.unwrap_err();
     assert_eq!((err.kind, err.message), (expected.kind, expected.message));
     single.shutdown();

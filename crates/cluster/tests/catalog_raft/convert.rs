@@ -76,13 +76,7 @@ async fn a_single_servers_catalog_seeds_the_group_that_others_join() {
 #[test]
 fn a_server_with_tables_keeps_its_catalog() {
     let single = Cluster::open(Arc::new(Memory::new()), "s1").unwrap();
-    let opts = reql::TableOptions {
-        primary_key: "id".into(),
-        durability: reql::Durability::Hard,
-        shards: 1,
-        replicas: reql::Replicas::count(1),
-    };
-    single.table_create("test", "t", opts).unwrap();
+    single.table_create("test", "t", opts(1, 1)).unwrap();
     let err = single.replicate_catalog(PREFIX).err().unwrap();
     assert!(err.to_string().contains("has tables"), "{err}");
     // Unchanged: its catalog still changes locally.

@@ -267,3 +267,13 @@ pub fn v_index() -> reql::IndexSpec {
         geo: false,
     }
 }
+
+/// `table_create` options: `shards` shards of `replicas` replicas, hard durability.
+pub fn opts(shards: u32, replicas: u32) -> reql::TableOptions {
+    reql::TableOptions {
+        primary_key: "id".into(),
+        durability: reql::Durability::Hard,
+        shards,
+        replicas: reql::Replicas::count(replicas),
+    }
+}

@@ -5,15 +5,6 @@
 
 use super::harness::*;
 
-fn opts(shards: u32, replicas: u32) -> reql::TableOptions {
-    reql::TableOptions {
-        primary_key: "id".into(),
-        durability: reql::Durability::Hard,
-        shards,
-        replicas: reql::Replicas::count(replicas),
-    }
-}
-
 /// `table_config(db, name)`'s shards as `(primary, replicas)` by server name.
 fn shards_of(c: &Cluster, name: &str) -> Vec<(String, Vec<String>)> {
     let cfg = c.table_config("d", name).unwrap();

@@ -99,13 +99,7 @@ async fn three_nodes_and_a_table() -> (Vec<TestNode>, Vec<Arc<Host<SharedTranspo
     let c = nodes[1].cluster().clone();
     blocking(move || {
         c.db_create("d").unwrap();
-        let opts = reql::TableOptions {
-            primary_key: "id".into(),
-            durability: reql::Durability::Hard,
-            shards: 2,
-            replicas: reql::Replicas::count(3),
-        };
-        c.table_create("d", "r", opts).unwrap();
+        c.table_create("d", "r", opts(2, 3)).unwrap();
     })
     .await;
     converge(&nodes, 5).await;
@@ -312,13 +306,7 @@ async fn a_server_without_a_replica_routes_to_the_shards_group() {
     let c = nodes[0].cluster().clone();
     let placed = blocking(move || {
         c.db_create("d").unwrap();
-        let opts = reql::TableOptions {
-            primary_key: "id".into(),
-            durability: reql::Durability::Hard,
-            shards: 1,
-            replicas: reql::Replicas::count(2),
-        };
-        c.table_create("d", "two", opts).unwrap();
+        c.table_create("d", "two", opts(1, 2)).unwrap();
         let cfg = c.table_config("d", "two").unwrap();
         let shard = cfg.get("shards").unwrap().as_array().unwrap()[0].clone();
         let replicas = shard.get("replicas").unwrap().as_array().unwrap().to_vec();
