@@ -41,6 +41,24 @@ pub struct TableDef {
     pub placement: Vec<ShardPlacement>,
 }
 
+impl TableDef {
+    /// Table `name` (id `id`) of database `db_id` with RethinkDB's defaults: primary key
+    /// `id`, hard durability, one shard of one replica, no recorded placement.
+    pub fn new(id: &str, db_id: &str, name: &str) -> TableDef {
+        TableDef {
+            id: id.into(),
+            db_id: db_id.into(),
+            name: name.into(),
+            primary_key: "id".into(),
+            durability: "hard".into(),
+            shards: 1,
+            replicas: 1,
+            split_points: vec![],
+            placement: vec![],
+        }
+    }
+}
+
 /// What `AlterTable` changes (`None` keeps the value).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TableChanges {

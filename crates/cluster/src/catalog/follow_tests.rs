@@ -76,15 +76,8 @@ fn first() -> Vec<CatalogCommand> {
 fn create_table(id: &str, name: &str) -> CatalogCommand {
     CatalogCommand::CreateTable {
         table: TableDef {
-            id: id.into(),
-            db_id: "d0".into(),
-            name: name.into(),
-            primary_key: "id".into(),
             durability: "soft".into(),
-            shards: 1,
-            replicas: 1,
-            split_points: vec![],
-            placement: vec![],
+            ..TableDef::new(id, "d0", name)
         },
     }
 }

@@ -64,17 +64,7 @@ async fn apply(
 }
 
 fn table(id: &str, db_id: &str, name: &str) -> TableDef {
-    TableDef {
-        id: id.into(),
-        db_id: db_id.into(),
-        name: name.into(),
-        primary_key: "id".into(),
-        durability: "hard".into(),
-        shards: 1,
-        replicas: 1,
-        split_points: vec![],
-        placement: vec![],
-    }
+    TableDef::new(id, db_id, name)
 }
 
 /// Fixed SCRAM material (a proposer's choice).

@@ -173,17 +173,7 @@ pub fn creds(password: &str) -> Credentials {
 
 pub fn table(id: &str, db_id: &str, name: &str) -> CatalogCommand {
     CatalogCommand::CreateTable {
-        table: TableDef {
-            id: id.into(),
-            db_id: db_id.into(),
-            name: name.into(),
-            primary_key: "id".into(),
-            durability: "hard".into(),
-            shards: 1,
-            replicas: 1,
-            split_points: vec![],
-            placement: vec![],
-        },
+        table: TableDef::new(id, db_id, name),
     }
 }
 
