@@ -81,15 +81,6 @@ fn catalog_error(e: &RouteError) -> ReqlError {
     ReqlError::new(kind, message).nondeterministic()
 }
 
-/// Reads of the catalog are not routed: every node reads its own catalog.
-struct NoReads;
-
-impl replication::ReadService for NoReads {
-    fn read(&self, _query: &[u8]) -> Result<Vec<u8>, String> {
-        Err("the catalog is read on each server, not through its group".into())
-    }
-}
-
 /// The route of the catalog's group `group`, whose member here is `raft`: register it
 /// with the node's router (so the other members' proposals forwarded here are served)
 /// and hand it to [`RaftProposer::new`].
@@ -101,7 +92,10 @@ pub fn catalog_route<T: Transport>(
     client: replication::ClientPolicy,
 ) -> GroupRoute<T> {
     let service = replication::ClientService {
-        reader: std::sync::Arc::new(NoReads),
+        // Reads of the catalog are not routed: every node reads its own catalog.
+        reader: std::sync::Arc::new(crate::replica::NoReads(
+            "the catalog is read on each server, not through its group",
+        )),
         policy: client,
     };
     GroupRoute::new(

@@ -34,6 +34,7 @@ use store::{decode_reply, encode_command, Applied, ReplyError, Shard, StoreChang
 
 pub use blocking::wait_for;
 pub use error::{range_text, Op, RouteError, StoreErrorText};
+pub(crate) use read::NoReads;
 use read::{docs, ReadAnswer, ReadQuery};
 pub use read::{RangeReader, ShardReader};
 pub use route::{GroupRoute, Reach};
@@ -135,7 +136,7 @@ impl<T: Transport> ReplicatedShard<T> {
         policy: RoutePolicy,
     ) -> Self {
         let service = ClientService {
-            reader: Arc::new(read::NoReplica),
+            reader: Arc::new(read::NoReads("this server holds no replica of the shard")),
             policy: ClientPolicy {
                 quorum_lease: Duration::ZERO,
                 commit_timeout: Duration::ZERO,

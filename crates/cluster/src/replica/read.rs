@@ -98,13 +98,13 @@ pub(crate) fn docs(texts: Vec<String>) -> Result<Vec<Datum>, RouteError> {
         .collect()
 }
 
-/// The reader of a server that holds no replica: it is never asked (requests go to a
-/// member), and refuses if it is.
-pub(crate) struct NoReplica;
+/// A reader for a group whose reads are not served here (a server holding no replica of
+/// a shard; the catalog, which every server reads locally): it refuses, saying why.
+pub(crate) struct NoReads(pub(crate) &'static str);
 
-impl ReadService for NoReplica {
+impl ReadService for NoReads {
     fn read(&self, _query: &[u8]) -> Result<Vec<u8>, String> {
-        Err("this server holds no replica of the shard".into())
+        Err(self.0.into())
     }
 }
 
