@@ -609,7 +609,16 @@ impl reql::TableAccess for Cluster {
                 .get(&(db.to_string(), name.to_string()))
                 .map(|e| e.id.clone())
         };
-        match id.and_then(|id| self.handle_by_id(&id)) {
+        let handle = id.and_then(|id| {
+            self.handle_by_id(&id).or_else(|| {
+                // A replicated catalog switches its state before the entry's effects open
+                // the table's handle, both under the catalog lock: wait for them. (A single
+                // server registers the handle first, so it never gets here holding it.)
+                drop(self.catalog.lock());
+                self.handle_by_id(&id)
+            })
+        });
+        match handle {
             Some(h) => Ok(h as Arc<dyn reql::Table>),
             None => Err(op_failed(format!("Table `{db}.{name}` does not exist."))),
         }
