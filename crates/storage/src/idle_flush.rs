@@ -21,7 +21,9 @@
 //! watermark past the flushes' versions (when no snapshot is open) and collects the
 //! versions of every keyspace, which drops the flushed memtables. fjall computes the
 //! watermark and does the collecting itself (no public call does it without a write);
-//! the marker (one key, overwritten each time) costs a tiny table file per round.
+//! the marker (one key, overwritten each time) costs a tiny table file per round. When
+//! versions remain after it (a flush worker still publishing its version, a snapshot
+//! open), the collection is tried again a few times with doubling pauses.
 //!
 //! Invariant: the thread holds no lock while it waits, and it ends before the engine it
 //! watches is dropped (`IdleFlush` is the engine's first field, and dropping it joins).
@@ -112,6 +114,7 @@ fn run(stop: &(Mutex<bool>, Condvar), w: &Watched) {
     let mut seen = w.applied.load(Ordering::Acquire);
     // The count at the last flush round: nothing to do again until it moves.
     let mut flushed = seen;
+    let (mut retries_left, mut retry_pause, mut retry_at) = (0, QUIET, Instant::now());
     loop {
         if stopped_after(stop, QUIET) {
             return;
@@ -122,9 +125,25 @@ fn run(stop: &(Mutex<bool>, Condvar), w: &Watched) {
             continue;
         }
         if now == flushed {
+            // A collection that left versions behind (a flush worker still publishing
+            // its version, or a snapshot open) is tried again, a bounded number of times
+            // with growing pauses: each try costs a tiny table file.
+            if retries_left > 0 && Instant::now() >= retry_at {
+                retries_left -= 1;
+                retry_pause *= 2;
+                retry_at = Instant::now() + retry_pause;
+                if old_versions(&w.spaces.read()) {
+                    collect_versions(w);
+                } else {
+                    retries_left = 0;
+                }
+            }
             continue;
         }
         flushed = now;
+        retries_left = GC_RETRIES;
+        retry_pause = QUIET;
+        retry_at = Instant::now() + retry_pause;
         let handles = {
             let _ddl = w.ddl.lock();
             let handles = Arc::clone(&w.spaces.read());
@@ -150,14 +169,20 @@ fn run(stop: &(Mutex<bool>, Condvar), w: &Watched) {
                 return;
             }
         }
-        if !pending()
-            && handles
-                .values()
-                .any(|ks| ks.tree.version_free_list_len() > 0)
-        {
+        if !pending() && old_versions(&handles) {
             collect_versions(w);
         }
     }
+}
+
+/// How many times a round's collection is tried again while old versions remain.
+const GC_RETRIES: u32 = 6;
+
+/// Whether any keyspace keeps versions waiting for a GC.
+fn old_versions(spaces: &Spaces) -> bool {
+    spaces
+        .values()
+        .any(|ks| ks.tree.version_free_list_len() > 0)
 }
 
 /// How often a round looks whether its flushes are done.
