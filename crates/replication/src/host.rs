@@ -324,6 +324,12 @@ impl<T: Transport> Host<T> {
 
 /// Drops every space of the group stored under `prefix` (log, metadata, every
 /// generation of state).
+/// Drops the storage of a group under `prefix` that has no open member (what a seed
+/// left behind when the conversion it began never finished).
+pub fn drop_group_storage(engine: &dyn Engine, prefix: &str) -> Result<(), HostError> {
+    drop_group_spaces(engine, prefix)
+}
+
 fn drop_group_spaces(engine: &dyn Engine, prefix: &str) -> Result<(), HostError> {
     let dotted = format!("{prefix}.");
     for name in engine.space_names()? {

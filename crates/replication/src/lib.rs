@@ -85,7 +85,9 @@ pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};
 pub use fence::{ProposeError, Proposer};
 pub use hello::{ClusterId, ClusterIdError, Greeting, HelloError};
-pub use host::{node_id, seed, Host, HostError, Member, NodeIdError, Resolve, Resolving};
+pub use host::{
+    drop_group_storage, node_id, seed, Host, HostError, Member, NodeIdError, Resolve, Resolving,
+};
 pub use log_store::LogStore;
 pub use members::{grow, next_voters, Grown};
 pub use network::{Network, Peer, RaftRequest, RaftResponse, Transport};

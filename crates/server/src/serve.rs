@@ -28,6 +28,9 @@ use crate::{tls, Error};
 /// finishing its evaluation) to let go of the storage.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
+/// Longest time a replicated server's start waits for its catalog group to open.
+const READY_WAIT: Duration = Duration::from_secs(10);
+
 /// A server accepting driver connections on its listener. Stop it with `shutdown`;
 /// dropping it also stops it, but without the final flush and without waiting.
 pub struct Server {
@@ -97,21 +100,40 @@ impl Server {
         };
         let engine: Arc<dyn storage::Engine> = Arc::new(fjall);
         let weak_engine = Arc::downgrade(&engine);
-        let cluster = cluster::Cluster::open_with_options(
-            engine,
-            cluster::ClusterOptions {
-                server_id: identity.as_ref().map(|i| i.server_id.clone()),
-                server_tags: identity
-                    .as_ref()
-                    .map_or_else(|| vec!["default".into()], |i| i.tags.clone()),
-                server_name: identity
-                    .as_ref()
-                    .map_or_else(|| config.server_name.clone(), |i| i.name.clone()),
-                initial_password: config.initial_password.clone(),
-                doc_cache: store::CacheBudget::new(config.doc_cache_bytes()),
-                network: config.network,
-            },
-        )?;
+        let replicated = identity.as_ref().is_some_and(|i| i.replicated);
+        if replicated && cluster_port.is_none() {
+            return Err(Error::Membership(
+                "this data directory belongs to a cluster whose catalog is replicated: \
+                 the server cannot run without its cluster port"
+                    .into(),
+            ));
+        }
+        let options = cluster::ClusterOptions {
+            server_id: identity.as_ref().map(|i| i.server_id.clone()),
+            server_tags: identity
+                .as_ref()
+                .map_or_else(|| vec!["default".into()], |i| i.tags.clone()),
+            server_name: identity
+                .as_ref()
+                .map_or_else(|| config.server_name.clone(), |i| i.name.clone()),
+            initial_password: config.initial_password.clone(),
+            doc_cache: store::CacheBudget::new(config.doc_cache_bytes()),
+            network: config.network,
+        };
+        // A replicated catalog is Raft group 0's state machine (`membership::raft`).
+        let (cluster, machine) = if replicated {
+            let (c, m) = cluster::Cluster::open_replicated(
+                engine.clone(),
+                options,
+                crate::membership::CATALOG_PREFIX,
+            )?;
+            (c, Some(m))
+        } else {
+            (
+                cluster::Cluster::open_with_options(engine.clone(), options)?,
+                None,
+            )
+        };
         let (tls, pool) = match tls_and_pool(&config) {
             Ok(v) => v,
             Err(e) => {
@@ -227,6 +249,10 @@ impl Server {
                     identity,
                     config.directory.clone(),
                     config.log_file.clone(),
+                    crate::membership::RaftSetup {
+                        engine: engine.clone(),
+                        machine,
+                    },
                 ) {
                     Ok(m) => Some(m),
                     Err(e) => {
@@ -238,6 +264,17 @@ impl Server {
             }
             _ => None,
         };
+        // A replicated server opens its catalog group and placed tables before it
+        // takes queries (a new one that still asks its seeds for the cluster id does
+        // not wait: it has nothing yet).
+        if let (Some(m), true) = (&membership, replicated) {
+            if m.cluster_id().is_some() && !m.ready(READY_WAIT).await {
+                let line = "The cluster's catalog is not open yet; queries may fail until it is.";
+                log(config.log_file.as_deref(), line);
+                cluster.log("warn", line);
+            }
+        }
+        drop(engine);
         let limit = Limit {
             slots: Arc::new(Semaphore::new(config.max_connections)),
             max: config.max_connections,
@@ -287,7 +324,7 @@ impl Server {
     pub async fn shutdown(self) -> Result<(), Error> {
         log(self.log_file.as_deref(), "Shutting down: flushing storage.");
         if let Some(m) = self.membership {
-            m.stop();
+            m.stop().await;
         }
         let _ = self.stop.send(true);
         let accepted = self.accept.await;

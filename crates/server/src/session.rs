@@ -109,6 +109,13 @@ enum Outcome {
 }
 
 impl Session {
+    /// Whether `term` is evaluated on this connection's task. Never when the catalog is
+    /// replicated: a table's reads may then wait for a Raft round trip, which must not
+    /// block an async worker (it could stall the runtime that carries the round trip).
+    fn inline(&self, term: &reql::Term) -> bool {
+        reql::plan::runs_inline(term) && !self.state.cluster.is_replicated()
+    }
+
     /// A session writing its responses to `out`.
     pub fn new(state: Arc<ServerState>, out: Outbox, who: Principal) -> Arc<Session> {
         Self::with_mode(state, out, who, false)
@@ -191,7 +198,7 @@ impl Session {
                     }
                 };
                 let noreply = q.noreply();
-                if !noreply && reql::plan::runs_inline(&term) {
+                if !noreply && self.inline(&term) {
                     // A point read: answer from this task, no hand-off at all. Nothing can
                     // be owed on its token: no frame is read until it is answered.
                     let frame = self.start(token, q, term, false, cancel).await;
@@ -346,7 +353,7 @@ impl Session {
             token,
             plans: plans.clone(),
         };
-        let run = if reql::plan::runs_inline(&term) {
+        let run = if self.inline(&term) {
             // Contained like the pool's jobs: a panic fails this query, not the
             // connection's task.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

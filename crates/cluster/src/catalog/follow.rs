@@ -70,8 +70,20 @@ impl Cluster {
 
     /// Hosts the shards of this node's placed tables as Raft groups (`crate::groups`);
     /// set before the catalog group starts applying entries. False if set already.
-    pub fn set_table_groups(&self, g: crate::groups::TableGroups) -> bool {
-        self.groups.set(Arc::new(g)).is_ok()
+    /// The catalog's placed tables (a restarted node's) are opened now.
+    pub fn set_table_groups(&self, g: crate::groups::TableGroups) -> Result<bool, ClusterError> {
+        if self.groups.set(Arc::new(g)).is_err() {
+            return Ok(false);
+        }
+        // Under the catalog lock, so no entry applied meanwhile opens a table twice.
+        let _g = self.catalog.lock();
+        self.load_tables(|e| !e.placement.is_empty())?;
+        Ok(true)
+    }
+
+    /// Whether this node's catalog is replicated (changes go through its group).
+    pub fn is_replicated(&self) -> bool {
+        self.catalog.is_replicated()
     }
 
     /// Turns this single server's catalog into the first state of the replicated catalog

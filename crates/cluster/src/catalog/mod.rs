@@ -185,8 +185,22 @@ impl Cluster {
     /// Opens every table of the catalog and registers its indexes (restarting
     /// unfinished builds).
     fn load(&self) -> Result<(), ClusterError> {
+        self.load_tables(|_| true)
+    }
+
+    /// Opens the catalog's tables that `which` selects. A placed table (of a replicated
+    /// catalog) is opened only once this node hosts groups (`set_table_groups` opens
+    /// it then): its data lives in its shards' groups, never in local spaces.
+    pub(crate) fn load_tables(
+        &self,
+        which: impl Fn(&TableEntry) -> bool,
+    ) -> Result<(), ClusterError> {
         let tables: Vec<TableEntry> = self.catalog.read_state().tables.values().cloned().collect();
+        let hosted = self.groups.get().is_some();
         for e in tables {
+            if !which(&e) || (!e.placement.is_empty() && !hosted) {
+                continue;
+            }
             let h = self.open_table(&e)?;
             h.indexes
                 .load(&e, &h.shards.current().shards)

@@ -54,6 +54,10 @@ pub struct ServerRecord {
     pub time_connected: f64,
     /// Its view of the others: name → connected.
     pub connected_to: BTreeMap<String, bool>,
+    /// Whether its catalog is replicated (a member, or a would-be member, of the
+    /// cluster's catalog group): what a single server waits for before it converts.
+    #[serde(default)]
+    pub replicated: bool,
 }
 
 /// The membership layer, as the system tables need it.
@@ -153,6 +157,7 @@ impl Cluster {
                 .membership()
                 .map(|m| m.connected_to())
                 .unwrap_or_default(),
+            replicated: self.is_replicated(),
         }
     }
 

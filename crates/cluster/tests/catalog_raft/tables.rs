@@ -46,7 +46,7 @@ fn host_tables(nodes: &[TestNode]) -> Vec<Arc<Host<SharedTransport>>> {
             RoutePolicy::default(),
             ClientPolicy::for_config(&testkit::config(None), Duration::from_secs(5)),
         );
-        assert!(c.set_table_groups(groups));
+        assert!(c.set_table_groups(groups).unwrap());
     }
     hosts
 }

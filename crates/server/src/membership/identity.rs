@@ -5,7 +5,8 @@
 //! Invariants: the server id never changes once written; the cluster id is written once
 //! (created when a server started without `--join` first loads its identity, or adopted from the first member a
 //! joining server reaches); a name or tags set by a rename win over the flags from then
-//! on (`renamed`), otherwise the flags of each start apply, as before clustering.
+//! on (`renamed`), otherwise the flags of each start apply, as before clustering;
+//! `replicated` (the catalog lives in Raft group 0) is set once and never cleared.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,16 @@ pub struct Identity {
     /// command line).
     #[serde(default)]
     pub renamed: bool,
+    /// Whether this server created the cluster id (started without `--join` on a new
+    /// directory): the only one that may turn its catalog into the cluster's replicated
+    /// catalog when servers join it. False for directories older than this field.
+    #[serde(default)]
+    pub founder: bool,
+    /// Whether this server's catalog is replicated (Raft group 0): set for a new
+    /// directory started with `--join`, and when a founder converts at its first join.
+    /// Such a directory is never opened as a single server's again.
+    #[serde(default)]
+    pub replicated: bool,
 }
 
 /// Reading or writing the identity failed.
@@ -79,6 +90,8 @@ impl Identity {
                 name: name.to_string(),
                 tags: tags.to_vec(),
                 renamed: false,
+                founder: false,
+                replicated: joining,
             },
             Err(source) => return Err(IdentityError::Io { path, source }),
         };
@@ -88,6 +101,7 @@ impl Identity {
         }
         if id.cluster_id.is_none() && !joining {
             id.cluster_id = Some(uuid::Uuid::new_v4().to_string());
+            id.founder = true;
         }
         Ok(id)
     }

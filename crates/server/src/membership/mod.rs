@@ -23,6 +23,7 @@
 
 mod identity;
 mod peers;
+mod raft;
 mod tables;
 
 use std::path::PathBuf;
@@ -39,6 +40,8 @@ use tokio::task::JoinHandle;
 
 pub use identity::{Identity, IdentityError};
 pub use peers::{Known, PeerSet};
+pub use raft::Setup as RaftSetup;
+pub(crate) use raft::CATALOG_PREFIX;
 
 use crate::config::ClusterSetup;
 use crate::Error;
@@ -84,6 +87,10 @@ struct Inner {
     heartbeat: Mutex<(f64, u64)>,
     transport: OnceLock<Arc<TcpTransport>>,
     runtime: tokio::runtime::Handle,
+    /// This server's Raft groups (cluster mode: `raft`), once the transport exists.
+    host: OnceLock<Arc<replication::Host<replication::SharedTransport>>>,
+    /// True once cluster mode has opened what the server had (`Membership::ready`).
+    ready: tokio::sync::watch::Sender<bool>,
 }
 
 /// A running membership layer; dropping it (or `stop`) closes the cluster port.
@@ -103,6 +110,7 @@ impl Membership {
         identity: Identity,
         dir: PathBuf,
         log_file: Option<PathBuf>,
+        raft: RaftSetup,
     ) -> Result<Membership, Error> {
         let tls = match &setup.tls {
             Some(f) => Some(
@@ -121,6 +129,8 @@ impl Membership {
             heartbeat: Mutex::new((cluster.heartbeat_secs(), 0)),
             transport: OnceLock::new(),
             runtime: tokio::runtime::Handle::current(),
+            host: OnceLock::new(),
+            ready: tokio::sync::watch::channel(false).0,
         });
         cluster.set_membership(inner.clone());
         let router = Arc::new(Router::new());
@@ -131,6 +141,7 @@ impl Membership {
             listener,
             tls,
             setup.joins.clone(),
+            raft,
         ));
         Ok(Membership {
             task,
@@ -156,9 +167,21 @@ impl Membership {
         self.inner.identity.lock().cluster_id.clone()
     }
 
-    /// Closes the cluster port and stops pinging.
-    pub fn stop(self) {
+    /// Waits (at most `timeout`) until cluster mode has opened this server's catalog
+    /// group and placed tables, if it has them; false if it did not in time.
+    pub async fn ready(&self, timeout: Duration) -> bool {
+        let mut rx = self.inner.ready.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|r| *r))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Closes the cluster port, stops pinging and stops this server's Raft groups.
+    pub async fn stop(self) {
         self.task.abort();
+        if let Some(host) = self.inner.host.get() {
+            host.shutdown().await;
+        }
     }
 }
 
@@ -175,6 +198,7 @@ async fn run(
     listener: TcpListener,
     tls: Option<ClusterTls>,
     seeds: Vec<String>,
+    raft: RaftSetup,
 ) {
     let known = inner.identity.lock().cluster_id.clone();
     let id = match known {
@@ -185,6 +209,7 @@ async fn run(
         Ok(id) => id,
         Err(e) => {
             inner.log("error", &format!("The cluster port is not served: {e}"));
+            inner.ready();
             return;
         }
     };
@@ -194,6 +219,7 @@ async fn run(
     };
     let transport = Arc::new(TcpTransport::new(config.clone(), CONNECT_TIMEOUT));
     let _ = inner.transport.set(transport.clone());
+    let groups_router = router.clone();
     tokio::select! {
         served = replication::serve_tcp(listener, router, config) => {
             if let Err(e) = served {
@@ -201,6 +227,7 @@ async fn run(
             }
         }
         () = ping_loop(&inner, &transport) => {}
+        () = raft::control(inner.clone(), groups_router, transport.clone(), raft) => {}
     }
 }
 
@@ -286,6 +313,22 @@ impl Inner {
         if let Some(c) = self.cluster.upgrade() {
             c.log(level, line);
         }
+    }
+
+    /// Cluster mode has opened what it had to (or given up): `Membership::ready`.
+    fn ready(&self) {
+        self.ready.send_replace(true);
+    }
+
+    /// Records that this server's catalog is replicated (never undone).
+    fn set_replicated(&self) -> Result<(), String> {
+        let mut identity = self.identity.lock().clone();
+        identity.replicated = true;
+        identity
+            .save(&self.dir)
+            .map_err(|e| format!("Cannot record that the catalog is replicated: {e}"))?;
+        *self.identity.lock() = identity;
+        Ok(())
     }
 
     fn heartbeat_secs(&self) -> f64 {

@@ -49,7 +49,7 @@ pub struct PeerSet {
 }
 
 /// `host:port` of a canonical address.
-fn address((host, port): &(String, u16)) -> String {
+pub(super) fn address((host, port): &(String, u16)) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {

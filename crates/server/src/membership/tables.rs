@@ -115,7 +115,7 @@ mod tests {
         identity.save(dir.path()).unwrap();
         let engine: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
         let cluster = cluster::Cluster::open_with_options(
-            engine,
+            engine.clone(),
             cluster::ClusterOptions {
                 server_id: Some(identity.server_id.clone()),
                 ..cluster::ClusterOptions::new("me")
@@ -128,8 +128,20 @@ mod tests {
             ..ClusterSetup::default()
         };
         let log = Some(dir.path().join("log"));
-        let m = Membership::start(&cluster, listener, &setup, identity, dir.path().into(), log)
-            .unwrap();
+        let raft = crate::membership::RaftSetup {
+            engine,
+            machine: None,
+        };
+        let m = Membership::start(
+            &cluster,
+            listener,
+            &setup,
+            identity,
+            dir.path().into(),
+            log,
+            raft,
+        )
+        .unwrap();
         let (inner, me) = (m.inner.clone(), cluster.server_id().to_string());
         let (mine, other) = tokio::task::spawn_blocking(move || {
             (
@@ -150,7 +162,7 @@ mod tests {
             "Lost contact with server `nobody` while trying to change the server \
              configuration. The configuration may or may not have been changed."
         );
-        m.stop();
+        m.stop().await;
         cluster.shutdown();
     }
 }

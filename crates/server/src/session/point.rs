@@ -200,6 +200,10 @@ impl Session {
     /// Answers the query frame `payload` on `token` if it is a recognised point read.
     /// None: not one, or in doubt; nothing has happened and the normal path answers.
     pub(super) fn point_read(&self, token: u64, payload: &Bytes) -> Option<Vec<u8>> {
+        // A replicated table's read may wait for its group: the pool's (`inline`).
+        if self.state.cluster.is_replicated() {
+            return None;
+        }
         let q = recognise(payload)?;
         if self.tokens.lock().in_use(token) {
             return None;
