@@ -9,6 +9,7 @@ import time
 
 import pytest
 from rethinkdb import r
+from rethinkdb.errors import ReqlAuthError
 
 from conftest import Server, free_port
 
@@ -230,16 +231,18 @@ def test_cluster_tls_admits_certified_servers_only(dirs, procs):
     procs.append(a)
     b = start(dirs(), "s2", joins=[a], extra=tls_flags(certs, "s2"))
     procs.append(b)
-    # Without the flags: no TLS, so it cannot even learn the cluster id.
+    # Without the flags: no TLS, so it cannot even learn the cluster id, nor receive
+    # the cluster's catalog: it knows no user, and refuses every login.
     plain = start(dirs(), "intruder", joins=[a])
     procs.append(plain)
-    conn_a, conn_b, conn_p = a.connect(), b.connect(), plain.connect()
+    conn_a, conn_b = a.connect(), b.connect()
     wait_for(lambda: names(conn_b), lambda n: n == ["s1", "s2"])
     wait_for(lambda: names(conn_a), lambda n: n == ["s1", "s2"])
     time.sleep(1)
     assert names(conn_a) == ["s1", "s2"]
-    assert names(conn_p) == ["intruder"]
-    for conn in (conn_a, conn_b, conn_p):
+    with pytest.raises(ReqlAuthError, match="Unknown user"):
+        plain.connect()
+    for conn in (conn_a, conn_b):
         conn.close()
 
 

@@ -29,7 +29,7 @@ use crate::{tls, Error};
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// Longest time a replicated server's start waits for its catalog group to open.
-const READY_WAIT: Duration = Duration::from_secs(10);
+const READY_WAIT: Duration = Duration::from_secs(15);
 
 /// A server accepting driver connections on its listener. Stop it with `shutdown`;
 /// dropping it also stops it, but without the final flush and without waiting.
@@ -264,12 +264,13 @@ impl Server {
             }
             _ => None,
         };
-        // A replicated server opens its catalog group and placed tables before it
-        // takes queries (a new one that still asks its seeds for the cluster id does
-        // not wait: it has nothing yet).
+        // A replicated server opens its catalog group and placed tables (a new one:
+        // receives the catalog, its users included) before it takes queries.
         if let (Some(m), true) = (&membership, replicated) {
-            if m.cluster_id().is_some() && !m.ready(READY_WAIT).await {
-                let line = "The cluster's catalog is not open yet; queries may fail until it is.";
+            if !m.ready(READY_WAIT).await {
+                let line = "This server has not received the cluster's catalog yet (is a \
+                            server it joins reachable?): until it has, it knows no users and \
+                            refuses every login.";
                 log(config.log_file.as_deref(), line);
                 cluster.log("warn", line);
             }

@@ -41,6 +41,8 @@ pub(crate) const CATALOG_PREFIX: &str = "raft.g0";
 const MAX_CATALOG_VOTERS: usize = 5;
 /// How often the controller looks at the peers.
 const ROUND: Duration = Duration::from_millis(500);
+/// How long a new member's start waits to receive the catalog.
+const RECEIVE_WAIT: Duration = Duration::from_secs(10);
 /// How long a proposal may wait for its group before the caller is told.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -111,7 +113,7 @@ pub(crate) async fn control(
     let _ = inner.host.set(host.clone());
     let mut catalog = match setup.machine {
         Some(machine) => match open(&inner, &cluster, &host, &router, &transport, machine).await {
-            Ok(g) => Some(g),
+            Ok(raft) => Some(raft),
             Err(e) => {
                 inner.log("error", &format!("Cannot open the cluster's catalog: {e}"));
                 None
@@ -119,7 +121,23 @@ pub(crate) async fn control(
         },
         None => None,
     };
-    inner.ready();
+    match &catalog {
+        // A new member has no catalog (no users: nobody could log in) until the
+        // leader sends it; ready once it has applied something, or given up waiting.
+        Some(raft) => {
+            let (raft, waiter) = (raft.clone(), inner.clone());
+            tokio::spawn(async move {
+                let received =
+                    |m: &replication::openraft::RaftMetrics<NodeId, Node>| m.last_applied.is_some();
+                let _ = raft
+                    .wait(Some(RECEIVE_WAIT))
+                    .metrics(received, "the catalog received")
+                    .await;
+                waiter.ready();
+            });
+        }
+        None => inner.ready(),
+    }
     // Failures already logged, so that a persistent one is one line, not one a round.
     let mut logged = HashSet::new();
     drop(cluster);
