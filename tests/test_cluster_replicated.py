@@ -1,0 +1,139 @@
+"""Replicated tables on real `ponder` processes: a server started alone converts its
+catalog to the cluster's (Raft group 0) when servers `--join` it; a table created with
+three replicas is replicated by each shard's group, so writes through any server are
+read through every other, with each `read_mode`; after kill -9 of a server the others
+go on writing, and the server catches up when it comes back. A founder that already
+has tables keeps its catalog to itself and says why."""
+import tempfile
+import time
+
+import pytest
+from rethinkdb import r
+from rethinkdb.errors import ReqlError
+
+from test_cluster_join import start, wait_for, names
+
+
+@pytest.fixture
+def dirs():
+    made = []
+
+    def make():
+        made.append(tempfile.TemporaryDirectory())
+        return made[-1].name
+
+    yield make
+    for d in made:
+        d.cleanup()
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for s in started:
+        s.stop()
+
+
+def retrying(f, timeout=20.0):
+    """Runs `f` until it does not raise a ReQL error (a leader being elected)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return f()
+        except ReqlError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def ids(conn, **opts):
+    return sorted(d["id"] for d in r.db("d").table("t", **opts).run(conn))
+
+
+def restart(s):
+    s.kill9()
+    return s.start()
+
+
+def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):
+    a = start(dirs(), "alpha")
+    procs.append(a)
+    b = start(dirs(), "beta", joins=[a])
+    procs.append(b)
+    c = start(dirs(), "gamma", joins=[a])
+    procs.append(c)
+    conns = {s: s.connect() for s in (a, b, c)}
+    for conn in conns.values():
+        wait_for(lambda: names(conn), lambda n: n == ["alpha", "beta", "gamma"])
+    # The founder's catalog reached the joiners: the `test` database, and a database
+    # created through a joiner is seen everywhere.
+    for conn in conns.values():
+        wait_for(lambda: r.db_list().run(conn), lambda dbs: "test" in dbs)
+    retrying(lambda: r.db_create("d").run(conns[b]))
+    res = r.db("d").table_create("t", shards=2, replicas=3).run(conns[c])
+    shards = res["config_changes"][0]["new_val"]["shards"]
+    assert [sorted(s["replicas"]) for s in shards] == [["alpha", "beta", "gamma"]] * 2
+    for conn in conns.values():
+        wait_for(lambda: r.db("d").table_list().run(conn), lambda t: t == ["t"])
+
+    # Writes through every server, to keys of both shards; every server reads them all.
+    written = []
+    for n, s in enumerate((a, b, c)):
+        for key in ("a%d" % n, "z%d" % n):
+            res = retrying(lambda: r.db("d").table("t").insert({"id": key, "n": n}).run(conns[s]))
+            assert res["inserted"] == 1, res
+            written.append(key)
+    for conn in conns.values():
+        assert ids(conn) == sorted(written)
+        assert ids(conn, read_mode="majority") == sorted(written)
+        assert r.db("d").table("t").count().run(conn) == len(written)
+        # A replica's own copy catches up on its own.
+        wait_for(lambda: ids(conn, read_mode="outdated"), lambda got: got == sorted(written))
+    # A conflicting insert is refused with RethinkDB's error, wherever it comes from.
+    res = r.db("d").table("t").insert({"id": "a0"}).run(conns[c])
+    assert res["errors"] == 1 and "Duplicate primary key" in res["first_error"], res
+    # An update through one server, read back through another.
+    res = r.db("d").table("t").get("z1").update({"n": r.row["n"] + 10}).run(conns[a])
+    assert res["replaced"] == 1, res
+    assert r.db("d").table("t").get("z1")["n"].run(conns[c]) == 11
+
+    # Kill -9 of the founder (a voter of every group): the others go on.
+    a.kill9()
+    for conn in (conns[b], conns[c]):
+        for key in ("a9", "z9") if conn is conns[b] else ("a8", "z8"):
+            res = retrying(lambda: r.db("d").table("t").insert({"id": key}).run(conn))
+            assert res["inserted"] == 1, res
+            written.append(key)
+    retrying(lambda: r.db_create("e").run(conns[c]))
+    for conn in (conns[b], conns[c]):
+        assert ids(conn) == sorted(written)
+
+    # It comes back from its directory as a member, and catches up.
+    a.start()
+    conn_a = a.connect()
+    wait_for(lambda: r.db_list().run(conn_a), lambda dbs: "e" in dbs, timeout=20)
+    wait_for(lambda: ids(conn_a, read_mode="outdated"), lambda got: got == sorted(written),
+             timeout=20)
+    assert retrying(lambda: ids(conn_a)) == sorted(written)
+
+    # Dropping the table drops it everywhere.
+    retrying(lambda: r.db("d").table_drop("t").run(conns[b]))
+    for conn in (conn_a, conns[c]):
+        wait_for(lambda: r.db("d").table_list().run(conn), lambda t: t == [])
+
+
+def test_a_founder_with_tables_keeps_its_catalog(dirs, procs):
+    a = start(dirs(), "alpha")
+    procs.append(a)
+    conn = a.connect()
+    r.db("test").table_create("mine").run(conn)
+    r.db("test").table("mine").insert({"id": 1}).run(conn)
+    b = start(dirs(), "beta", joins=[a])
+    procs.append(b)
+    wait_for(lambda: names(conn), lambda n: n == ["alpha", "beta"])
+    # Still its own: the table answers as before.
+    time.sleep(2)
+    assert r.db("test").table("mine").count().run(conn) == 1
+    logs = [row["message"] for row in r.db("rethinkdb").table("logs").run(conn)]
+    assert any("do not share its catalog yet" in m and "has tables" in m for m in logs), logs
