@@ -55,6 +55,14 @@ pub fn table_create(db_name: &str, name: &str) -> Value {
     call(T::TABLE_CREATE, vec![db(db_name), json!(name)], Map::new())
 }
 
+/// `r.db(db).table_create(name, shards=.., replicas=..)`.
+pub fn table_create_with(db_name: &str, name: &str, shards: u32, replicas: u32) -> Value {
+    let mut opts = Map::new();
+    opts.insert("shards".into(), json!(shards));
+    opts.insert("replicas".into(), json!(replicas));
+    call(T::TABLE_CREATE, vec![db(db_name), json!(name)], opts)
+}
+
 /// `r.db(db).table_drop(name)`.
 pub fn table_drop(db_name: &str, name: &str) -> Value {
     call(T::TABLE_DROP, vec![db(db_name), json!(name)], Map::new())

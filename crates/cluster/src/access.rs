@@ -144,6 +144,16 @@ impl Cluster {
         Ok(crate::system::table_status_row(self, &e, false))
     }
 
+    /// Whether table `db.name`'s status flag `flag` holds now.
+    pub(crate) fn ready_of(&self, db: &str, name: &str, flag: &str) -> reql::Result<bool> {
+        let status = self.status_of(db, name)?;
+        Ok(status
+            .get("status")
+            .and_then(|s| s.get(flag))
+            .and_then(Datum::as_bool)
+            .unwrap_or(false))
+    }
+
     pub(crate) fn grant_for(
         &self,
         db: Option<&str>,
@@ -406,6 +416,9 @@ impl TableAccess for UserAccess {
     fn table_status(&self, db: &str, name: &str) -> reql::Result<Datum> {
         self.require(Perm::Read, Some(SYSTEM_DB), Some("table_status"))?;
         self.cluster.status_of(db, name)
+    }
+    fn table_ready(&self, db: &str, name: &str, flag: &str) -> reql::Result<bool> {
+        self.cluster.ready_of(db, name, flag)
     }
     fn grant(
         &self,

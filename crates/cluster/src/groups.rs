@@ -309,6 +309,15 @@ impl ReplicatedTable {
     pub(crate) fn has_remote_shards(&self) -> bool {
         self.remote
     }
+
+    /// Each shard's Raft member on this server (None: no replica here, or its group
+    /// has not started yet), for `table_status`.
+    pub(crate) fn members(&self) -> Vec<Option<replication::Raft>> {
+        self.slots
+            .iter()
+            .map(|s| s.get().and_then(|rs| rs.raft().cloned()))
+            .collect()
+    }
 }
 
 /// The routing's read mode for ReQL's.

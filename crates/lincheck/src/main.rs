@@ -87,6 +87,12 @@ struct RunArgs {
     /// Table.
     #[arg(long, default_value = "lincheck")]
     table: String,
+    /// Replicas of the table it creates (a cluster's servers each hold one).
+    #[arg(long, default_value_t = 1)]
+    replicas: u32,
+    /// Shards of the table it creates.
+    #[arg(long, default_value_t = 1)]
+    shards: u32,
     /// Keep the table's contents instead of dropping and re-creating it (only sound if
     /// its keys were never written before).
     #[arg(long)]
@@ -144,6 +150,8 @@ fn record(a: &RunArgs) -> Result<i32, String> {
         db: a.db.clone(),
         table: a.table.clone(),
         fresh_table: !a.keep_table,
+        replicas: a.replicas,
+        shards: a.shards,
         final_reads: !a.no_final_reads,
         user: a.user.clone(),
         password: a.password.clone(),

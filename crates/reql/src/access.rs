@@ -349,6 +349,9 @@ pub trait TableAccess: Send + Sync {
     fn db_config_row(&self, db: &str) -> Result<(Arc<dyn Table>, Datum)>;
     /// `table.status()`: the table's `rethinkdb.table_status` row.
     fn table_status(&self, db: &str, name: &str) -> Result<Datum>;
+    /// Whether the table's status flag `flag` (`ready_for_writes`, ...) holds now
+    /// (`table.wait()`; no permission beyond the table's existence).
+    fn table_ready(&self, db: &str, name: &str, flag: &str) -> Result<bool>;
     /// `grant` at the global (`db` None), database or table scope: RethinkDB's result
     /// `{granted: 1, permissions_changes: [{old_val, new_val}]}`.
     fn grant(
@@ -458,6 +461,10 @@ impl TableAccess for NoTables {
     }
     fn table_status(&self, _: &str, _: &str) -> Result<Datum> {
         Err(unsupported("status"))
+    }
+    fn table_ready(&self, db: &str, name: &str, _: &str) -> Result<bool> {
+        // In memory, on one node: a table that exists is ready.
+        self.table(db, name).map(|_| true)
     }
     fn grant(&self, _: Option<&str>, _: Option<&str>, _: &str, _: &Datum) -> Result<Datum> {
         Err(unsupported("grant"))

@@ -258,6 +258,13 @@ impl Cluster {
     }
 
     /// The handle of `db.name`.
+    /// The Raft members on this server of the table `id`'s shards, when it is
+    /// replicated (`table_status`).
+    pub(crate) fn group_members(&self, id: &str) -> Option<Vec<Option<replication::Raft>>> {
+        let h = self.handles.read().get(id).cloned()?;
+        h.replicated.as_ref().map(|r| r.members())
+    }
+
     fn handle_of(&self, db: &str, name: &str) -> Option<Arc<TableHandle>> {
         let id = self
             .catalog
@@ -699,6 +706,10 @@ impl reql::TableAccess for Cluster {
 
     fn table_status(&self, db: &str, name: &str) -> reql::Result<Datum> {
         self.status_of(db, name)
+    }
+
+    fn table_ready(&self, db: &str, name: &str, flag: &str) -> reql::Result<bool> {
+        self.ready_of(db, name, flag)
     }
 
     fn grant(

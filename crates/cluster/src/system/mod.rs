@@ -18,6 +18,7 @@ mod issues;
 mod rows;
 mod servers;
 mod state;
+mod status;
 mod writes;
 
 use std::ops::Bound;

@@ -13,7 +13,7 @@ fn time(secs: f64) -> Datum {
     datum::ptype::make_time(secs, "+00:00")
 }
 
-fn obj(pairs: Vec<(&str, Datum)>) -> Datum {
+pub(super) fn obj(pairs: Vec<(&str, Datum)>) -> Datum {
     let m: Object = pairs.into_iter().map(|(k, v)| (Str::from(k), v)).collect();
     Datum::object(m)
 }
@@ -125,6 +125,11 @@ pub(crate) fn shards_config(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
 
 /// A `table_status` row (also what `table.status()` returns).
 pub(crate) fn table_status_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
+    if !e.placement.is_empty() {
+        if let Some(members) = c.group_members(&e.id) {
+            return super::status::row(c, e, &members, uuids, db_ident(c, e, uuids));
+        }
+    }
     let srv = server(c, uuids);
     let shard = obj(vec![
         ("primary_replicas", Datum::array(vec![srv.clone()])),

@@ -48,6 +48,10 @@ pub struct RunOptions {
     pub table: String,
     /// Drop and re-create the table first, so every key starts unwritten.
     pub fresh_table: bool,
+    /// Replicas of the table created.
+    pub replicas: u32,
+    /// Shards of the table created.
+    pub shards: u32,
     /// Read every key at the end (`final` reads).
     pub final_reads: bool,
     /// User and password.
@@ -72,6 +76,8 @@ impl Default for RunOptions {
             db: "test".into(),
             table: "lincheck".into(),
             fresh_table: true,
+            replicas: 1,
+            shards: 1,
             final_reads: true,
             user: "admin".into(),
             password: String::new(),

@@ -57,7 +57,7 @@ pub(super) async fn setup(opts: &RunOptions) -> Result<(), RunError> {
     if !exists || opts.fresh_table {
         timed(
             &conn,
-            client::term::table_create(&opts.db, &opts.table),
+            client::term::table_create_with(&opts.db, &opts.table, opts.shards, opts.replicas),
             limit,
         )
         .await

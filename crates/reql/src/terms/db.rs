@@ -242,13 +242,15 @@ pub fn get(ev: &Ev) -> Result<Val> {
     Ok(Val::Single(SingleSel { table: t, key, doc }))
 }
 
-/// WAIT on a table or database: a single server's tables are always ready, so this
-/// answers at once with RethinkDB's result shape.
+/// WAIT on a table or database: until every table's `table_status` flag `wait_for`
+/// (default `all_replicas_ready`) holds, polled; a single server's tables are always
+/// ready, so this answers at once. `timeout` (seconds) ends it with RethinkDB's error.
 pub fn wait(ev: &Ev) -> Result<Val> {
     if ev.nargs() == 0 {
         // `r.wait()`: RethinkDB 2.4 wants a table or database.
         return Err(crate::terms::admin::not_on_table_or_db("wait"));
     }
+    let mut flag = "all_replicas_ready".to_string();
     if let Some(w) = ev.opt_datum("wait_for")? {
         match w.as_str() {
             Some(
@@ -256,7 +258,7 @@ pub fn wait(ev: &Ev) -> Result<Val> {
                 | "ready_for_reads"
                 | "ready_for_writes"
                 | "all_replicas_ready",
-            ) => {}
+            ) => flag = w.as_str().unwrap_or_default().to_string(),
             _ => {
                 return Err(logic(format!(
                     "Unknown value for `wait_for`: `{}`.",
@@ -266,9 +268,30 @@ pub fn wait(ev: &Ev) -> Result<Val> {
             }
         }
     }
-    let ready = match ev.arg(0)? {
-        Val::Table(_) => 1,
-        Val::Db(d) => ev.ctx.access.table_list(&d)?.len(),
+    let timeout = match ev.opt_datum("timeout")? {
+        None => None,
+        Some(d) => match d.as_f64() {
+            Some(secs) if secs >= 0.0 && secs.is_finite() => {
+                Some(std::time::Duration::from_secs_f64(secs))
+            }
+            _ => {
+                return Err(logic(format!(
+                    "Expected a non-negative number for `timeout` but got `{}`.",
+                    d.to_json_string()
+                )))
+                .at_opt("timeout")
+            }
+        },
+    };
+    let tables: Vec<(String, String)> = match ev.arg(0)? {
+        Val::Table(t) => vec![(t.db().to_string(), t.name().to_string())],
+        Val::Db(d) => ev
+            .ctx
+            .access
+            .table_list(&d)?
+            .into_iter()
+            .map(|t| (d.clone(), t))
+            .collect(),
         other => {
             return Err(logic(format!(
                 "Expected type TABLE but found {}:\n{}",
@@ -278,8 +301,41 @@ pub fn wait(ev: &Ev) -> Result<Val> {
             .at(0)
         }
     };
+    wait_until_ready(ev, &tables, &flag, timeout)?;
     Ok(Val::Datum(Datum::from_pairs([(
         "ready",
-        Datum::from(ready),
+        Datum::from(tables.len()),
     )])))
+}
+
+/// How often `wait` looks at the tables' status again.
+const WAIT_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+fn wait_until_ready(
+    ev: &Ev,
+    tables: &[(String, String)],
+    flag: &str,
+    timeout: Option<std::time::Duration>,
+) -> Result<()> {
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    loop {
+        let mut ready = true;
+        for (db, name) in tables {
+            ready &= ev.ctx.access.table_ready(db, name, flag)?;
+        }
+        if ready {
+            return Ok(());
+        }
+        if ev.ctx.cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(crate::error::op_failed(
+                "Query interrupted: the client disconnected.",
+            ));
+        }
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(crate::error::op_failed(
+                "Timed out while waiting for tables.",
+            ));
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
 }

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use cluster::system::{now_secs, ServerRecord};
 use cluster::Cluster;
 use parking_lot::Mutex;
-use replication::{ClusterId, ClusterTls, PeerConfig, Router, TcpTransport};
+use replication::{ClusterId, ClusterTls, PeerConfig, Router, TcpTransport, TransportError};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -267,6 +267,7 @@ async fn ping_loop(inner: &Arc<Inner>, transport: &Arc<TcpTransport>) {
         let timeout = Duration::from_secs_f64(inner.heartbeat_secs().max(0.5));
         let interval = (timeout / 4).clamp(Duration::from_millis(200), Duration::from_secs(1));
         let targets = inner.peers.lock().targets();
+        let mut refused = std::collections::BTreeSet::new();
         if let Some(body) = inner
             .hello()
             .and_then(|h| serde_json::to_vec(&Request::Ping(h)).ok())
@@ -289,7 +290,12 @@ async fn ping_loop(inner: &Arc<Inner>, transport: &Arc<TcpTransport>) {
                     }
                     Ok(Ok(other)) => format!("it answered {other:?}"),
                     Ok(Err(e)) => format!("its answer is malformed: {e}"),
-                    Err(e) => e.to_string(),
+                    Err(e) => {
+                        if matches!(e, TransportError::Io(_) | TransportError::Closed) {
+                            refused.insert(addr.clone());
+                        }
+                        e.to_string()
+                    }
                 };
                 if reported.insert(addr.clone()) {
                     inner.log(
@@ -299,7 +305,12 @@ async fn ping_loop(inner: &Arc<Inner>, transport: &Arc<TcpTransport>) {
                 }
             }
         }
-        let lost = inner.peers.lock().expire(Instant::now(), timeout);
+        let lost = {
+            let mut peers = inner.peers.lock();
+            let mut lost = peers.unreachable(&refused);
+            lost.extend(peers.expire(Instant::now(), timeout));
+            lost
+        };
         for name in lost {
             inner.log("notice", &format!("Disconnected from server \"{name}\""));
         }

@@ -142,6 +142,24 @@ impl PeerSet {
         lost
     }
 
+    /// Marks disconnected, at once, the connected peers none of whose addresses could be
+    /// reached this round (`refused`: the addresses whose connection was refused or
+    /// closed, not merely slow), as RethinkDB does when a peer's connection drops; the
+    /// heartbeat timeout (`expire`) is for peers that go silent. Returns their names.
+    pub fn unreachable(&mut self, refused: &BTreeSet<String>) -> Vec<String> {
+        let mut lost = Vec::new();
+        for p in self.peers.values_mut() {
+            if p.connected
+                && !p.addresses.is_empty()
+                && p.addresses.iter().all(|a| refused.contains(a))
+            {
+                p.connected = false;
+                lost.push(p.record.name.clone());
+            }
+        }
+        lost
+    }
+
     /// The addresses to ping this round: the seeds and every peer's addresses.
     pub fn targets(&self) -> Vec<String> {
         let mut all: Vec<String> = Vec::new();
@@ -270,6 +288,26 @@ mod tests {
         assert!(set.heard_from(rec("b", "B", 1), t0 + Duration::from_secs(5), 9.0));
         assert_eq!(set.connected_to().get("B"), Some(&true));
         assert_eq!(set.connected()[0].time_connected, 9.0);
+    }
+
+    #[test]
+    fn a_peer_whose_every_address_refuses_is_disconnected_at_once() {
+        let t0 = Instant::now();
+        let mut set = PeerSet::new("a", vec![]);
+        set.heard_from(rec("b", "B", 1), t0, 0.0);
+        set.heard_from(rec("c", "C", 2), t0, 0.0);
+        set.learn(vec![Known {
+            id: "c".into(),
+            addresses: vec!["10.0.0.3:2".into()],
+        }]);
+        let refused: BTreeSet<String> = ["127.0.0.1:1".into(), "127.0.0.1:2".into()].into();
+        // C still answers at its other address.
+        assert_eq!(set.unreachable(&refused), vec!["B"]);
+        assert!(set.unreachable(&refused).is_empty(), "once");
+        assert_eq!(set.connected_to().get("B"), Some(&false));
+        assert_eq!(set.connected_to().get("C"), Some(&true));
+        // It comes back with its next answer.
+        assert!(set.heard_from(rec("b", "B", 1), t0, 1.0));
     }
 
     #[test]

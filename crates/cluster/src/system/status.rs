@@ -1,0 +1,221 @@
+//! `table_status` of a replicated table, from what this server's Raft members of the
+//! table's shard groups know now: each shard's leader is its primary; a replica is
+//! `disconnected` when its server is not connected, `waiting_for_primary` while the
+//! group has no leader, `backfilling` while the leader sees it lagging (only the leader
+//! knows each follower's progress), `ready` otherwise. A shard this server holds no
+//! replica of is shown from the placement and the servers' connectivity alone.
+//!
+//! The readiness flags follow RethinkDB's implications: writes ⇒ reads ⇒ outdated
+//! reads; every shard must have a connected primary for reads and writes, and at least
+//! one connected replica for outdated reads.
+
+use std::collections::{BTreeMap, HashMap};
+
+use datum::Datum;
+use replication::{NodeId, Raft};
+
+use crate::catalog::TableEntry;
+use crate::placement::ShardPlacement;
+use crate::Cluster;
+
+/// How far behind the leader's log a follower may be and still be `ready`.
+const READY_LAG: u64 = 100;
+
+/// What a shard's member here knows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Known {
+    /// The leader, if there is one.
+    pub(crate) leader: Option<NodeId>,
+    /// The leader's view of each member's replicated index (on the leader only).
+    pub(crate) matched: Option<BTreeMap<NodeId, Option<u64>>>,
+    /// The leader's last log index (on the leader only).
+    pub(crate) last: Option<u64>,
+}
+
+impl Known {
+    fn of(raft: &Raft) -> Self {
+        let m = raft.metrics().borrow().clone();
+        let leading = m.current_leader == Some(m.id);
+        Known {
+            leader: m.current_leader,
+            matched: m.replication.filter(|_| leading).map(|r| {
+                r.into_iter()
+                    .map(|(n, l)| (n, l.map(|l| l.index)))
+                    .collect()
+            }),
+            last: m.last_log_index.filter(|_| leading),
+        }
+    }
+}
+
+/// One shard's status: its primary (server id) and each replica's (server id, state).
+pub(crate) fn shard(
+    place: &ShardPlacement,
+    known: Option<&Known>,
+    connected: &dyn Fn(&str) -> bool,
+) -> (Option<String>, Vec<(String, &'static str)>) {
+    let node = |id: &str| replication::node_id(id).ok();
+    let primary = match known {
+        Some(k) => k
+            .leader
+            .and_then(|l| place.all().find(|id| node(id) == Some(l)).cloned()),
+        // Not a member here: the configured primary, if it can be reached.
+        None => Some(place.primary.clone()).filter(|p| connected(p)),
+    };
+    let states = place
+        .all()
+        .map(|id| {
+            let state = if !connected(id) {
+                "disconnected"
+            } else if primary.is_none() {
+                "waiting_for_primary"
+            } else {
+                match known.and_then(|k| Some((k.matched.as_ref()?, k.last?))) {
+                    Some((matched, last)) => match node(id).and_then(|n| matched.get(&n)) {
+                        Some(Some(at)) if last.saturating_sub(*at) <= READY_LAG => "ready",
+                        // The leader itself is not in its replication map.
+                        None if primary.as_deref() == Some(id.as_str()) => "ready",
+                        _ => "backfilling",
+                    },
+                    None => "ready",
+                }
+            };
+            (id.clone(), state)
+        })
+        .collect();
+    (primary.filter(|p| connected(p)), states)
+}
+
+/// The `table_status` row of placed table `e` (its shards' groups on `members`).
+pub(crate) fn row(
+    c: &Cluster,
+    e: &TableEntry,
+    members: &[Option<Raft>],
+    uuids: bool,
+    db: Datum,
+) -> Datum {
+    let names: HashMap<String, String> = c
+        .server_records()
+        .into_iter()
+        .map(|r| (r.id, r.name))
+        .collect();
+    let connected = |id: &str| names.contains_key(id);
+    let show = |id: &String| {
+        if uuids {
+            Datum::str(id)
+        } else {
+            Datum::str(names.get(id).unwrap_or(id))
+        }
+    };
+    let mut shards = Vec::new();
+    let (mut writes, mut outdated, mut all_ready) = (true, true, true);
+    let mut raft_leader = Datum::Null;
+    for (i, place) in e.placement.iter().enumerate() {
+        let known = members.get(i).and_then(|m| m.as_ref()).map(Known::of);
+        let (primary, states) = shard(place, known.as_ref(), &connected);
+        writes &= primary.is_some();
+        outdated &= states.iter().any(|(_, s)| *s != "disconnected");
+        all_ready &= states.iter().all(|(_, s)| *s == "ready");
+        if i == 0 {
+            raft_leader = primary.as_ref().map_or(Datum::Null, show);
+        }
+        let replicas = states
+            .iter()
+            .map(|(id, s)| super::rows::obj(vec![("server", show(id)), ("state", Datum::str(s))]))
+            .collect();
+        shards.push(super::rows::obj(vec![
+            (
+                "primary_replicas",
+                Datum::array(primary.iter().map(show).collect()),
+            ),
+            ("replicas", Datum::array(replicas)),
+        ]));
+    }
+    super::rows::obj(vec![
+        ("db", db),
+        ("id", Datum::str(&e.id)),
+        ("name", Datum::str(&e.name)),
+        ("raft_leader", raft_leader),
+        ("shards", Datum::array(shards)),
+        (
+            "status",
+            super::rows::obj(vec![
+                ("all_replicas_ready", Datum::Bool(writes && all_ready)),
+                ("ready_for_outdated_reads", Datum::Bool(outdated)),
+                ("ready_for_reads", Datum::Bool(writes)),
+                ("ready_for_writes", Datum::Bool(writes)),
+            ]),
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "a0000000-0000-4000-8000-000000000000";
+    const B: &str = "b0000000-0000-4000-8000-000000000000";
+    const C: &str = "c0000000-0000-4000-8000-000000000000";
+
+    fn place() -> ShardPlacement {
+        ShardPlacement {
+            primary: A.into(),
+            voting: vec![A.into(), B.into(), C.into()],
+            nonvoting: vec![],
+        }
+    }
+
+    fn n(id: &str) -> NodeId {
+        replication::node_id(id).unwrap()
+    }
+
+    #[test]
+    fn the_leader_is_the_primary_and_sees_who_lags() {
+        let all = |_: &str| true;
+        let known = Known {
+            leader: Some(n(B)),
+            matched: Some(BTreeMap::from([(n(A), Some(500)), (n(C), Some(10))])),
+            last: Some(500),
+        };
+        let (primary, states) = shard(&place(), Some(&known), &all);
+        assert_eq!(primary.as_deref(), Some(B));
+        assert_eq!(
+            states,
+            vec![
+                (A.to_string(), "ready"),
+                (B.to_string(), "ready"),
+                (C.to_string(), "backfilling")
+            ]
+        );
+    }
+
+    #[test]
+    fn without_a_leader_replicas_wait_and_lost_servers_are_disconnected() {
+        let not_a = |id: &str| id != A;
+        let follower = Known {
+            leader: None,
+            ..Known::default()
+        };
+        let (primary, states) = shard(&place(), Some(&follower), &not_a);
+        assert_eq!(primary, None);
+        assert_eq!(
+            states,
+            vec![
+                (A.to_string(), "disconnected"),
+                (B.to_string(), "waiting_for_primary"),
+                (C.to_string(), "waiting_for_primary")
+            ]
+        );
+        // A follower knows the leader but not the others' progress.
+        let follower = Known {
+            leader: Some(n(C)),
+            ..Known::default()
+        };
+        let (primary, states) = shard(&place(), Some(&follower), &not_a);
+        assert_eq!(primary.as_deref(), Some(C));
+        assert_eq!(states[1], (B.to_string(), "ready"));
+        // No member here: the configured primary while it is connected.
+        assert_eq!(shard(&place(), None, &not_a).0, None);
+        assert_eq!(shard(&place(), None, &|_| true).0.as_deref(), Some(A));
+    }
+}

@@ -1,0 +1,128 @@
+"""Failover time of a replicated table, measured on real processes (by hand; issue #13).
+
+Starts three `ponder` servers on loopback (the first alone, the others `--join` it),
+creates `test.failover` with one shard of three replicas, and then, `--trials` times:
+finds the shard's primary (`table_status`), kills it with SIGKILL while a client writes
+through another server in a loop, and records the time from the kill to the first
+acknowledged write; then restarts the killed server and waits until every replica is
+ready again. Prints each trial and the median and maximum.
+
+    .venv/bin/python tests/perf/failover.py --trials 20 [--binary target/release/ponder]
+"""
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from rethinkdb import r
+from rethinkdb.errors import ReqlError, ReqlDriverError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    def __init__(self, binary, base, name, join=None):
+        self.binary, self.name = binary, name
+        self.dir = os.path.join(base, name)
+        self.port, self.http, self.cluster = free_port(), free_port(), free_port()
+        self.join = join
+
+    def start(self):
+        args = [self.binary, "serve", "-d", self.dir, "-n", self.name, "--bind", "127.0.0.1",
+                "--driver-port", str(self.port), "--http-port", str(self.http),
+                "--cluster-port", str(self.cluster)]
+        if self.join:
+            args += ["--join", "127.0.0.1:%d" % self.join.cluster]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                self.conn = r.connect("127.0.0.1", self.port, timeout=20)
+                return self
+            except (ReqlDriverError, OSError):
+                time.sleep(0.1)
+        raise RuntimeError("%s did not start" % self.name)
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+
+
+def status(conn):
+    return r.db("test").table("failover").status().run(conn)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "ponder"))
+    args = ap.parse_args()
+    base = tempfile.mkdtemp(prefix="failover")
+    a = Proc(args.binary, base, "alpha").start()
+    procs = [a, Proc(args.binary, base, "beta", a).start(),
+             Proc(args.binary, base, "gamma", a).start()]
+    try:
+        by_name = {p.name: p for p in procs}
+        deadline = time.time() + 30
+        while True:
+            try:
+                r.db("test").table_create("failover", replicas=3).run(a.conn)
+                break
+            except ReqlError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.5)
+        r.db("test").table("failover").wait(timeout=30).run(a.conn)
+        times = []
+        for trial in range(args.trials):
+            primary = status(a.conn if a.proc.poll() is None else procs[1].conn)
+            victim = by_name[primary["shards"][0]["primary_replicas"][0]]
+            writer = next(p for p in procs if p is not victim)
+            killed = time.monotonic()
+            victim.kill()
+            n = 0
+            while True:
+                try:
+                    r.db("test").table("failover").insert(
+                        {"id": "k", "n": n}, conflict="replace").run(writer.conn)
+                    break
+                except ReqlError:
+                    n += 1
+                    time.sleep(0.01)
+                if time.monotonic() - killed > 60:
+                    raise RuntimeError("no write within 60 s")
+            took = time.monotonic() - killed
+            times.append(took)
+            print("trial %2d: killed %s, first write through %s after %.2f s"
+                  % (trial + 1, victim.name, writer.name, took), flush=True)
+            victim.start()
+            r.db("test").table("failover").wait(timeout=60).run(writer.conn)
+            for p in procs:
+                p.conn = r.connect("127.0.0.1", p.port)
+        print("failover over %d trials: median %.2f s, min %.2f s, max %.2f s"
+              % (len(times), statistics.median(times), min(times), max(times)))
+    finally:
+        for p in procs:
+            p.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
