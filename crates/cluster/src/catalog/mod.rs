@@ -258,6 +258,18 @@ impl Cluster {
     }
 
     /// The handle of `db.name`.
+    /// Every placed table's id and its shards' placement (the shard groups' configured
+    /// primaries and voters), for the primary hand-back.
+    pub fn placements(&self) -> Vec<(String, Vec<crate::placement::ShardPlacement>)> {
+        self.catalog
+            .read_state()
+            .tables
+            .values()
+            .filter(|e| !e.placement.is_empty())
+            .map(|e| (e.id.clone(), e.placement.clone()))
+            .collect()
+    }
+
     /// The Raft members on this server of the table `id`'s shards, when it is
     /// replicated (`table_status`).
     pub(crate) fn group_members(&self, id: &str) -> Option<Vec<Option<replication::Raft>>> {

@@ -21,6 +21,7 @@
 //! (which calls back for `connected_to`); a rename of this server is applied and
 //! persisted before it is acknowledged.
 
+mod handback;
 mod identity;
 mod peers;
 mod raft;

@@ -30,7 +30,7 @@ use replication::{
     Router, SharedTransport, TcpTransport,
 };
 
-use super::{peers::address, Inner};
+use super::{handback, peers::address, Inner};
 
 /// The catalog's group.
 pub(crate) const CATALOG: GroupId = GroupId(0);
@@ -46,12 +46,15 @@ const RECEIVE_WAIT: Duration = Duration::from_secs(10);
 /// How long a proposal may wait for its group before the caller is told.
 const COMMIT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Raft timing for a server's groups: a leader lost is noticed within 1–2 s.
+/// Raft timing for a server's groups. openraft 0.9 lets a follower that heard from its
+/// leader stand for election only after the leader's lease (`election_timeout_max`)
+/// plus its own random timeout (min..max): a lost leader is replaced 1.5–2 s after its
+/// last heartbeat with these values (3–4 s with 1–2 s timeouts).
 pub(crate) fn raft_config() -> Arc<replication::openraft::Config> {
     let c = replication::openraft::Config {
-        heartbeat_interval: 150,
-        election_timeout_min: 1000,
-        election_timeout_max: 2000,
+        heartbeat_interval: 100,
+        election_timeout_min: 500,
+        election_timeout_max: 1000,
         ..Default::default()
     };
     // A constant configuration: validation cannot fail on these values.
@@ -140,6 +143,7 @@ pub(crate) async fn control(
     }
     // Failures already logged, so that a persistent one is one line, not one a round.
     let mut logged = HashSet::new();
+    let mut hand_back = handback::HandBack::default();
     drop(cluster);
     loop {
         tokio::time::sleep(ROUND).await;
@@ -185,6 +189,19 @@ pub(crate) async fn control(
                             &format!("Cannot add servers to the catalog group: {e}"),
                         );
                     }
+                }
+                let settle = cluster::system::now_secs() - handback::SETTLE.as_secs_f64();
+                let settled: Vec<String> = peers
+                    .iter()
+                    .filter(|p| p.time_connected <= settle)
+                    .map(|p| p.id.clone())
+                    .collect();
+                let me = inner.me.clone();
+                if let Some(line) = hand_back
+                    .round(&cluster, &host, &transport, &me, &settled)
+                    .await
+                {
+                    inner.log("notice", &line);
                 }
             }
         }
