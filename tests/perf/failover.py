@@ -2,7 +2,7 @@
 
 Starts three `ponder` servers on loopback (the first alone, the others `--join` it),
 creates `test.failover` with one shard of three replicas, and then, `--trials` times:
-finds the shard's primary (`table_status`), kills it with SIGKILL while a client writes
+waits until the shard's configured primary leads (`table_status`), kills it with SIGKILL while a client writes
 through another server in a loop, and records the time from the kill to the first
 acknowledged write; then restarts the killed server and waits until every replica is
 ready again. Prints each trial and the median and maximum.
@@ -65,8 +65,30 @@ class Proc:
             self.proc.wait(timeout=20)
 
 
-def status(conn):
-    return r.db("test").table("failover").status().run(conn)
+def primary(procs):
+    """The shard's primary as every running server sees it (None while they differ)."""
+    seen = set()
+    for p in procs:
+        if p.proc.poll() is None:
+            try:
+                st = r.db("test").table("failover").status().run(p.conn)
+            except ReqlError:
+                return None
+            seen.add(tuple(st["shards"][0]["primary_replicas"]))
+    return seen.pop()[0] if len(seen) == 1 and len(next(iter(seen))) == 1 else None
+
+
+def settled_primary(procs, timeout=60):
+    """The configured primary, once every server sees it lead (after a trial, the lead
+    is handed back to it when it has come back)."""
+    conn = next(p.conn for p in procs if p.proc.poll() is None)
+    configured = r.db("test").table("failover").config().run(conn)["shards"][0]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if primary(procs) == configured["primary_replica"]:
+            return configured["primary_replica"]
+        time.sleep(0.2)
+    raise RuntimeError("the configured primary did not lead again")
 
 
 def main():
@@ -92,19 +114,22 @@ def main():
         r.db("test").table("failover").wait(timeout=30).run(a.conn)
         times = []
         for trial in range(args.trials):
-            primary = status(a.conn if a.proc.poll() is None else procs[1].conn)
-            victim = by_name[primary["shards"][0]["primary_replicas"][0]]
+            victim = by_name[settled_primary(procs)]
             writer = next(p for p in procs if p is not victim)
             killed = time.monotonic()
             victim.kill()
             n = 0
             while True:
+                began = time.monotonic()
                 try:
                     r.db("test").table("failover").insert(
                         {"id": "k", "n": n}, conflict="replace").run(writer.conn)
                     break
-                except ReqlError:
+                except ReqlError as e:
                     n += 1
+                    if time.monotonic() - began > 1 or n < 3:
+                        print("  a write failed after %.2f s: %s"
+                              % (time.monotonic() - began, str(e).splitlines()[0]))
                     time.sleep(0.01)
                 if time.monotonic() - killed > 60:
                     raise RuntimeError("no write within 60 s")

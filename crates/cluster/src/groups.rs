@@ -268,6 +268,16 @@ async fn bootstrap(
     }
 }
 
+/// What a server has of one shard's group.
+pub(crate) enum Local {
+    /// Its member, started.
+    Member(replication::Raft),
+    /// A replica here whose group has not started yet.
+    Starting,
+    /// No replica here: a client of the group.
+    Client,
+}
+
 /// A replicated table's write path: each shard's route to its leader.
 pub struct ReplicatedTable {
     slots: Vec<Arc<OnceLock<ReplicatedShard<SharedTransport>>>>,
@@ -310,12 +320,14 @@ impl ReplicatedTable {
         self.remote
     }
 
-    /// Each shard's Raft member on this server (None: no replica here, or its group
-    /// has not started yet), for `table_status`.
-    pub(crate) fn members(&self) -> Vec<Option<replication::Raft>> {
+    /// What this server has of each shard's group, for `table_status`.
+    pub(crate) fn members(&self) -> Vec<Local> {
         self.slots
             .iter()
-            .map(|s| s.get().and_then(|rs| rs.raft().cloned()))
+            .map(|s| match s.get() {
+                None => Local::Starting,
+                Some(rs) => rs.raft().cloned().map_or(Local::Client, Local::Member),
+            })
             .collect()
     }
 }

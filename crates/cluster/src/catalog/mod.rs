@@ -272,7 +272,7 @@ impl Cluster {
 
     /// The Raft members on this server of the table `id`'s shards, when it is
     /// replicated (`table_status`).
-    pub(crate) fn group_members(&self, id: &str) -> Option<Vec<Option<replication::Raft>>> {
+    pub(crate) fn group_members(&self, id: &str) -> Option<Vec<crate::groups::Local>> {
         let h = self.handles.read().get(id).cloned()?;
         h.replicated.as_ref().map(|r| r.members())
     }

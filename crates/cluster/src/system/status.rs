@@ -2,8 +2,10 @@
 //! table's shard groups know now: each shard's leader is its primary; a replica is
 //! `disconnected` when its server is not connected, `waiting_for_primary` while the
 //! group has no leader, `backfilling` while the leader sees it lagging (only the leader
-//! knows each follower's progress), `ready` otherwise. A shard this server holds no
-//! replica of is shown from the placement and the servers' connectivity alone.
+//! knows each follower's progress), `ready` otherwise, and every replica is
+//! `transitioning` while this server's member of the group has not started. A shard this
+//! server holds no replica of is shown from the placement and the servers' connectivity
+//! alone.
 //!
 //! The readiness flags follow RethinkDB's implications: writes ⇒ reads ⇒ outdated
 //! reads; every shard must have a connected primary for reads and writes, and at least
@@ -15,6 +17,7 @@ use datum::Datum;
 use replication::{NodeId, Raft};
 
 use crate::catalog::TableEntry;
+use crate::groups::Local;
 use crate::placement::ShardPlacement;
 use crate::Cluster;
 
@@ -49,12 +52,31 @@ impl Known {
 }
 
 /// One shard's status: its primary (server id) and each replica's (server id, state).
+/// `known`: what this server's member knows (None: no replica here); `starting`: this
+/// server's replica has not started its group yet (every replica is `transitioning`).
 pub(crate) fn shard(
     place: &ShardPlacement,
     known: Option<&Known>,
+    starting: bool,
     connected: &dyn Fn(&str) -> bool,
 ) -> (Option<String>, Vec<(String, &'static str)>) {
     let node = |id: &str| replication::node_id(id).ok();
+    if starting {
+        let states = place
+            .all()
+            .map(|id| {
+                (
+                    id.clone(),
+                    if connected(id) {
+                        "transitioning"
+                    } else {
+                        "disconnected"
+                    },
+                )
+            })
+            .collect();
+        return (None, states);
+    }
     let primary = match known {
         Some(k) => k
             .leader
@@ -87,13 +109,7 @@ pub(crate) fn shard(
 }
 
 /// The `table_status` row of placed table `e` (its shards' groups on `members`).
-pub(crate) fn row(
-    c: &Cluster,
-    e: &TableEntry,
-    members: &[Option<Raft>],
-    uuids: bool,
-    db: Datum,
-) -> Datum {
+pub(crate) fn row(c: &Cluster, e: &TableEntry, members: &[Local], uuids: bool, db: Datum) -> Datum {
     let names: HashMap<String, String> = c
         .server_records()
         .into_iter()
@@ -111,8 +127,12 @@ pub(crate) fn row(
     let (mut writes, mut outdated, mut all_ready) = (true, true, true);
     let mut raft_leader = Datum::Null;
     for (i, place) in e.placement.iter().enumerate() {
-        let known = members.get(i).and_then(|m| m.as_ref()).map(Known::of);
-        let (primary, states) = shard(place, known.as_ref(), &connected);
+        let (known, starting) = match members.get(i) {
+            Some(Local::Member(raft)) => (Some(Known::of(raft)), false),
+            Some(Local::Starting) => (None, true),
+            Some(Local::Client) | None => (None, false),
+        };
+        let (primary, states) = shard(place, known.as_ref(), starting, &connected);
         writes &= primary.is_some();
         outdated &= states.iter().any(|(_, s)| *s != "disconnected");
         all_ready &= states.iter().all(|(_, s)| *s == "ready");
@@ -177,7 +197,7 @@ mod tests {
             matched: Some(BTreeMap::from([(n(A), Some(500)), (n(C), Some(10))])),
             last: Some(500),
         };
-        let (primary, states) = shard(&place(), Some(&known), &all);
+        let (primary, states) = shard(&place(), Some(&known), false, &all);
         assert_eq!(primary.as_deref(), Some(B));
         assert_eq!(
             states,
@@ -196,7 +216,7 @@ mod tests {
             leader: None,
             ..Known::default()
         };
-        let (primary, states) = shard(&place(), Some(&follower), &not_a);
+        let (primary, states) = shard(&place(), Some(&follower), false, &not_a);
         assert_eq!(primary, None);
         assert_eq!(
             states,
@@ -211,11 +231,19 @@ mod tests {
             leader: Some(n(C)),
             ..Known::default()
         };
-        let (primary, states) = shard(&place(), Some(&follower), &not_a);
+        let (primary, states) = shard(&place(), Some(&follower), false, &not_a);
         assert_eq!(primary.as_deref(), Some(C));
         assert_eq!(states[1], (B.to_string(), "ready"));
         // No member here: the configured primary while it is connected.
-        assert_eq!(shard(&place(), None, &not_a).0, None);
-        assert_eq!(shard(&place(), None, &|_| true).0.as_deref(), Some(A));
+        assert_eq!(shard(&place(), None, false, &not_a).0, None);
+        assert_eq!(
+            shard(&place(), None, false, &|_| true).0.as_deref(),
+            Some(A)
+        );
+        // Its member here not started yet: nobody is ready.
+        let (primary, states) = shard(&place(), None, true, &not_a);
+        assert_eq!(primary, None);
+        assert_eq!(states[0].1, "disconnected");
+        assert_eq!(states[1].1, "transitioning");
     }
 }
