@@ -36,18 +36,7 @@ impl Query {
     /// `static_optarg_as_bool` does: accepts `true`/`false` or `[1, bool]`
     /// (a `DATUM` term); anything else yields `default`.
     pub fn static_optarg_bool(&self, key: &str, default: bool) -> bool {
-        match self.optargs.get(key) {
-            Some(Value::Bool(b)) => *b,
-            Some(Value::Array(items)) => match items.as_slice() {
-                [Value::Number(t), Value::Bool(b)]
-                    if t.as_i64() == Some(TermType::DATUM.as_i64()) =>
-                {
-                    *b
-                }
-                _ => default,
-            },
-            _ => default,
-        }
+        optarg_bool(self.optargs.get(key), default)
     }
 
     /// Whether the client asked for no reply (`noreply` global optarg).
@@ -58,6 +47,20 @@ impl Query {
     /// Whether the client asked for a profile (`profile` global optarg).
     pub fn profile(&self) -> bool {
         self.static_optarg_bool("profile", false)
+    }
+}
+
+/// `static_optarg_as_bool` of a global optarg's value (`None`: not given).
+pub fn optarg_bool(v: Option<&Value>, default: bool) -> bool {
+    match v {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Array(items)) => match items.as_slice() {
+            [Value::Number(t), Value::Bool(b)] if t.as_i64() == Some(TermType::DATUM.as_i64()) => {
+                *b
+            }
+            _ => default,
+        },
+        _ => default,
     }
 }
 
