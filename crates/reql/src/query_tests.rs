@@ -5,6 +5,8 @@
 use proptest::prelude::*;
 
 use super::*;
+use datum::Datum;
+
 use crate::error::Frame;
 
 /// Both paths' answers, printed (`Debug` shows every term, path and literal; the
@@ -63,6 +65,52 @@ fn bulk_insert_takes_the_fast_path() {
     // TIME literals are rounded to milliseconds, as the reference path does.
     let t = docs.datum.as_array().unwrap()[1].get("t").unwrap();
     assert_eq!(t.get("epoch_time").and_then(|d| d.as_f64()), Some(1.235));
+}
+
+#[test]
+fn canonical_documents_keep_their_text() {
+    let docs = [
+        (r#"{"a":1,"b":"x\n\u0001"}"#, true),
+        (r#"{"a":{"b":1},"c":[2,[]]}"#, false),
+        (r#"{"a":{"b":1},"c":null}"#, true),
+        (r#"{"b":1,"a":2}"#, false),
+        (r#"{"a":1.0}"#, false),
+        (r#"{"a": 1}"#, false),
+        (
+            r#"{"a":{"$reql_type$":"TIME","epoch_time":1.2345,"timezone":"Z"}}"#,
+            false,
+        ),
+        (r#"{"a":[2,[1]]}"#, false),
+        (r#"{"a":[1,"x"]}"#, false),
+        (r#"{}"#, true),
+    ];
+    let list: Vec<&str> = docs.iter().map(|(d, _)| *d).collect();
+    let q = format!(r#"[1,[56,[[15,["t"]],[2,[{}]]]]]"#, list.join(","));
+    fast_agrees(&q);
+    let term = compile_query(q.as_bytes()).unwrap().term.unwrap().unwrap();
+    let stored = term.args[1].datum.as_array().unwrap().to_vec();
+    for ((text, kept), d) in docs.iter().zip(&stored) {
+        let o = d.as_object().unwrap();
+        assert_eq!(o.raw_json().is_some(), *kept, "{text}");
+        if let Some(raw) = o.raw_json() {
+            assert_eq!(raw, text.as_bytes());
+        }
+        // A member object's text is its parent's: not kept twice.
+        if let Some(inner) = d.get("a").and_then(Datum::as_object) {
+            assert!(inner.raw_json().is_none(), "{text}");
+        }
+    }
+    // An inserted document on its own keeps its text too.
+    let q = r#"[1,[56,[[15,["t"]],{"id":"k","v":"x"}]]]"#;
+    fast_agrees(q);
+    let term = compile_query(q.as_bytes()).unwrap().term.unwrap().unwrap();
+    assert_eq!(
+        term.args[1]
+            .datum
+            .as_object()
+            .and_then(datum::Object::raw_json),
+        Some(&br#"{"id":"k","v":"x"}"#[..])
+    );
 }
 
 #[test]

@@ -8,8 +8,12 @@
 //! Nesting is counted across both sides (`enter`/`leave` for the caller's brackets,
 //! the decoder's own for the Datums it reads) against one limit.
 
-use super::{number_at, Parser};
-use crate::value::{Datum, Str};
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::{number_at, validate_canonical, Parser};
+use crate::value::{Datum, Object, Str};
 
 /// A cursor over JSON text; see the module note.
 pub struct JsonReader<'a> {
@@ -97,6 +101,21 @@ impl<'a> JsonReader<'a> {
         Some(n)
     }
 
+    /// The object `map`, which the caller decoded from the text between `from` and the
+    /// cursor exactly as `datum` would have, keeping that text (`Object::raw_json`) when
+    /// it is canonical (`validate_canonical`), so that writing the object out again (to
+    /// store it) is a copy, not an encoding.
+    pub fn object_keeping_text(&self, from: usize, map: BTreeMap<Str, Datum>) -> Datum {
+        let mut obj = Object::from(map);
+        if let Some(text) = self.p.b.get(from..self.p.i) {
+            if validate_canonical(text) {
+                debug_assert_eq!(Datum::object(obj.clone()).to_json_bytes(), text);
+                obj.set_raw(Bytes::copy_from_slice(text));
+            }
+        }
+        Datum::object(obj)
+    }
+
     /// The byte offset of the cursor.
     pub fn offset(&self) -> usize {
         self.p.i
@@ -126,6 +145,27 @@ mod tests {
         );
         assert_eq!(r.close(b']'), Some(()));
         assert!(r.at_end());
+    }
+
+    #[test]
+    fn keeps_canonical_text_only() {
+        for (text, kept) in [
+            (r#"{"a":1,"b":"x"}"#, true),
+            (r#"{"a":1, "b":"x"}"#, false),
+            (r#"{"b":1,"a":"x"}"#, false),
+            (r#"{"a":1.0}"#, false),
+        ] {
+            let mut r = JsonReader::new(text.as_bytes(), 8);
+            let Some(Datum::Object(o)) = r.datum() else {
+                panic!("{text}")
+            };
+            let d = r.object_keeping_text(0, o.as_ref().clone().into_map());
+            let raw = d.as_object().and_then(Object::raw_json);
+            assert_eq!(raw.is_some(), kept, "{text}");
+            if let Some(raw) = raw {
+                assert_eq!(raw, text.as_bytes());
+            }
+        }
     }
 
     #[test]

@@ -13,7 +13,10 @@
 //! Why: parsing a bulk insert into a `Value`, compiling every field of every document
 //! into its own term and folding them back was most of the server's work per inserted
 //! document. Here a literal stays a `Datum` (no term, no path) until a term that is not
-//! folded keeps it, and paths are built only for the terms that are kept.
+//! folded keeps it, and paths are built only for the terms that are kept. A literal
+//! object read outside another object keeps its text when that text is canonical and
+//! holds no term array or pseudo-type (`JsonReader::object_keeping_text`): storing an
+//! inserted document then copies the text instead of encoding the map again.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -38,6 +41,8 @@ pub(crate) struct Start<'a> {
 pub(crate) fn compile_start(payload: &[u8]) -> Option<Start<'_>> {
     let mut c = Direct {
         r: JsonReader::new(payload, MAX_QUERY_DEPTH),
+        arrays: 0,
+        ptypes: 0,
     };
     c.r.open(b'[')?;
     if c.r.small_integer()? != QueryType::START.as_i64() {
@@ -45,7 +50,7 @@ pub(crate) fn compile_start(payload: &[u8]) -> Option<Start<'_>> {
     }
     c.r.expect(b',')?;
     let root = At::root();
-    let term = c.node(&root)?.into_term(|| Path::root());
+    let term = c.node(&root, true)?.into_term(|| Path::root());
     let mut optargs = Vec::new();
     if c.r.eat(b',') {
         if c.r.peek()? != b'{' {
@@ -54,7 +59,7 @@ pub(crate) fn compile_start(payload: &[u8]) -> Option<Start<'_>> {
         c.members(|c, k| {
             c.r.peek()?;
             let from = c.r.offset();
-            let t = c.node(&At::root())?.into_term(|| Path::root());
+            let t = c.node(&At::root(), true)?.into_term(|| Path::root());
             let text = payload.get(from..c.r.offset())?;
             optargs.push((k.to_string(), t, text));
             Some(())
@@ -144,14 +149,20 @@ impl<'a> At<'a> {
 
 struct Direct<'a> {
     r: JsonReader<'a>,
+    /// Term arrays read so far (their text is not their value's).
+    arrays: usize,
+    /// Literal objects with `$reql_type$` read so far (`check_ptype` may change them).
+    ptypes: usize,
 }
 
 impl Direct<'_> {
-    /// A term in JSON form: a term array, an object (MAKE_OBJ) or a literal.
-    fn node(&mut self, at: &At) -> Option<Node> {
+    /// A term in JSON form: a term array, an object (MAKE_OBJ) or a literal. A literal
+    /// object keeps its text if `keep_text` (not for members of another object, whose
+    /// text is part of their parent's).
+    fn node(&mut self, at: &At, keep_text: bool) -> Option<Node> {
         match self.r.peek()? {
             b'[' => self.array(at),
-            b'{' => self.object(at),
+            b'{' => self.object(at, keep_text),
             _ => Some(Node::Lit(self.r.datum()?)),
         }
     }
@@ -193,6 +204,7 @@ impl Direct<'_> {
 
     /// A term array `[type, args?, optargs?]`.
     fn array(&mut self, at: &At) -> Option<Node> {
+        self.arrays += 1;
         self.r.open(b'[')?;
         let tt = TermType::from_i64(self.r.small_integer()?)?;
         if tt == TermType::DATUM {
@@ -214,7 +226,7 @@ impl Direct<'_> {
                 b'n' => self.null()?,
                 b'[' => self.list(|c| {
                     let child = at.child(Step::Pos(args.len()));
-                    let n = c.node(&child)?;
+                    let n = c.node(&child, true)?;
                     args.push(n);
                     Some(())
                 })?,
@@ -224,7 +236,7 @@ impl Direct<'_> {
                 match self.r.peek()? {
                     b'n' => self.null()?,
                     b'{' => self.members(|c, k| {
-                        let n = c.node(&at.child(Step::Opt(&k)))?;
+                        let n = c.node(&at.child(Step::Opt(&k)), true)?;
                         optargs.push((k, n));
                         Some(())
                     })?,
@@ -249,18 +261,28 @@ impl Direct<'_> {
     }
 
     /// An object: a literal when every value is one, else a MAKE_OBJ term.
-    fn object(&mut self, at: &At) -> Option<Node> {
+    fn object(&mut self, at: &At, keep_text: bool) -> Option<Node> {
+        self.r.peek()?;
+        let from = self.r.offset();
+        let (arrays, ptypes) = (self.arrays, self.ptypes);
         let mut fields: Vec<(Str, Node)> = Vec::new();
         self.members(|c, k| {
-            let n = c.node(&at.child(Step::Opt(&k)))?;
+            let n = c.node(&at.child(Step::Opt(&k)), false)?;
             fields.push((k, n));
             Some(())
         })?;
         if fields.iter().all(|(_, n)| n.lit().is_some()) {
             let map = literal_map(fields)?;
-            return check_ptype(Datum::object(Object::from(map)))
-                .ok()
-                .map(Node::Lit);
+            if map.contains_key("$reql_type$") {
+                self.ptypes += 1;
+            }
+            // Its text is its value's when no term array and no pseudo-type is inside.
+            let d = if keep_text && self.arrays == arrays && self.ptypes == ptypes {
+                self.r.object_keeping_text(from, map)
+            } else {
+                Datum::object(Object::from(map))
+            };
+            return check_ptype(d).ok().map(Node::Lit);
         }
         let path = at.path();
         let fields = in_key_order(fields, path)?;
