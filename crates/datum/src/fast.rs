@@ -22,7 +22,7 @@ use crate::value::{Datum, Object, Str};
 
 mod reader;
 mod validate;
-pub use reader::JsonReader;
+pub use reader::{JsonReader, TextMark};
 pub(crate) use validate::{count_in_member_string, find_member, member, validate_canonical};
 
 /// Nesting beyond this is left to serde (whose own limit is 128): as deep as a stored

@@ -83,6 +83,10 @@ fn canonical_documents_keep_their_text() {
         (r#"{"a":[2,[1]]}"#, false),
         (r#"{"a":[1,"x"]}"#, false),
         (r#"{}"#, true),
+        (r#"{"a":{"index":null,"a":null}}"#, false),
+        (r#"{"a":{"b":1,"c":{"y":1,"x":2}}}"#, false),
+        (r#"{"a":{"b":1,"c":{"x":1,"y":"\/"}}}"#, false),
+        (r#"{"a":{"b":1,"c":{"x":1,"y":2}}}"#, true),
     ];
     let list: Vec<&str> = docs.iter().map(|(d, _)| *d).collect();
     let q = format!(r#"[1,[56,[[15,["t"]],[2,[{}]]]]]"#, list.join(","));

@@ -15,6 +15,13 @@ use bytes::Bytes;
 use super::{number_at, validate_canonical, Parser};
 use crate::value::{Datum, Object, Str};
 
+/// Where a value whose text may be kept starts (`JsonReader::mark`).
+pub struct TextMark {
+    from: usize,
+    /// Whether the text before the mark was canonical (restored at its end).
+    outer: bool,
+}
+
 /// A cursor over JSON text; see the module note.
 pub struct JsonReader<'a> {
     p: Parser<'a>,
@@ -101,18 +108,51 @@ impl<'a> JsonReader<'a> {
         Some(n)
     }
 
-    /// The object `map`, which the caller decoded from the text between `from` and the
-    /// cursor exactly as `datum` would have, keeping that text (`Object::raw_json`) when
-    /// it is canonical (`validate_canonical`), so that writing the object out again (to
-    /// store it) is a copy, not an encoding.
-    pub fn object_keeping_text(&self, from: usize, map: BTreeMap<Str, Datum>) -> Datum {
-        let mut obj = Object::from(map);
-        if let Some(text) = self.p.b.get(from..self.p.i) {
-            if validate_canonical(text) {
-                debug_assert_eq!(Datum::object(obj.clone()).to_json_bytes(), text);
-                obj.set_raw(Bytes::copy_from_slice(text));
-            }
+    /// Marks the start of a value (after whitespace) whose text the caller may keep:
+    /// from here the reader notes whether what it reads is canonical (what `write_json`
+    /// prints for it). End it with `canonical_since`.
+    pub fn mark(&mut self) -> TextMark {
+        self.p.ws();
+        let m = TextMark {
+            from: self.p.i,
+            outer: self.p.canonical,
+        };
+        self.p.canonical = true;
+        m
+    }
+
+    /// Ends `m`: the text read since it when the reader found all of it canonical —
+    /// no whitespace, escapes and numbers as `write_json` prints them, the keys of the
+    /// objects it decoded in order. What the caller read itself (an object's keys and
+    /// their order, which values are literals) the caller must check.
+    pub fn canonical_since(&mut self, m: TextMark) -> Option<&'a [u8]> {
+        let canonical = self.p.canonical;
+        self.p.canonical = m.outer && canonical;
+        if canonical {
+            self.p.b.get(m.from..self.p.i)
+        } else {
+            None
         }
+    }
+
+    /// Tells the reader that what the caller read itself is not canonical (an object's
+    /// keys out of order), for the marks around it.
+    pub fn not_canonical(&mut self) {
+        self.p.canonical = false;
+    }
+
+    /// The object `map` keeping `text` (`Object::raw_json`), so that writing it out
+    /// again (to store it) is a copy, not an encoding. The caller guarantees that `text`
+    /// is canonical (`canonical_since`) and that `map` is what it decodes to.
+    pub fn object_with_text(map: BTreeMap<Str, Datum>, text: &[u8]) -> Datum {
+        let mut obj = Object::from(map);
+        debug_assert!(
+            validate_canonical(text),
+            "{}",
+            String::from_utf8_lossy(text)
+        );
+        debug_assert_eq!(Datum::object(obj.clone()).to_json_bytes(), text);
+        obj.set_raw(Bytes::copy_from_slice(text));
         Datum::object(obj)
     }
 
@@ -148,23 +188,34 @@ mod tests {
     }
 
     #[test]
-    fn keeps_canonical_text_only() {
+    fn canonical_since_a_mark() {
         for (text, kept) in [
             (r#"{"a":1,"b":"x"}"#, true),
             (r#"{"a":1, "b":"x"}"#, false),
             (r#"{"b":1,"a":"x"}"#, false),
             (r#"{"a":1.0}"#, false),
+            (r#"{"a":"\/"}"#, false),
         ] {
-            let mut r = JsonReader::new(text.as_bytes(), 8);
+            let whole = format!("[ {text},1]");
+            let mut r = JsonReader::new(whole.as_bytes(), 8);
+            assert_eq!(r.open(b'['), Some(()));
+            let m = r.mark();
             let Some(Datum::Object(o)) = r.datum() else {
                 panic!("{text}")
             };
-            let d = r.object_keeping_text(0, o.as_ref().clone().into_map());
-            let raw = d.as_object().and_then(Object::raw_json);
-            assert_eq!(raw.is_some(), kept, "{text}");
-            if let Some(raw) = raw {
-                assert_eq!(raw, text.as_bytes());
+            let got = r.canonical_since(m);
+            assert_eq!(got, kept.then_some(text.as_bytes()), "{text}");
+            if let Some(t) = got {
+                let d = JsonReader::object_with_text(o.as_ref().clone().into_map(), t);
+                assert_eq!(d.as_object().and_then(Object::raw_json), Some(t));
             }
+            // The space before the mark still counts for the text around it.
+            let m = r.mark();
+            assert!(r.eat(b','));
+            assert_eq!(r.small_integer(), Some(1));
+            assert_eq!(r.canonical_since(m), Some(&b",1"[..]));
+            assert_eq!(r.close(b']'), Some(()));
+            assert!(!r.p.canonical);
         }
     }
 

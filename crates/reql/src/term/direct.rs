@@ -15,8 +15,8 @@
 //! document. Here a literal stays a `Datum` (no term, no path) until a term that is not
 //! folded keeps it, and paths are built only for the terms that are kept. A literal
 //! object read outside another object keeps its text when that text is canonical and
-//! holds no term array or pseudo-type (`JsonReader::object_keeping_text`): storing an
-//! inserted document then copies the text instead of encoding the map again.
+//! holds no term array or pseudo-type (`JsonReader::canonical_since`, noted while it is
+//! read): storing an inserted document then copies the text instead of encoding it.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -50,7 +50,7 @@ pub(crate) fn compile_start(payload: &[u8]) -> Option<Start<'_>> {
     }
     c.r.expect(b',')?;
     let root = At::root();
-    let term = c.node(&root, true)?.into_term(|| Path::root());
+    let term = c.node(&root, true)?.into_term(Path::root);
     let mut optargs = Vec::new();
     if c.r.eat(b',') {
         if c.r.peek()? != b'{' {
@@ -59,7 +59,7 @@ pub(crate) fn compile_start(payload: &[u8]) -> Option<Start<'_>> {
         c.members(|c, k| {
             c.r.peek()?;
             let from = c.r.offset();
-            let t = c.node(&At::root(), true)?.into_term(|| Path::root());
+            let t = c.node(&At::root(), true)?.into_term(Path::root);
             let text = payload.get(from..c.r.offset())?;
             optargs.push((k.to_string(), t, text));
             Some(())
@@ -262,8 +262,7 @@ impl Direct<'_> {
 
     /// An object: a literal when every value is one, else a MAKE_OBJ term.
     fn object(&mut self, at: &At, keep_text: bool) -> Option<Node> {
-        self.r.peek()?;
-        let from = self.r.offset();
+        let mark = keep_text.then(|| self.r.mark());
         let (arrays, ptypes) = (self.arrays, self.ptypes);
         let mut fields: Vec<(Str, Node)> = Vec::new();
         self.members(|c, k| {
@@ -271,16 +270,24 @@ impl Direct<'_> {
             fields.push((k, n));
             Some(())
         })?;
+        // Keys out of order (or repeated) are not canonical, here or in any object
+        // around this one.
+        let sorted = fields.windows(2).all(|w| w[0].0 < w[1].0);
+        if !sorted {
+            self.r.not_canonical();
+        }
+        let text = mark.and_then(|m| self.r.canonical_since(m));
         if fields.iter().all(|(_, n)| n.lit().is_some()) {
             let map = literal_map(fields)?;
             if map.contains_key("$reql_type$") {
                 self.ptypes += 1;
             }
-            // Its text is its value's when no term array and no pseudo-type is inside.
-            let d = if keep_text && self.arrays == arrays && self.ptypes == ptypes {
-                self.r.object_keeping_text(from, map)
-            } else {
-                Datum::object(Object::from(map))
+            // Canonical text is the value's when no term array or pseudo-type is inside.
+            let d = match text {
+                Some(t) if self.arrays == arrays && self.ptypes == ptypes => {
+                    JsonReader::object_with_text(map, t)
+                }
+                _ => Datum::object(Object::from(map)),
             };
             return check_ptype(d).ok().map(Node::Lit);
         }
