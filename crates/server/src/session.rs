@@ -176,7 +176,8 @@ impl Session {
                     self.send(duplicate_token(token)).await;
                     return;
                 }
-                // Compiling is cheap and pure; it decides where the query runs.
+                // Compiled with the parse (`compile_query`), its error kept until here;
+                // the term decides where the query runs.
                 let term = match q.term.take() {
                     Some(Ok(t)) => t,
                     Some(Err(e)) => {
