@@ -7,6 +7,10 @@
 //! two Ponder-specific checks documented on their variants. Nesting depth is
 //! bounded by [`MAX_QUERY_DEPTH`] (checked by a byte scan before parsing), so
 //! neither parsing nor dropping the resulting `Value` can exhaust the stack.
+//!
+//! The server calls `reql::compile_query`, which compiles most `START` payloads straight
+//! from their bytes and takes this parser (then `reql::compile_term`) as its reference
+//! for everything else, every error included: texts here are what drivers see.
 
 use serde_json::{Map, Value};
 
