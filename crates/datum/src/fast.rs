@@ -20,7 +20,9 @@ use std::sync::Arc;
 
 use crate::value::{Datum, Object, Str};
 
+mod reader;
 mod validate;
+pub use reader::{JsonReader, TextMark};
 pub(crate) use validate::{count_in_member_string, find_member, member, validate_canonical};
 
 /// Nesting beyond this is left to serde (whose own limit is 128): as deep as a stored
@@ -54,6 +56,8 @@ struct Parser<'a> {
     b: &'a [u8],
     i: usize,
     depth: u32,
+    /// Nesting beyond this gives up (`MAX_DEPTH` unless a `JsonReader` sets another).
+    limit: u32,
     /// Reused for strings with escapes.
     scratch: Vec<u8>,
     /// Cleared at the first byte `write_json` would not have printed.
@@ -222,6 +226,7 @@ impl<'a> Parser<'a> {
             b,
             i: 0,
             depth: 0,
+            limit: MAX_DEPTH,
             scratch: Vec::new(),
             canonical: true,
         }
@@ -390,7 +395,7 @@ impl<'a> Parser<'a> {
 
     fn enter(&mut self) -> Option<()> {
         self.depth += 1;
-        (self.depth <= MAX_DEPTH).then_some(())
+        (self.depth <= self.limit).then_some(())
     }
 
     fn array(&mut self) -> Option<Datum> {

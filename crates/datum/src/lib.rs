@@ -22,6 +22,7 @@ mod version;
 pub mod work;
 
 pub use array::Array;
+pub use fast::{JsonReader, TextMark};
 pub use json::{
     from_json_owned, from_json_slice, from_json_slice_serde, from_json_value, from_stored,
     to_json_value, JsonError,

@@ -7,6 +7,10 @@
 //! two Ponder-specific checks documented on their variants. Nesting depth is
 //! bounded by [`MAX_QUERY_DEPTH`] (checked by a byte scan before parsing), so
 //! neither parsing nor dropping the resulting `Value` can exhaust the stack.
+//!
+//! The server calls `reql::compile_query`, which compiles most `START` payloads straight
+//! from their bytes and takes this parser (then `reql::compile_term`) as its reference
+//! for everything else, every error included: texts here are what drivers see.
 
 use serde_json::{Map, Value};
 
@@ -36,18 +40,7 @@ impl Query {
     /// `static_optarg_as_bool` does: accepts `true`/`false` or `[1, bool]`
     /// (a `DATUM` term); anything else yields `default`.
     pub fn static_optarg_bool(&self, key: &str, default: bool) -> bool {
-        match self.optargs.get(key) {
-            Some(Value::Bool(b)) => *b,
-            Some(Value::Array(items)) => match items.as_slice() {
-                [Value::Number(t), Value::Bool(b)]
-                    if t.as_i64() == Some(TermType::DATUM.as_i64()) =>
-                {
-                    *b
-                }
-                _ => default,
-            },
-            _ => default,
-        }
+        optarg_bool(self.optargs.get(key), default)
     }
 
     /// Whether the client asked for no reply (`noreply` global optarg).
@@ -58,6 +51,20 @@ impl Query {
     /// Whether the client asked for a profile (`profile` global optarg).
     pub fn profile(&self) -> bool {
         self.static_optarg_bool("profile", false)
+    }
+}
+
+/// `static_optarg_as_bool` of a global optarg's value (`None`: not given).
+pub fn optarg_bool(v: Option<&Value>, default: bool) -> bool {
+    match v {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Array(items)) => match items.as_slice() {
+            [Value::Number(t), Value::Bool(b)] if t.as_i64() == Some(TermType::DATUM.as_i64()) => {
+                *b
+            }
+            _ => default,
+        },
+        _ => default,
     }
 }
 

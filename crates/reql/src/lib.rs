@@ -1,5 +1,6 @@
-//! ReQL: compiling a query's JSON term tree into a checked `Term` tree and evaluating it
-//! into values, selections and lazy streams.
+//! ReQL: compiling a query's JSON term tree (`query::compile_query` from a frame's
+//! bytes) into a checked `Term` tree and evaluating it into values, selections and lazy
+//! streams.
 //!
 //! The crate reaches tables only through the `TableAccess` trait it defines
 //! (`access.rs`), so it is tested without storage and knows nothing of the engine.
@@ -18,6 +19,7 @@ pub mod memory;
 pub mod optimize;
 pub mod parallel;
 pub mod plan;
+pub mod query;
 pub mod slice;
 pub mod spec;
 pub mod term;
@@ -35,6 +37,7 @@ pub use ctx::QueryCtx;
 pub use error::{ErrorKind, Frame, ReqlError, Result};
 pub use eval::eval;
 pub use layer::{Call, Layer, Layered};
+pub use query::{compile_query, CompiledQuery};
 pub use term::{compile_term, Term};
 pub use value::{DatumStream, Env, Sequence, Val};
 pub use write_op::{Applied, WriteOp};

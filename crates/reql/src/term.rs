@@ -5,6 +5,8 @@
 //! `r.asc`/`r.desc` may appear (`check_order_marks`).
 //! Literal subtrees (MAKE_ARRAY/MAKE_OBJ of datums) are folded into one DATUM so that a
 //! large inserted document costs one allocation per value, not one term per value.
+//! `direct` compiles a query straight from its bytes to the same terms (the fast path
+//! of `query::compile_query`); `compile_term` is the reference it is tested against.
 
 use std::sync::Arc;
 
@@ -14,6 +16,8 @@ use serde_json::Value as Json;
 
 use crate::error::{compile, Frame, Path, ReqlError, Result};
 use crate::spec;
+
+pub(crate) mod direct;
 
 /// A compiled term.
 #[derive(Debug)]
@@ -106,13 +110,7 @@ fn compile_at(j: &Json, path: &Path) -> Result<Arc<Term>> {
                     path.clone(),
                 ));
             }
-            Ok(Arc::new(Term {
-                tt: TermType::MAKE_OBJ,
-                args: Vec::new(),
-                optargs: fields,
-                datum: Datum::Null,
-                path: path.clone(),
-            }))
+            Ok(make_obj(fields, path))
         }
         other => Ok(Term::datum_at(
             datum::from_json_value(other).map_err(|e| compile(e.0))?,
@@ -121,6 +119,20 @@ fn compile_at(j: &Json, path: &Path) -> Result<Arc<Term>> {
     }
 }
 
+/// A MAKE_OBJ term of fields (in key order) that are not all literals; their marks
+/// were checked by `check_order_marks`.
+fn make_obj(fields: Vec<(String, Arc<Term>)>, path: &Path) -> Arc<Term> {
+    Arc::new(Term {
+        tt: TermType::MAKE_OBJ,
+        args: Vec::new(),
+        optargs: fields,
+        datum: Datum::Null,
+        path: path.clone(),
+    })
+}
+
+/// RethinkDB's checks (and normalisation) of a literal object that may be a
+/// pseudo-type.
 fn check_ptype(d: Datum) -> Result<Datum> {
     match d.reql_type() {
         None => Ok(d),
@@ -252,6 +264,17 @@ fn compile_array(items: &[Json], path: &Path) -> Result<Arc<Term>> {
             path.clone(),
         ));
     }
+    finish_term(tt, args, optargs, path)
+}
+
+/// The checks of a term whose arguments and optargs (in key order) are compiled, and
+/// the term. Not for a MAKE_ARRAY of literals (folded into a DATUM before this).
+fn finish_term(
+    tt: TermType,
+    args: Vec<Arc<Term>>,
+    optargs: Vec<(String, Arc<Term>)>,
+    path: &Path,
+) -> Result<Arc<Term>> {
     // With `r.args` among the arguments the count is known only once it is expanded:
     // `eval::expand_args` checks it then (RethinkDB's `arg_terms_t`).
     if !args.iter().any(|a| a.tt == TermType::ARGS) {

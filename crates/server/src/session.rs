@@ -17,15 +17,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use cluster::system::JobQuery;
 use datum::Datum;
 use parking_lot::Mutex;
 use proto::frame::Frame;
 use proto::ql2::{QueryType, ResponseType};
-use proto::query::{parse_query, Query};
 use proto::response::ResponseWriter;
 use reql::memory::Budget;
-use reql::{QueryCtx, ReqlError, Sequence, Val};
+use reql::{CompiledQuery, QueryCtx, ReqlError, Sequence, Val};
 
 use crate::outbox::Outbox;
 use crate::principal::Principal;
@@ -159,14 +159,15 @@ impl Session {
             self.send(frame).await;
             return;
         }
-        match parse_query(&f.payload) {
-            Ok(q) => self.handle_query(token, q).await,
+        match reql::compile_query(&f.payload) {
+            Ok(q) => self.handle_query(token, q, f.payload).await,
             Err(e) => self.send(parse_error_frame(token, &e)).await,
         }
     }
 
-    /// Handles one parsed query: its answer (or answers) go to the session's outbox.
-    pub async fn handle_query(self: &Arc<Self>, token: u64, q: Query) {
+    /// Handles one parsed query (`payload` is its frame's, which `rethinkdb.jobs` shows):
+    /// its answer (or answers) go to the session's outbox.
+    pub async fn handle_query(self: &Arc<Self>, token: u64, mut q: CompiledQuery, payload: Bytes) {
         match q.kind {
             QueryType::START => {
                 let cancel = Arc::new(AtomicBool::new(false));
@@ -182,8 +183,9 @@ impl Session {
                     self.send(duplicate_token(token)).await;
                     return;
                 }
-                // Compiling is cheap and pure; it decides where the query runs.
-                let term = match q.term.as_ref().map(reql::compile_term) {
+                // Compiled with the parse (`compile_query`), its error kept until here;
+                // the term decides where the query runs.
+                let term = match q.term.take() {
                     Some(Ok(t)) => t,
                     Some(Err(e)) => {
                         self.tokens.lock().slots.remove(&token);
@@ -197,11 +199,11 @@ impl Session {
                         return;
                     }
                 };
-                let noreply = q.noreply();
+                let noreply = q.noreply;
                 if !noreply && self.inline(&term) {
                     // A point read: answer from this task, no hand-off at all. Nothing can
                     // be owed on its token: no frame is read until it is answered.
-                    let frame = self.start(token, q, term, false, cancel).await;
+                    let frame = self.start(token, q, payload, term, false, cancel).await;
                     self.send(frame).await;
                     return;
                 }
@@ -214,7 +216,7 @@ impl Session {
                 let ticket = noreply.then(|| self.noreply.begin());
                 tokio::spawn(async move {
                     let _slot = slot;
-                    let frame = me.start(token, q, term, noreply, cancel).await;
+                    let frame = me.start(token, q, payload, term, noreply, cancel).await;
                     if noreply {
                         drop(ticket);
                         me.serve_owed(token).await;
@@ -310,13 +312,16 @@ impl Session {
     async fn start(
         self: &Arc<Self>,
         token: u64,
-        q: Query,
+        q: CompiledQuery,
+        payload: Bytes,
         term: Arc<reql::Term>,
         noreply: bool,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         let began = Instant::now();
-        let frame = self.start_inner(token, q, term, noreply, cancel).await;
+        let frame = self
+            .start_inner(token, q, payload, term, noreply, cancel)
+            .await;
         self.state
             .cluster
             .observe_query_latency(began.elapsed().as_secs_f64());
@@ -334,13 +339,14 @@ impl Session {
     async fn start_inner(
         self: &Arc<Self>,
         token: u64,
-        q: Query,
+        q: CompiledQuery,
+        payload: Bytes,
         term: Arc<reql::Term>,
         noreply: bool,
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         let began = Instant::now();
-        let profile = q.profile();
+        let profile = q.profile;
         let state = self.state.clone();
         let pool = self.state.pool.clone();
         let who = self.who.clone();
@@ -357,11 +363,11 @@ impl Session {
             // Contained like the pool's jobs: a panic fails this query, not the
             // connection's task.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run_start(&state, &who, q, term, job)
+                run_start(&state, &who, q, payload, term, job)
             }))
             .ok()
         } else {
-            pool.run(move || run_start(&state, &who, q, term, job))
+            pool.run(move || run_start(&state, &who, q, payload, term, job))
                 .await
         };
         let (outcome, ticket) = match run {
@@ -657,7 +663,8 @@ const GLOBAL_OPTARGS: &[&str] = &[
 fn run_start(
     state: &ServerState,
     who: &Principal,
-    mut q: Query,
+    q: CompiledQuery,
+    payload: Bytes,
     term: Arc<reql::Term>,
     hooks: JobHooks,
 ) -> Result<(Outcome, Option<u64>), ReqlError> {
@@ -683,18 +690,14 @@ fn run_start(
         })
     };
     // Listed from here until the query ends: with its cursor when it has one.
-    let mut job = Some(Box::new(
-        state.cluster.register_job(
-            &who.user,
-            &who.peer,
-            // Kept as is: `rethinkdb.jobs` prints it only when read.
-            q.term
-                .take()
-                .map_or(JobQuery::None, |t| JobQuery::Term(Arc::new(t))),
-            cancel.clone(),
-            on_cancel,
-        ),
-    ));
+    let mut job = Some(Box::new(state.cluster.register_job(
+        &who.user,
+        &who.peer,
+        // Kept as is: `rethinkdb.jobs` prints its term only when read.
+        JobQuery::Payload(payload),
+        cancel.clone(),
+        on_cancel,
+    )));
     let mut ctx = QueryCtx::new(access.clone(), "test".into(), now);
     ctx.memory = Some(memory.clone());
     ctx.cancel = cancel.clone();
@@ -713,7 +716,7 @@ fn run_start(
                 "The `use_outdated` optarg is no longer supported.  Use the `read_mode` optarg instead.",
             ));
         }
-        let t = reql::compile_term(v)?;
+        let t = v.clone()?;
         let probe = Arc::new(QueryCtx::new(access.clone(), "test".into(), now));
         let val = reql::eval(&probe, &reql::Env::default(), &t)?;
         let num = |v: &Val| match v {

@@ -46,7 +46,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use parking_lot::Mutex;
 use proto::handshake::{NonceSource, OsRandom};
-use proto::query::{parse_query, Query};
+use reql::{compile_query, CompiledQuery};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
@@ -253,7 +253,7 @@ impl AjaxConn {
 
     /// Runs one query and returns its answer, and whether the session produced it
     /// (false: the connection ended while it waited).
-    async fn run(&self, token: u64, q: Query) -> (Vec<u8>, bool) {
+    async fn run(&self, token: u64, q: CompiledQuery, payload: Bytes) -> (Vec<u8>, bool) {
         let (tx, rx) = oneshot::channel();
         {
             let ended = self.ended.lock();
@@ -262,7 +262,7 @@ impl AjaxConn {
             }
             self.waiters.lock().entry(token).or_default().push_back(tx);
         }
-        self.session.handle_query(token, q).await;
+        self.session.handle_query(token, q, payload).await;
         match rx.await {
             Ok(frame) => (frame, true),
             Err(_) => {
@@ -557,7 +557,8 @@ async fn reql(app: &Arc<App>, peer: SocketAddr, req: &Parts, body: Bytes, r: aja
     let Some((token, json)) = ajax::split_request(&body) else {
         return app_text(StatusCode::BAD_REQUEST, ajax::REQUEST_TOO_SMALL);
     };
-    let q = match parse_query(json) {
+    let payload = body.slice_ref(json);
+    let q = match compile_query(&payload) {
         Ok(q) => q,
         Err(e) => return octets(parse_error_frame(token, &e)),
     };
@@ -565,11 +566,11 @@ async fn reql(app: &Arc<App>, peer: SocketAddr, req: &Parts, body: Bytes, r: aja
     let Some(conn) = conn.filter(|c| c.user == user) else {
         return octets(ajax::client_error(token, ajax::NOT_OPEN));
     };
-    if q.noreply() {
+    if q.noreply {
         return app_text(StatusCode::BAD_REQUEST, ajax::NOREPLY_REFUSED);
     }
     let began = Instant::now();
-    let (frame, answered) = conn.run(token, q).await;
+    let (frame, answered) = conn.run(token, q, payload).await;
     let frame = if answered {
         ajax::add_duration_profile(frame, began.elapsed().as_secs_f64() * 1000.0)
     } else {

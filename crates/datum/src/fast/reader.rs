@@ -1,0 +1,277 @@
+//! `JsonReader`: the fast decoder as a cursor, for a front end that builds something
+//! other than a `Datum` from the outer structure of a text and Datums from its parts
+//! (the query compiler in `reql` reads term arrays itself and decodes literals here).
+//!
+//! Same contract as `parse`: every method answers `None` (or `false`) where the decoder
+//! would give up, so a caller that reads a whole text without a `None` has read valid
+//! JSON that serde decodes to the same values; on `None` it must fall back to serde.
+//! Nesting is counted across both sides (`enter`/`leave` for the caller's brackets,
+//! the decoder's own for the Datums it reads) against one limit.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use super::{number_at, validate_canonical, Parser};
+use crate::value::{Datum, Object, Str};
+
+/// Where a value whose text may be kept starts (`JsonReader::mark`).
+pub struct TextMark {
+    from: usize,
+    /// Whether the text before the mark was canonical (restored at its end).
+    outer: bool,
+}
+
+/// A cursor over JSON text; see the module note.
+pub struct JsonReader<'a> {
+    p: Parser<'a>,
+}
+
+impl<'a> JsonReader<'a> {
+    /// A reader at the start of `bytes` that gives up beyond `max_depth` levels of
+    /// arrays and objects.
+    pub fn new(bytes: &'a [u8], max_depth: usize) -> Self {
+        let mut p = Parser::new(bytes);
+        p.limit = u32::try_from(max_depth).unwrap_or(u32::MAX);
+        JsonReader { p }
+    }
+
+    /// The next byte after whitespace, not consumed.
+    #[inline]
+    pub fn peek(&mut self) -> Option<u8> {
+        self.p.ws();
+        self.p.peek()
+    }
+
+    /// Consumes `c` (after whitespace) if it is next.
+    #[inline]
+    pub fn eat(&mut self, c: u8) -> bool {
+        if self.peek() == Some(c) {
+            self.p.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Consumes `c` (after whitespace), or `None` if something else is next.
+    #[inline]
+    pub fn expect(&mut self, c: u8) -> Option<()> {
+        self.eat(c).then_some(())
+    }
+
+    /// Consumes an opening bracket `c` and counts one level of nesting: `None` if `c`
+    /// is not next or the level is too deep.
+    pub fn open(&mut self, c: u8) -> Option<()> {
+        self.expect(c)?;
+        self.p.enter()
+    }
+
+    /// Consumes a closing bracket `c` and ends the level `open` counted.
+    pub fn close(&mut self, c: u8) -> Option<()> {
+        self.expect(c)?;
+        self.p.depth = self.p.depth.saturating_sub(1);
+        Some(())
+    }
+
+    /// A string (after whitespace).
+    pub fn string(&mut self) -> Option<Str> {
+        self.expect(b'"')?;
+        self.p.string()
+    }
+
+    /// Any JSON value (after whitespace), decoded as a Datum.
+    pub fn datum(&mut self) -> Option<Datum> {
+        self.p.ws();
+        self.p.value()
+    }
+
+    /// A number written as a plain non-negative integer of at most 18 digits (no sign,
+    /// fraction or exponent: what serde reads as an unsigned integer), else `None`.
+    pub fn small_integer(&mut self) -> Option<i64> {
+        self.p.ws();
+        let start = self.p.i;
+        let mut end = start;
+        let (f, _) = number_at(self.p.b, &mut end, false)?;
+        let token = self.p.b.get(start..end)?;
+        if token.len() > 18 || !token.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        self.p.i = end;
+        // Exact: below 10^18 < 2^63, and every integer below 2^53 is a double; larger
+        // ones went through the same integer path in `number_at`.
+        let mut n: i64 = 0;
+        for &c in token {
+            n = n * 10 + i64::from(c - b'0');
+        }
+        debug_assert_eq!(n as f64, f);
+        Some(n)
+    }
+
+    /// Marks the start of a value (after whitespace) whose text the caller may keep:
+    /// from here the reader notes whether what it reads is canonical (what `write_json`
+    /// prints for it). End it with `canonical_since`.
+    pub fn mark(&mut self) -> TextMark {
+        self.p.ws();
+        let m = TextMark {
+            from: self.p.i,
+            outer: self.p.canonical,
+        };
+        self.p.canonical = true;
+        m
+    }
+
+    /// Ends `m`: the text read since it when the reader found all of it canonical —
+    /// no whitespace, escapes and numbers as `write_json` prints them, the keys of the
+    /// objects it decoded in order. What the caller read itself (an object's keys and
+    /// their order, which values are literals) the caller must check.
+    pub fn canonical_since(&mut self, m: TextMark) -> Option<&'a [u8]> {
+        let canonical = self.p.canonical;
+        self.p.canonical = m.outer && canonical;
+        if canonical {
+            self.p.b.get(m.from..self.p.i)
+        } else {
+            None
+        }
+    }
+
+    /// Tells the reader that what the caller read itself is not canonical (an object's
+    /// keys out of order), for the marks around it.
+    pub fn not_canonical(&mut self) {
+        self.p.canonical = false;
+    }
+
+    /// The object `map` keeping `text` (`Object::raw_json`), so that writing it out
+    /// again (to store it) is a copy, not an encoding. The caller guarantees that `text`
+    /// is canonical (`canonical_since`) and that `map` is what it decodes to.
+    pub fn object_with_text(map: BTreeMap<Str, Datum>, text: &[u8]) -> Datum {
+        let mut obj = Object::from(map);
+        debug_assert!(
+            validate_canonical(text),
+            "{}",
+            String::from_utf8_lossy(text)
+        );
+        debug_assert_eq!(Datum::object(obj.clone()).to_json_bytes(), text);
+        obj.set_raw(Bytes::copy_from_slice(text));
+        Datum::object(obj)
+    }
+
+    /// The byte offset of the cursor.
+    pub fn offset(&self) -> usize {
+        self.p.i
+    }
+
+    /// True when only whitespace is left.
+    pub fn at_end(&mut self) -> bool {
+        self.p.ws();
+        self.p.i == self.p.b.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_structure_and_values() {
+        let mut r = JsonReader::new(br#" [ 15 , {"a" : [1, "x\n"]} ] "#, 8);
+        assert_eq!(r.open(b'['), Some(()));
+        assert_eq!(r.small_integer(), Some(15));
+        assert!(r.eat(b','));
+        assert_eq!(r.peek(), Some(b'{'));
+        assert_eq!(
+            r.datum().map(|d| d.to_json_string()),
+            Some(r#"{"a":[1,"x\n"]}"#.to_string())
+        );
+        assert_eq!(r.close(b']'), Some(()));
+        assert!(r.at_end());
+    }
+
+    #[test]
+    fn canonical_since_a_mark() {
+        for (text, kept) in [
+            (r#"{"a":1,"b":"x"}"#, true),
+            (r#"{"a":1, "b":"x"}"#, false),
+            (r#"{"b":1,"a":"x"}"#, false),
+            (r#"{"a":1.0}"#, false),
+            (r#"{"a":"\/"}"#, false),
+        ] {
+            let whole = format!("[ {text},1]");
+            let mut r = JsonReader::new(whole.as_bytes(), 8);
+            assert_eq!(r.open(b'['), Some(()));
+            let m = r.mark();
+            let Some(Datum::Object(o)) = r.datum() else {
+                panic!("{text}")
+            };
+            let got = r.canonical_since(m);
+            assert_eq!(got, kept.then_some(text.as_bytes()), "{text}");
+            if let Some(t) = got {
+                let d = JsonReader::object_with_text(o.as_ref().clone().into_map(), t);
+                assert_eq!(d.as_object().and_then(Object::raw_json), Some(t));
+            }
+            // The space before the mark still counts for the text around it.
+            let m = r.mark();
+            assert!(r.eat(b','));
+            assert_eq!(r.small_integer(), Some(1));
+            assert_eq!(r.canonical_since(m), Some(&b",1"[..]));
+            assert_eq!(r.close(b']'), Some(()));
+            assert!(!r.p.canonical);
+        }
+    }
+
+    #[test]
+    fn small_integers_only() {
+        for (t, want) in [
+            ("0", Some(0)),
+            ("17", Some(17)),
+            ("999999999999999999", Some(999_999_999_999_999_999)),
+            ("9999999999999999999", None),
+            ("-1", None),
+            ("-0", None),
+            ("1.0", None),
+            ("1e0", None),
+            // The `0` alone; the `1` after it is then no separator for the caller.
+            ("01", Some(0)),
+            ("x", None),
+            ("\"1\"", None),
+        ] {
+            assert_eq!(
+                JsonReader::new(t.as_bytes(), 8).small_integer(),
+                want,
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn depth_counts_both_sides() {
+        let mut r = JsonReader::new(b"[[[1]]]", 2);
+        assert_eq!(r.open(b'['), Some(()));
+        assert_eq!(r.datum(), None, "the third level is one too many");
+        let mut r = JsonReader::new(b"[[1]]", 2);
+        assert_eq!(r.open(b'['), Some(()));
+        assert!(r.datum().is_some());
+        assert_eq!(r.close(b']'), Some(()));
+        let mut r = JsonReader::new(b"[[[]]]", 2);
+        assert_eq!(r.open(b'['), Some(()));
+        assert_eq!(r.open(b'['), Some(()));
+        assert_eq!(r.open(b'['), None);
+    }
+
+    #[test]
+    fn gives_up_where_the_decoder_does() {
+        let texts: [&[u8]; 6] = [
+            br#""\ud800""#,
+            b"1e400",
+            b"[1,]",
+            b"nul",
+            b"\"\x01\"",
+            b"\"\xff\"",
+        ];
+        for t in texts {
+            assert_eq!(JsonReader::new(t, 8).datum(), None, "{t:?}");
+        }
+        let mut r = JsonReader::new(b"\"a\\u00e9\"", 8);
+        assert_eq!(r.string().as_deref(), Some("a\u{e9}"));
+    }
+}
