@@ -22,6 +22,8 @@ echo "== building the server (release)"
 cargo build --release --quiet -p server
 # test helper for tests/test_durability.py (writes a newer format version)
 cargo build --release --quiet -p storage --example put_key
+# the linearizability checker for tests/test_cluster_lincheck.py
+cargo build --release --quiet -p lincheck --bin ponder-lincheck
 
 echo "== end-to-end tests (official Python driver)"
 PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python -m pytest -q tests

@@ -1,0 +1,85 @@
+"""Linearizability of a replicated table under a crash (issue #13's short form): three
+`ponder` processes, `ponder-lincheck` recording reads, writes and compare-and-set of
+six clients on four keys of a 3-replica table (`read_mode` majority, hard durability)
+while the shard's primary is killed with SIGKILL and restarted (once in 15 s; every
+~10 s of a longer run with PONDER_LINCHECK_SECONDS); the history must be
+linearizable and no acknowledged write may be lost. The long form is run by hand
+(docs/clustering.md, "Checking linearizability")."""
+import os
+import subprocess
+import time
+
+import pytest
+from rethinkdb import r
+
+from test_cluster_join import start, wait_for, names
+from test_cluster_replicated import dirs, procs  # noqa: F401 (fixtures)
+
+import conftest
+
+
+# How long the clients run: 15 s in CI; the long form sets PONDER_LINCHECK_SECONDS.
+SECONDS = int(os.environ.get("PONDER_LINCHECK_SECONDS", "15"))
+
+
+def lincheck_binary():
+    """`ponder-lincheck` beside the server binary (both built by `cargo test`)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(conftest.BINARY)), "ponder-lincheck")
+    assert os.path.exists(path), "build it first: cargo build --release -p lincheck"
+    return path
+
+
+def test_a_replicated_table_stays_linearizable_when_its_primary_is_killed(dirs, procs):  # noqa: F811
+    a = start(dirs(), "alpha")
+    procs.append(a)
+    b = start(dirs(), "beta", joins=[a])
+    procs.append(b)
+    c = start(dirs(), "gamma", joins=[a])
+    procs.append(c)
+    servers = {"alpha": a, "beta": b, "gamma": c}
+    conn = b.connect()
+    wait_for(lambda: names(conn), lambda n: n == ["alpha", "beta", "gamma"])
+    for s in (a, c):
+        other = s.connect()
+        wait_for(lambda: r.db_list().run(other), lambda dbs: "test" in dbs, timeout=20)
+    history = os.path.join(dirs(), "h.jsonl")
+    run = subprocess.Popen(
+        [lincheck_binary(), "run"]
+        + sum((["--addr", "127.0.0.1:%d" % s.port] for s in (a, b, c)), [])
+        + ["--clients", "6", "--keys", "4", "--ops", "100000000", "--duration", str(SECONDS),
+           "--op-timeout", "3", "--replicas", "3", "--out", history],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Once the clients run (the table exists and is ready everywhere), kill its primary.
+    wait_for(lambda: "lincheck" in r.db("test").table_list().run(conn), lambda x: x,
+             timeout=30)
+    r.db("test").table("lincheck").wait(timeout=30).run(conn)
+    began = time.time()
+    kills = 0
+    # Each cycle: 3 s of load, kill -9 of the current primary, 4 s without it, restart.
+    while time.time() - began + 12 < SECONDS or kills == 0:
+        time.sleep(3)
+        primary = wait_for(
+            lambda: r.db("test").table("lincheck").status().run(conn)["shards"][0]
+            ["primary_replicas"],
+            lambda p: len(p) == 1, timeout=30)[0]
+        victim = servers[primary]
+        victim.kill9()
+        kills += 1
+        time.sleep(4)
+        victim.start()
+        if victim is b:
+            conn = b.connect()
+    out, _ = run.communicate(timeout=SECONDS + 120)
+    assert run.returncode == 0, out.decode()
+    check = subprocess.run([lincheck_binary(), "check", history], capture_output=True,
+                           timeout=300)
+    report = check.stdout.decode() + check.stderr.decode()
+    assert check.returncode == 0, report
+    assert "OK: linearizable, no acknowledged write lost" in report, report
+    recorded = out.decode()
+    assert "recorded" in recorded, recorded
+    # Enough happened to mean something: operations before, during and after the kill.
+    ok = int(recorded.split("operations: ")[1].split(" ok")[0])
+    assert ok > 500, recorded
+    print("%d kills;" % kills, recorded.strip().splitlines()[-1],
+          report.strip().splitlines()[-1])
