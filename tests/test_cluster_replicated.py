@@ -108,6 +108,17 @@ def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):
     retrying(lambda: r.db_create("e").run(conns[c]))
     for conn in (conns[b], conns[c]):
         assert ids(conn) == sorted(written)
+    # The lost replica is reported: the table stays writable, so not critical.
+    issues = wait_for(
+        lambda: [i for i in r.db("rethinkdb").table("current_issues").run(conns[b])
+                 if i["type"] == "table_availability"],
+        lambda found: len(found) == 1)
+    assert issues[0]["critical"] is False, issues
+    assert issues[0]["description"].startswith(
+        "Table `d.t` is available for all operations, but some replicas are not ready."
+        "\nThe servers that are not ready are:"), issues
+    assert issues[0]["info"]["table"] == "t" and issues[0]["info"]["db"] == "d", issues
+    assert r.db("d").table("t").status().run(conns[b])["status"]["ready_for_writes"]
 
     # It comes back from its directory as a member, and catches up.
     a.start()
@@ -116,6 +127,9 @@ def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):
     wait_for(lambda: ids(conn_a, read_mode="outdated"), lambda got: got == sorted(written),
              timeout=20)
     assert retrying(lambda: ids(conn_a)) == sorted(written)
+    r.db("d").table("t").wait(wait_for="all_replicas_ready", timeout=30).run(conn_a)
+    wait_for(lambda: list(r.db("rethinkdb").table("current_issues").run(conns[c])),
+             lambda found: found == [], timeout=20)
 
     # Dropping the table drops it everywhere.
     retrying(lambda: r.db("d").table_drop("t").run(conns[b]))

@@ -4,6 +4,9 @@
 //! other connected server). A disconnected server is no issue in RethinkDB 2.4: it
 //! leaves `server_config`/`server_status` and shows `false` in `connected_to`.
 //!
+//! Replicated tables that are not fully ready add `table_availability` rows
+//! (`super::status`).
+//!
 //! Both are computed from the `ServerRecord`s every server exchanges, so every server
 //! reports the same issues once the records have spread (a change shows on the others
 //! within a heartbeat round).
@@ -48,6 +51,7 @@ pub(super) fn issue_rows(c: &Cluster) -> Vec<Datum> {
     let servers = c.server_records();
     let mut rows = collision_rows(&servers);
     rows.extend(non_transitive_row(&servers));
+    rows.extend(super::status::availability_rows(c));
     rows
 }
 

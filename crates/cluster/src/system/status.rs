@@ -169,6 +169,103 @@ pub(crate) fn row(c: &Cluster, e: &TableEntry, members: &[Local], uuids: bool, d
     ])
 }
 
+/// `current_issues` rows of type `table_availability`: one per replicated table not
+/// `all_replicas_ready`, as RethinkDB 2.4 words them (critical when not writable).
+pub(crate) fn availability_rows(c: &Cluster) -> Vec<Datum> {
+    // RethinkDB hashes the table id into this base; a v5 UUID does the same.
+    const BASE: uuid::Uuid = uuid::uuid!("4ae8c575-b103-3335-a79a-121089e34339");
+    let tables: Vec<TableEntry> = c
+        .catalog
+        .read_state()
+        .tables
+        .values()
+        .filter(|e| !e.placement.is_empty())
+        .cloned()
+        .collect();
+    let mut rows = Vec::new();
+    for e in tables {
+        let Some(members) = c.group_members(&e.id) else {
+            continue;
+        };
+        let status = row(c, &e, &members, false, Datum::str(&e.db));
+        let flag = |name: &str| {
+            status
+                .get("status")
+                .and_then(|s| s.get(name))
+                .and_then(Datum::as_bool)
+                .unwrap_or(false)
+        };
+        let blurb = if flag("all_replicas_ready") {
+            continue;
+        } else if flag("ready_for_writes") {
+            "available for all operations, but some replicas are not ready"
+        } else if flag("ready_for_reads") {
+            "available for outdated and up-to-date reads, but not writes"
+        } else if flag("ready_for_outdated_reads") {
+            "available for outdated reads, but not up-to-date reads or writes"
+        } else {
+            "not available for any operations"
+        };
+        let mut text = format!("Table `{}.{}` is {blurb}.", e.db, e.name);
+        let not_ready = not_ready_servers(&status);
+        if !not_ready.is_empty() {
+            text.push_str("\nThe servers that are not ready are:");
+            for (server, primary) in &not_ready {
+                let role = if *primary { "primary" } else { "secondary" };
+                text.push_str(&format!("\n {server} ({role} replica)"));
+            }
+        }
+        let mut info = match status.as_object() {
+            Some(m) => m.clone(),
+            None => continue,
+        };
+        info.remove("id");
+        info.remove("name");
+        info.insert(datum::Str::from("table"), Datum::str(&e.name));
+        rows.push(super::rows::obj(vec![
+            ("critical", Datum::Bool(!flag("ready_for_writes"))),
+            ("description", Datum::str(&text)),
+            (
+                "id",
+                Datum::str(&uuid::Uuid::new_v5(&BASE, e.id.as_bytes()).to_string()),
+            ),
+            ("info", Datum::object(info)),
+            ("type", Datum::str("table_availability")),
+        ]));
+    }
+    rows
+}
+
+/// The servers with a replica that is not `ready` in a status row, by name, each with
+/// whether it is a primary of some shard (RethinkDB lists each once, its most important
+/// role).
+fn not_ready_servers(status: &Datum) -> BTreeMap<String, bool> {
+    let mut out: BTreeMap<String, bool> = BTreeMap::new();
+    let shards = status.get("shards").and_then(Datum::as_array);
+    for shard in shards.into_iter().flatten() {
+        let primaries: Vec<&str> = shard
+            .get("primary_replicas")
+            .and_then(Datum::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Datum::as_str)
+            .collect();
+        let replicas = shard.get("replicas").and_then(Datum::as_array);
+        for r in replicas.into_iter().flatten() {
+            let (Some(server), Some(state)) = (
+                r.get("server").and_then(Datum::as_str),
+                r.get("state").and_then(Datum::as_str),
+            ) else {
+                continue;
+            };
+            if state != "ready" {
+                *out.entry(server.to_string()).or_default() |= primaries.contains(&server);
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +284,25 @@ mod tests {
 
     fn n(id: &str) -> NodeId {
         replication::node_id(id).unwrap()
+    }
+
+    #[test]
+    fn servers_not_ready_are_listed_once_with_their_most_important_role() {
+        let row = datum::from_json_value(&serde_json::json!({"shards": [
+            {"primary_replicas": ["b"], "replicas": [
+                {"server": "a", "state": "disconnected"},
+                {"server": "b", "state": "ready"},
+                {"server": "c", "state": "backfilling"}]},
+            {"primary_replicas": ["c"], "replicas": [
+                {"server": "a", "state": "disconnected"},
+                {"server": "c", "state": "waiting_for_primary"}]}
+        ]}))
+        .unwrap();
+        let listed = not_ready_servers(&row);
+        assert_eq!(
+            listed.into_iter().collect::<Vec<_>>(),
+            vec![("a".to_string(), false), ("c".to_string(), true)]
+        );
     }
 
     #[test]
