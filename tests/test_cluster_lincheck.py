@@ -12,8 +12,8 @@ import time
 import pytest
 from rethinkdb import r
 
-from test_cluster_join import start, wait_for, names
-from test_cluster_replicated import dirs, procs  # noqa: F401 (fixtures)
+from test_cluster_join import wait_for, dirs, procs  # noqa: F401 (fixtures)
+from test_cluster_replicated import three_servers
 
 import conftest
 
@@ -30,18 +30,9 @@ def lincheck_binary():
 
 
 def test_a_replicated_table_stays_linearizable_when_its_primary_is_killed(dirs, procs):  # noqa: F811
-    a = start(dirs(), "alpha")
-    procs.append(a)
-    b = start(dirs(), "beta", joins=[a])
-    procs.append(b)
-    c = start(dirs(), "gamma", joins=[a])
-    procs.append(c)
+    (a, b, c), conns = three_servers(dirs, procs)
     servers = {"alpha": a, "beta": b, "gamma": c}
-    conn = b.connect()
-    wait_for(lambda: names(conn), lambda n: n == ["alpha", "beta", "gamma"])
-    for s in (a, c):
-        other = s.connect()
-        wait_for(lambda: r.db_list().run(other), lambda dbs: "test" in dbs, timeout=20)
+    conn = conns[b]
     history = os.path.join(dirs(), "h.jsonl")
     run = subprocess.Popen(
         [lincheck_binary(), "run"]

@@ -4,35 +4,12 @@ three replicas is replicated by each shard's group, so writes through any server
 read through every other, with each `read_mode`; after kill -9 of a server the others
 go on writing, and the server catches up when it comes back. A founder that already
 has tables keeps its catalog to itself and says why."""
-import tempfile
 import time
 
-import pytest
 from rethinkdb import r
 from rethinkdb.errors import ReqlError
 
-from test_cluster_join import start, wait_for, names
-
-
-@pytest.fixture
-def dirs():
-    made = []
-
-    def make():
-        made.append(tempfile.TemporaryDirectory())
-        return made[-1].name
-
-    yield make
-    for d in made:
-        d.cleanup()
-
-
-@pytest.fixture
-def procs():
-    started = []
-    yield started
-    for s in started:
-        s.stop()
+from test_cluster_join import start, wait_for, names, dirs, procs  # noqa: F401 (fixtures)
 
 
 def retrying(f, timeout=20.0):
@@ -56,7 +33,10 @@ def restart(s):
     return s.start()
 
 
-def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):
+def three_servers(dirs, procs):
+    """alpha alone, beta and gamma joining it; once every server sees the others and
+    has the founder's catalog (its `test` database): the servers and a connection to
+    each."""
     a = start(dirs(), "alpha")
     procs.append(a)
     b = start(dirs(), "beta", joins=[a])
@@ -66,11 +46,17 @@ def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):
     conns = {s: s.connect() for s in (a, b, c)}
     for conn in conns.values():
         wait_for(lambda: names(conn), lambda n: n == ["alpha", "beta", "gamma"])
-    # The founder's catalog reached the joiners: the `test` database, and a database
-    # created through a joiner is seen everywhere.
-    for conn in conns.values():
-        wait_for(lambda: r.db_list().run(conn), lambda dbs: "test" in dbs)
+        wait_for(lambda: r.db_list().run(conn), lambda dbs: "test" in dbs, timeout=20)
+    return (a, b, c), conns
+
+
+def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):  # noqa: F811
+    (a, b, c), conns = three_servers(dirs, procs)
+    # A database created through a joiner is seen everywhere — once the others have
+    # applied the catalog's entry (as in RethinkDB, metadata spreads asynchronously).
     retrying(lambda: r.db_create("d").run(conns[b]))
+    for conn in conns.values():
+        wait_for(lambda: r.db_list().run(conn), lambda dbs: "d" in dbs)
     res = r.db("d").table_create("t", shards=2, replicas=3).run(conns[c])
     shards = res["config_changes"][0]["new_val"]["shards"]
     assert [sorted(s["replicas"]) for s in shards] == [["alpha", "beta", "gamma"]] * 2
@@ -137,7 +123,7 @@ def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):
         wait_for(lambda: r.db("d").table_list().run(conn), lambda t: t == [])
 
 
-def test_a_founder_with_tables_keeps_its_catalog(dirs, procs):
+def test_a_founder_with_tables_keeps_its_catalog(dirs, procs):  # noqa: F811
     a = start(dirs(), "alpha")
     procs.append(a)
     conn = a.connect()

@@ -114,8 +114,14 @@ pub(crate) async fn control(
         Durability::Blocking,
     ));
     let _ = inner.host.set(host.clone());
+    let groups = Groups {
+        inner: &inner,
+        host: &host,
+        router: &router,
+        transport: &transport,
+    };
     let mut catalog = match setup.machine {
-        Some(machine) => match open(&inner, &cluster, &host, &router, &transport, machine).await {
+        Some(machine) => match groups.open(&cluster, machine).await {
             Ok(raft) => Some(raft),
             Err(e) => {
                 inner.log("error", &format!("Cannot open the cluster's catalog: {e}"));
@@ -156,8 +162,7 @@ pub(crate) async fn control(
                 if !inner.identity.lock().founder || !peers.iter().any(|p| p.replicated) {
                     continue;
                 }
-                let converted =
-                    convert(&inner, &cluster, &host, &router, &transport, &setup.engine).await;
+                let converted = groups.convert(&cluster, &setup.engine).await;
                 match converted {
                     Ok(raft) => {
                         inner.log(
@@ -220,101 +225,96 @@ fn voters(me: &ServerRecord, peers: &[ServerRecord]) -> BTreeMap<NodeId, Node> {
         .collect()
 }
 
-/// Opens this server's member of the catalog group on `machine` and makes the catalog
-/// and the placed tables use the groups.
-async fn open(
-    inner: &Arc<Inner>,
-    cluster: &Arc<Cluster>,
-    host: &Arc<Host<SharedTransport>>,
-    router: &Arc<Router>,
-    transport: &Arc<SharedTransport>,
-    machine: CatalogMachine,
-) -> Result<Raft, String> {
-    let member = host
-        .open(CATALOG, CATALOG_PREFIX, machine)
-        .await
-        .map_err(|e| e.to_string())?;
-    use_groups(inner, cluster, host, router, transport, member.raft.clone())?;
-    Ok(member.raft)
+/// What opening and converting the catalog group work with.
+struct Groups<'a> {
+    inner: &'a Arc<Inner>,
+    host: &'a Arc<Host<SharedTransport>>,
+    router: &'a Arc<Router>,
+    transport: &'a Arc<SharedTransport>,
 }
 
-/// Routes catalog changes through the group and hosts placed tables' shards.
-fn use_groups(
-    inner: &Arc<Inner>,
-    cluster: &Arc<Cluster>,
-    host: &Arc<Host<SharedTransport>>,
-    router: &Arc<Router>,
-    transport: &Arc<SharedTransport>,
-    catalog: Raft,
-) -> Result<(), String> {
-    let client = ClientPolicy::for_config(&raft_config(), COMMIT_TIMEOUT);
-    let route = catalog_route(
-        CATALOG,
-        catalog,
-        transport.clone(),
-        RoutePolicy::default(),
-        client,
-    );
-    route.register(router);
-    let runtime = tokio::runtime::Handle::current();
-    cluster.set_catalog_proposer(Arc::new(RaftProposer::new(
-        Arc::new(route),
-        runtime.clone(),
-    )));
-    let weak = Arc::downgrade(inner);
-    let me = inner.me.clone();
-    let addresses: cluster::groups::Addresses = Arc::new(move |id: &str| {
-        let inner = weak.upgrade()?;
-        if id == me {
-            let c = inner.cluster.upgrade()?;
-            return c.local_record().canonical_addresses.first().map(address);
-        }
-        let first = inner.peers.lock().addresses_of(id)?.into_iter().next();
-        first
-    });
-    let groups = cluster::groups::TableGroups::new(
-        host.clone(),
-        transport.clone(),
-        router.clone(),
-        runtime,
-        &inner.me,
-        addresses,
-        RoutePolicy::default(),
-        client,
-    );
-    cluster
-        .set_table_groups(groups)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
+impl Groups<'_> {
+    /// Opens this server's member of the catalog group on `machine` and makes the
+    /// catalog and the placed tables use the groups.
+    async fn open(&self, cluster: &Cluster, machine: CatalogMachine) -> Result<Raft, String> {
+        let member = self
+            .host
+            .open(CATALOG, CATALOG_PREFIX, machine)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.use_groups(cluster, member.raft.clone())?;
+        Ok(member.raft)
+    }
 
-/// Turns the founder's catalog into the cluster's: seeds group 0 from it, bootstraps
-/// alone, seals the seed, then records that the directory is replicated.
-async fn convert(
-    inner: &Arc<Inner>,
-    cluster: &Arc<Cluster>,
-    host: &Arc<Host<SharedTransport>>,
-    router: &Arc<Router>,
-    transport: &Arc<SharedTransport>,
-    engine: &Arc<dyn storage::Engine>,
-) -> Result<Raft, String> {
-    // A conversion that crashed before it was recorded left a half-made group.
-    replication::drop_group_storage(&**engine, CATALOG_PREFIX).map_err(|e| e.to_string())?;
-    let machine = cluster
-        .replicate_catalog(CATALOG_PREFIX)
-        .map_err(|e| e.to_string())?;
-    let member = host
-        .open(CATALOG, CATALOG_PREFIX, machine)
-        .await
-        .map_err(|e| e.to_string())?;
-    let me = voters(&cluster.local_record(), &[]);
-    host.bootstrap(CATALOG, me)
-        .await
-        .map_err(|e| e.to_string())?;
-    host.seal_seed(CATALOG, COMMIT_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
-    inner.set_replicated()?;
-    use_groups(inner, cluster, host, router, transport, member.raft.clone())?;
-    Ok(member.raft)
+    /// Turns the founder's catalog into the cluster's: seeds group 0 from it,
+    /// bootstraps alone, seals the seed, then records that the directory is replicated.
+    async fn convert(
+        &self,
+        cluster: &Arc<Cluster>,
+        engine: &Arc<dyn storage::Engine>,
+    ) -> Result<Raft, String> {
+        // A conversion that crashed before it was recorded left a half-made group.
+        replication::drop_group_storage(&**engine, CATALOG_PREFIX).map_err(|e| e.to_string())?;
+        let machine = cluster
+            .replicate_catalog(CATALOG_PREFIX)
+            .map_err(|e| e.to_string())?;
+        let member = self
+            .host
+            .open(CATALOG, CATALOG_PREFIX, machine)
+            .await
+            .map_err(|e| e.to_string())?;
+        let me = voters(&cluster.local_record(), &[]);
+        let raft_err = |e: replication::HostError| e.to_string();
+        self.host.bootstrap(CATALOG, me).await.map_err(raft_err)?;
+        self.host
+            .seal_seed(CATALOG, COMMIT_TIMEOUT)
+            .await
+            .map_err(raft_err)?;
+        self.inner.set_replicated()?;
+        self.use_groups(cluster, member.raft.clone())?;
+        Ok(member.raft)
+    }
+
+    /// Routes catalog changes through the group and hosts placed tables' shards.
+    fn use_groups(&self, cluster: &Cluster, catalog: Raft) -> Result<(), String> {
+        let client = ClientPolicy::for_config(&raft_config(), COMMIT_TIMEOUT);
+        let route = catalog_route(
+            CATALOG,
+            catalog,
+            self.transport.clone(),
+            RoutePolicy::default(),
+            client,
+        );
+        route.register(self.router);
+        let runtime = tokio::runtime::Handle::current();
+        cluster.set_catalog_proposer(Arc::new(RaftProposer::new(
+            Arc::new(route),
+            runtime.clone(),
+        )));
+        let weak = Arc::downgrade(self.inner);
+        let me = self.inner.me.clone();
+        let addresses: cluster::groups::Addresses = Arc::new(move |id: &str| {
+            let inner = weak.upgrade()?;
+            if id == me {
+                let c = inner.cluster.upgrade()?;
+                return c.local_record().canonical_addresses.first().map(address);
+            }
+            let first = inner.peers.lock().addresses_of(id)?.into_iter().next();
+            first
+        });
+        let groups = cluster::groups::TableGroups::new(
+            self.host.clone(),
+            self.transport.clone(),
+            self.router.clone(),
+            runtime,
+            &self.inner.me,
+            addresses,
+            RoutePolicy::default(),
+            client,
+        );
+        cluster
+            .set_table_groups(groups)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
 }
