@@ -282,6 +282,15 @@ mod tests {
         }
     }
 
+    /// A, B and C with these states.
+    fn of(states: [&'static str; 3]) -> Vec<(String, &'static str)> {
+        [A, B, C]
+            .iter()
+            .map(|s| s.to_string())
+            .zip(states)
+            .collect()
+    }
+
     fn n(id: &str) -> NodeId {
         replication::node_id(id).unwrap()
     }
@@ -315,14 +324,7 @@ mod tests {
         };
         let (primary, states) = shard(&place(), Some(&known), false, &all);
         assert_eq!(primary.as_deref(), Some(B));
-        assert_eq!(
-            states,
-            vec![
-                (A.to_string(), "ready"),
-                (B.to_string(), "ready"),
-                (C.to_string(), "backfilling")
-            ]
-        );
+        assert_eq!(states, of(["ready", "ready", "backfilling"]));
     }
 
     #[test]
@@ -336,11 +338,7 @@ mod tests {
         assert_eq!(primary, None);
         assert_eq!(
             states,
-            vec![
-                (A.to_string(), "disconnected"),
-                (B.to_string(), "waiting_for_primary"),
-                (C.to_string(), "waiting_for_primary")
-            ]
+            of(["disconnected", "waiting_for_primary", "waiting_for_primary"])
         );
         // A follower knows the leader but not the others' progress.
         let follower = Known {
