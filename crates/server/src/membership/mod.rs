@@ -88,8 +88,10 @@ struct Inner {
     heartbeat: Mutex<(f64, u64)>,
     transport: OnceLock<Arc<TcpTransport>>,
     runtime: tokio::runtime::Handle,
-    /// This server's Raft groups (cluster mode: `raft`), once the transport exists.
-    host: OnceLock<Arc<replication::Host<replication::SharedTransport>>>,
+    /// This server's Raft groups (cluster mode: `raft`), once the transport exists;
+    /// taken when the layer stops (the host's router holds this `Inner`: a cycle that
+    /// would keep the storage open).
+    host: Mutex<Option<Arc<replication::Host<replication::SharedTransport>>>>,
     /// True once cluster mode has opened what the server had (`Membership::ready`).
     ready: tokio::sync::watch::Sender<bool>,
 }
@@ -130,7 +132,7 @@ impl Membership {
             heartbeat: Mutex::new((cluster.heartbeat_secs(), 0)),
             transport: OnceLock::new(),
             runtime: tokio::runtime::Handle::current(),
-            host: OnceLock::new(),
+            host: Mutex::new(None),
             ready: tokio::sync::watch::channel(false).0,
         });
         cluster.set_membership(inner.clone());
@@ -180,7 +182,8 @@ impl Membership {
     /// Closes the cluster port, stops pinging and stops this server's Raft groups.
     pub async fn stop(self) {
         self.task.abort();
-        if let Some(host) = self.inner.host.get() {
+        let host = self.inner.host.lock().take();
+        if let Some(host) = host {
             host.shutdown().await;
         }
     }
@@ -189,6 +192,8 @@ impl Membership {
 impl Drop for Membership {
     fn drop(&mut self) {
         self.task.abort();
+        // Breaks the cycle through the host's router (its groups stop with the runtime).
+        self.inner.host.lock().take();
     }
 }
 

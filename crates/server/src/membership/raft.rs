@@ -113,7 +113,7 @@ pub(crate) async fn control(
         raft_config(),
         Durability::Blocking,
     ));
-    let _ = inner.host.set(host.clone());
+    *inner.host.lock() = Some(host.clone());
     let groups = Groups {
         inner: &inner,
         host: &host,
