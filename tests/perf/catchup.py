@@ -18,7 +18,7 @@ import time
 from rethinkdb import r
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from failover import ROOT, Proc  # noqa: E402
+from failover import ROOT, three_servers  # noqa: E402
 
 
 def main():
@@ -27,17 +27,10 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "ponder"))
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="catchup")
-    a = Proc(args.binary, base, "alpha").start()
-    procs = [a, Proc(args.binary, base, "beta", a).start(),
-             Proc(args.binary, base, "gamma", a).start()]
+    procs = three_servers(args.binary, base, "catchup")
+    a = procs[0]
     try:
         by_name = {p.name: p for p in procs}
-        for p in procs:
-            deadline = time.time() + 30
-            while "test" not in r.db_list().run(p.conn) and time.time() < deadline:
-                time.sleep(0.2)
-        r.db("test").table_create("catchup", replicas=3).run(a.conn)
-        r.db("test").table("catchup").wait(timeout=30).run(a.conn)
         status = r.db("test").table("catchup").status().run(a.conn)
         primary = by_name[status["shards"][0]["primary_replicas"][0]]
         lagging = next(p for p in procs if p is not primary)

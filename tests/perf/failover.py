@@ -91,27 +91,34 @@ def settled_primary(procs, timeout=60):
     raise RuntimeError("the configured primary did not lead again")
 
 
+def three_servers(binary, base, table):
+    """alpha, then beta and gamma joining it, and `test.<table>` with three replicas,
+    ready everywhere: the servers."""
+    a = Proc(binary, base, "alpha").start()
+    procs = [a, Proc(binary, base, "beta", a).start(), Proc(binary, base, "gamma", a).start()]
+    deadline = time.time() + 30
+    while True:
+        try:
+            r.db("test").table_create(table, replicas=3).run(a.conn)
+            break
+        except ReqlError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.5)
+    r.db("test").table(table).wait(timeout=30).run(a.conn)
+    return procs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "ponder"))
     args = ap.parse_args()
     base = tempfile.mkdtemp(prefix="failover")
-    a = Proc(args.binary, base, "alpha").start()
-    procs = [a, Proc(args.binary, base, "beta", a).start(),
-             Proc(args.binary, base, "gamma", a).start()]
+    procs = three_servers(args.binary, base, "failover")
+    a = procs[0]
     try:
         by_name = {p.name: p for p in procs}
-        deadline = time.time() + 30
-        while True:
-            try:
-                r.db("test").table_create("failover", replicas=3).run(a.conn)
-                break
-            except ReqlError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.5)
-        r.db("test").table("failover").wait(timeout=30).run(a.conn)
         times = []
         for trial in range(args.trials):
             victim = by_name[settled_primary(procs)]
