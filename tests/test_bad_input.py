@@ -8,7 +8,7 @@ import time
 
 import pytest
 from rethinkdb import r
-from rethinkdb.errors import ReqlCompileError
+from rethinkdb.errors import ReqlCompileError, ReqlQueryLogicError
 
 from conftest import assert_serving
 from reqlwire import (CLIENT_ERROR, COMPILE_ERROR, SUCCESS_ATOM, V1_0_MAGIC, RawConn,
@@ -365,3 +365,20 @@ def test_argument_sized_terms_fail_cleanly_and_fast(server):
     assert time.time() - started < 10
     assert_serving(server)
     c.close()
+
+
+def test_wait_options_are_checked_and_a_huge_timeout_is_no_timeout(server):
+    c = server.connect()
+    r.db("test").table_create("waited").run(c)
+    t = r.db("test").table("waited")
+    # A single server's table is ready at once, whatever the timeout.
+    assert t.wait(timeout=1e300).run(c) == {"ready": 1}
+    assert t.wait(timeout=0, wait_for="ready_for_writes").run(c) == {"ready": 1}
+    assert r.db("test").wait(timeout=5).run(c) == {"ready": 1}
+    for bad, message in ((-1, "Expected a non-negative number for `timeout`"),
+                         ("soon", "Expected a non-negative number for `timeout`")):
+        with pytest.raises(ReqlQueryLogicError, match=message):
+            t.wait(timeout=bad).run(c)
+    with pytest.raises(ReqlQueryLogicError, match="Unknown value for `wait_for`"):
+        t.wait(wait_for="whenever").run(c)
+    assert_serving(server)

@@ -271,8 +271,9 @@ pub fn wait(ev: &Ev) -> Result<Val> {
     let timeout = match ev.opt_datum("timeout")? {
         None => None,
         Some(d) => match d.as_f64() {
+            // A timeout too long for a Duration waits as long as no timeout at all.
             Some(secs) if secs >= 0.0 && secs.is_finite() => {
-                Some(std::time::Duration::from_secs_f64(secs))
+                std::time::Duration::try_from_secs_f64(secs).ok()
             }
             _ => {
                 return Err(logic(format!(
