@@ -102,7 +102,7 @@ def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):  # noq
     assert issues[0]["critical"] is False, issues
     assert issues[0]["description"].startswith(
         "Table `d.t` is available for all operations, but some replicas are not ready."
-        "\nThe servers that are not ready are:"), issues
+        "\nThe servers that are not ready are:\n alpha ("), issues
     assert issues[0]["info"]["table"] == "t" and issues[0]["info"]["db"] == "d", issues
     assert r.db("d").table("t").status().run(conns[b])["status"]["ready_for_writes"]
 

@@ -92,7 +92,8 @@ pub(crate) fn table_config_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datu
 
 /// A table config's `shards`: each shard's primary, voting and non-voting replicas, by
 /// server name (or id with `uuids`); a table without a recorded placement is this
-/// server's alone. A server not connected now is shown by its id.
+/// server's alone. A server not connected now is shown by the name it last had (by its
+/// id if it never described itself).
 pub(crate) fn shards_config(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
     let placement = if e.placement.is_empty() {
         c.local_placement(e.shards)
@@ -102,10 +103,7 @@ pub(crate) fn shards_config(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
     let names: std::collections::HashMap<String, String> = if uuids {
         Default::default()
     } else {
-        c.server_records()
-            .into_iter()
-            .map(|r| (r.id, r.name))
-            .collect()
+        c.server_names()
     };
     let show = |id: &String| Datum::str(names.get(id).unwrap_or(id));
     let list = |ids: &[String]| Datum::array(ids.iter().map(show).collect());

@@ -71,6 +71,9 @@ pub trait Membership: Send + Sync {
     fn configure(&self, id: &str, name: &str, tags: &[String]) -> Result<(), String>;
     /// `cluster_config`'s heartbeat was written here (to be spread to the peers).
     fn heartbeat_written(&self, secs: f64);
+    /// Every server it has heard from, connected or not: id → name (for naming a
+    /// disconnected replica in `table_status`).
+    fn names(&self) -> BTreeMap<String, String>;
 }
 
 /// The version string `server_status` shows.
@@ -99,6 +102,17 @@ impl Cluster {
 
     fn membership(&self) -> Option<Arc<dyn Membership>> {
         self.admin.membership.read().clone()
+    }
+
+    /// The names of every server this one knows (connected or not, itself included):
+    /// id → name.
+    pub(crate) fn server_names(&self) -> std::collections::HashMap<String, String> {
+        let mut names: std::collections::HashMap<String, String> = self
+            .membership()
+            .map(|m| m.names().into_iter().collect())
+            .unwrap_or_default();
+        names.extend(self.server_records().into_iter().map(|r| (r.id, r.name)));
+        names
     }
 
     /// This server's name.

@@ -110,12 +110,10 @@ pub(crate) fn shard(
 
 /// The `table_status` row of placed table `e` (its shards' groups on `members`).
 pub(crate) fn row(c: &Cluster, e: &TableEntry, members: &[Local], uuids: bool, db: Datum) -> Datum {
-    let names: HashMap<String, String> = c
-        .server_records()
-        .into_iter()
-        .map(|r| (r.id, r.name))
-        .collect();
-    let connected = |id: &str| names.contains_key(id);
+    let connected: std::collections::HashSet<String> =
+        c.server_records().into_iter().map(|r| r.id).collect();
+    let names: HashMap<String, String> = c.server_names();
+    let connected = |id: &str| connected.contains(id);
     let show = |id: &String| {
         if uuids {
             Datum::str(id)

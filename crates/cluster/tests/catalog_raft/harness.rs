@@ -216,6 +216,12 @@ impl cluster::system::Membership for Peers {
         Err("not in this test".into())
     }
     fn heartbeat_written(&self, _: f64) {}
+    fn names(&self) -> BTreeMap<String, String> {
+        self.0
+            .iter()
+            .map(|r| (r.id.clone(), r.name.clone()))
+            .collect()
+    }
 }
 
 /// Gives every node's `Cluster` the others as its connected peers.

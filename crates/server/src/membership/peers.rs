@@ -200,6 +200,15 @@ impl PeerSet {
         }
     }
 
+    /// id → name, for every peer that ever described itself (connected or not).
+    pub fn names(&self) -> BTreeMap<String, String> {
+        self.peers
+            .values()
+            .filter(|p| !p.record.name.is_empty())
+            .map(|p| (p.record.id.clone(), p.record.name.clone()))
+            .collect()
+    }
+
     /// name → connected, for every peer that ever described itself.
     pub fn connected_to(&self) -> BTreeMap<String, bool> {
         self.peers
@@ -306,6 +315,8 @@ mod tests {
         assert!(set.unreachable(&refused).is_empty(), "once");
         assert_eq!(set.connected_to().get("B"), Some(&false));
         assert_eq!(set.connected_to().get("C"), Some(&true));
+        // Still named, for the replicas it holds.
+        assert_eq!(set.names().get("b").map(String::as_str), Some("B"));
         // It comes back with its next answer.
         assert!(set.heard_from(rec("b", "B", 1), t0, 1.0));
     }

@@ -21,6 +21,10 @@ impl cluster::system::Membership for Inner {
         self.peers.lock().connected_to()
     }
 
+    fn names(&self) -> std::collections::BTreeMap<String, String> {
+        self.peers.lock().names()
+    }
+
     fn configure(&self, id: &str, name: &str, tags: &[String]) -> Result<(), String> {
         if id == self.me {
             let old_name = self
