@@ -242,6 +242,14 @@ def test_cluster_tls_admits_certified_servers_only(dirs, procs):
     assert names(conn_a) == ["s1", "s2"]
     with pytest.raises(ReqlAuthError, match="Unknown user"):
         plain.connect()
+    # Raft travels over the same TLS connections: a table replicated on both servers.
+    wait_for(lambda: r.db_list().run(conn_b), lambda dbs: "test" in dbs, timeout=20)
+    r.db("test").table_create("both", replicas=2).run(conn_b)
+    wait_for(lambda: r.db("test").table_list().run(conn_a), lambda t: t == ["both"])
+    r.db("test").table("both").wait(timeout=30).run(conn_a)
+    assert r.db("test").table("both").insert({"id": 1}).run(conn_a)["inserted"] == 1
+    wait_for(lambda: r.db("test").table("both", read_mode="outdated").get(1).run(conn_b),
+             lambda doc: doc == {"id": 1})
     for conn in (conn_a, conn_b):
         conn.close()
 
