@@ -8,28 +8,21 @@ is down, then it is restarted and the time until its own copy holds every docume
 
     .venv/bin/python tests/perf/catchup.py --docs 100000 [--binary target/release/ponder]
 """
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 from rethinkdb import r
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from failover import ROOT, three_servers  # noqa: E402
+from failover import arguments, replicated_table, three_servers  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--docs", type=int, default=100000)
-    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "ponder"))
-    args = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="catchup")
-    procs = three_servers(args.binary, base, "catchup")
-    a = procs[0]
-    try:
+    args = arguments(docs=(int, 100000))
+    with three_servers(args.binary, "catchup") as procs:
+        replicated_table(procs, "catchup")
+        a = procs[0]
         by_name = {p.name: p for p in procs}
         status = r.db("test").table("catchup").status().run(a.conn)
         primary = by_name[status["shards"][0]["primary_replicas"][0]]
@@ -58,10 +51,6 @@ def main():
         took = time.monotonic() - restarted
         print("%s caught up on %d documents %.2f s after its restart: %.0f documents/s"
               % (lagging.name, args.docs, took, args.docs / took))
-    finally:
-        for p in procs:
-            p.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

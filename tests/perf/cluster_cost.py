@@ -14,19 +14,16 @@ after another through one server (alpha), and the script reports, per operation:
 
     .venv/bin/python tests/perf/cluster_cost.py --ops 2000 [--binary target/release/ponder]
 """
-import argparse
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 from rethinkdb import r
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from failover import ROOT, Proc  # noqa: E402
+from failover import arguments, replicated_table, three_servers  # noqa: E402
 
 
 def cpu_secs(procs):
@@ -58,23 +55,11 @@ def cluster_bytes(procs):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ops", type=int, default=2000)
-    ap.add_argument("--binary", default=os.path.join(ROOT, "target", "release", "ponder"))
-    args = ap.parse_args()
-    base = tempfile.mkdtemp(prefix="cost")
-    a = Proc(args.binary, base, "alpha").start()
-    procs = [a, Proc(args.binary, base, "beta", a).start(),
-             Proc(args.binary, base, "gamma", a).start()]
-    try:
-        deadline = time.time() + 30
-        while len(list(r.db("rethinkdb").table("server_config").run(a.conn))) < 3:
-            if time.time() > deadline:
-                raise RuntimeError("the servers did not meet")
-            time.sleep(0.2)
+    args = arguments(ops=(int, 2000))
+    with three_servers(args.binary, "cost") as procs:
+        a = procs[0]
         for n in (1, 2, 3):
-            r.db("test").table_create("r%d" % n, replicas=n).run(a.conn)
-            r.db("test").table("r%d" % n).wait(timeout=30).run(a.conn)
+            replicated_table(procs, "r%d" % n, replicas=n)
             r.db("test").table("r%d" % n).insert(
                 [{"id": i, "v": 0, "pad": "x" * 100} for i in range(1000)]).run(a.conn)
         print("%-4s %-16s %12s %14s %10s" % ("", "operation", "CPU µs/op", "bytes/op",
@@ -105,10 +90,6 @@ def main():
                 print("r=%d  %-16s %12.1f %14.0f %10.0f" % (
                     n, name, cpu * 1e6 / args.ops, sent / args.ops,
                     args.ops / (t1 - t0)), flush=True)
-    finally:
-        for p in procs:
-            p.stop()
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
