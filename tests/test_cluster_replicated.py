@@ -4,8 +4,10 @@ three replicas is replicated by each shard's group, so writes through any server
 read through every other, with each `read_mode`; after kill -9 of a server the others
 go on writing, and the server catches up when it comes back. A founder that already
 has tables keeps its catalog to itself and says why."""
+import re
 import time
 
+import pytest
 from rethinkdb import r
 from rethinkdb.errors import ReqlError
 
@@ -137,3 +139,45 @@ def test_a_founder_with_tables_keeps_its_catalog(dirs, procs):  # noqa: F811
     assert r.db("test").table("mine").count().run(conn) == 1
     logs = [row["message"] for row in r.db("rethinkdb").table("logs").run(conn)]
     assert any("do not share its catalog yet" in m and "has tables" in m for m in logs), logs
+
+
+def test_impossible_or_unsupported_changes_get_clear_errors(dirs, procs):  # noqa: F811
+    (a, b, c), conns = three_servers(dirs, procs)
+    conn = conns[b]
+    db = r.db("test")
+    for create, message in (
+            (db.table_create("x", replicas=5),
+             "Can't put 5 replicas on servers with the tag `default` because there are "
+             "only 3 servers with the tag `default`."),
+            (db.table_create("x", replicas={"ssd": 1}, primary_replica_tag="ssd"),
+             "Can't put 1 replicas on servers with the tag `ssd` because there are only 0 "
+             "servers with the tag `ssd`."),
+            (db.table_create("x", replicas=0), "You must set `replicas` to at least one.")):
+        with pytest.raises(ReqlError, match=re.escape(message.rstrip("."))):
+            create.run(conn)
+    retrying(lambda: db.table_create("t", shards=2, replicas=2).run(conn))
+    db.table("t").wait(timeout=30).run(conn)
+    for change, message in (
+            (db.table("t").reconfigure(shards=1, replicas=3),
+             "Resharding table `test.t` is not supported yet: its shards are replicated."),
+            (db.table("t").index_create("v"),
+             "Creating a secondary index of a replicated table is not supported yet.")):
+        with pytest.raises(ReqlError, match=re.escape(message.rstrip("."))):
+            change.run(conn)
+    # table_config names any connected server; moving replicas is refused, naming one
+    # that does not exist is RethinkDB's error, and a rename keeps the replicas.
+    cfg = db.table("t").config()
+    res = cfg.update({"shards": [{"primary_replica": "gamma", "replicas": ["gamma"]}]}).run(conn)
+    assert res["first_error"] == (
+        "Resharding table `test.t` is not supported yet: its shards are replicated."), res
+    res = cfg.update({"shards": [{"primary_replica": "nobody", "replicas": ["nobody"]}]}).run(conn)
+    assert res["first_error"] == (
+        "In `shards`: Server `nobody` does not exist or is not connected."), res
+    before = cfg["shards"].run(conn)
+    assert cfg.update({"name": "t2"}).run(conn)["replaced"] == 1
+    assert db.table("t2").config()["shards"].run(conn) == before
+    assert db.table("t2").insert({"id": 1}).run(conn)["inserted"] == 1
+    for s in (a, c):
+        other = conns[s]
+        wait_for(lambda: db.table("t2", read_mode="outdated").get(1).run(other),
+                 lambda doc: doc == {"id": 1})

@@ -202,8 +202,14 @@ fn shards_of(t: &SystemTable, d: &Datum) -> Result<(u32, u32), String> {
     if items.is_empty() {
         return Err("In `shards`: You must specify at least one shard.".into());
     }
-    let name = t.cluster.server_name();
-    let me = [name.as_str(), t.cluster.admin.server_id.as_str()];
+    // Any connected server, by name or id, when the catalog is replicated; otherwise
+    // tables are this server's alone.
+    let servers = if t.cluster.is_replicated() {
+        t.cluster.server_records()
+    } else {
+        vec![t.cluster.local_record()]
+    };
+    let known: Vec<String> = servers.into_iter().flat_map(|r| [r.name, r.id]).collect();
     let mut replicas = 1;
     for s in items {
         let reps = s
@@ -215,7 +221,7 @@ fn shards_of(t: &SystemTable, d: &Datum) -> Result<(u32, u32), String> {
         }
         for r in reps.iter().chain(s.get("primary_replica")) {
             let n = r.as_str().unwrap_or_default();
-            if !me.contains(&n) {
+            if !known.iter().any(|k| k == n) {
                 return Err(format!(
                     "In `shards`: Server `{n}` does not exist or is not connected."
                 ));
@@ -263,6 +269,9 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
     }
     let pk = field(new, "primary_key")?;
     let (shards, replicas) = shards_of(t, field(new, "shards")?)?;
+    // `shards` left as it was: nothing to re-place (a rename of a replicated table must
+    // not move its replicas).
+    let same_shards = field(new, "shards")? == field(old, "shards")?;
     check_write_acks(field(new, "write_acks")?)?;
     let durability = durability_of(field(new, "durability")?)?;
     // As in RethinkDB: the field may be left as it is, not changed.
@@ -280,8 +289,8 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
             db: Some(db),
             name: Some(name),
             durability: Some(durability),
-            shards: Some(shards),
-            replicas: Some(replicas),
+            shards: (!same_shards).then_some(shards),
+            replicas: (!same_shards).then_some(replicas),
             rebalance: false,
             placement: None,
         },
