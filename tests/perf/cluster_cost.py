@@ -3,8 +3,10 @@
 Three `ponder` servers on loopback (as `failover.py` starts them); tables `r1`, `r2`,
 `r3` with one shard of 1, 2 and 3 replicas and 1,000 documents each. For each table and
 operation kind — point reads in `read_mode` `single`, `majority` and `outdated`, and
-updates with `durability` hard and soft — one client sends `--ops` operations one
-after another through one server (alpha), and the script reports, per operation:
+updates with `durability` hard and soft — `--clients` clients (threads with a
+connection each, default 1) send `--ops` operations in all, each client one after
+another, through one server (`--via`: 0 alpha, 1 beta, 2 gamma), and the script
+reports, per operation:
 
 - the CPU time of all three server processes (user + system, from /proc), less what
   they spend idle (heartbeats, timers) over as long a pause right after;
@@ -12,12 +14,17 @@ after another through one server (alpha), and the script reports, per operation:
   received (`ss -ti`'s `bytes_received`, summed over both ends, so each byte counts once
   per receiving side).
 
-    .venv/bin/python tests/perf/cluster_cost.py --ops 2000 [--binary target/release/ponder]
+    .venv/bin/python tests/perf/cluster_cost.py --ops 2000 [--clients 8] [--via 1]
+        [--binary target/release/ponder]
+
+Each table's primary is printed first: through a server that is not a shard's primary
+(or holds no replica of it) the operation is routed, and the routing is in its cost.
 """
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 
 from rethinkdb import r
@@ -54,14 +61,31 @@ def cluster_bytes(procs):
     return total
 
 
+def run_clients(conns, query, ops):
+    """`ops` operations of `query(i)`, shared among one thread per connection."""
+    def client(k, conn):
+        for i in range(k, ops, len(conns)):
+            query(i).run(conn)
+    threads = [threading.Thread(target=client, args=(k, c)) for k, c in enumerate(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def main():
-    args = arguments(ops=(int, 2000))
+    args = arguments(ops=(int, 2000), clients=(int, 1), via=(int, 0))
     with three_servers(args.binary, "cost") as procs:
         a = procs[0]
+        via = procs[args.via]
+        conns = [r.connect("127.0.0.1", via.port, timeout=20) for _ in range(args.clients)]
         for n in (1, 2, 3):
             replicated_table(procs, "r%d" % n, replicas=n)
             r.db("test").table("r%d" % n).insert(
                 [{"id": i, "v": 0, "pad": "x" * 100} for i in range(1000)]).run(a.conn)
+            shard = r.db("test").table("r%d" % n).config().run(a.conn)["shards"][0]
+            print("r%d: primary %s, replicas %s; operations through %s" % (
+                n, shard["primary_replica"], ",".join(shard["replicas"]), via.name))
         print("%-4s %-16s %12s %14s %10s" % ("", "operation", "CPU µs/op", "bytes/op",
                                              "ops/s"))
         for n in (1, 2, 3):
@@ -79,8 +103,7 @@ def main():
             for name, q in kinds:
                 time.sleep(0.5)
                 c0, b0, t0 = cpu_secs(procs), cluster_bytes(procs), time.monotonic()
-                for i in range(args.ops):
-                    q(i).run(a.conn)
+                run_clients(conns, q, args.ops)
                 c1, b1, t1 = cpu_secs(procs), cluster_bytes(procs), time.monotonic()
                 # The same time idle: heartbeats and timers, subtracted.
                 time.sleep(t1 - t0)
