@@ -77,6 +77,25 @@ def test_hits_and_misses(admin):
     assert both(T.get(1.5), admin) == ("value", None)
 
 
+def test_read_modes(admin):
+    # `read_mode` on the table term is the one table optarg the fast path takes.
+    assert wire(r.table("t", read_mode="outdated").get(5)) == \
+        '[1,[16,[[15,["t"],{"read_mode":"outdated"}],5]],{}]'
+    for mode in ("single", "majority", "outdated", "_debug_direct"):
+        table = r.db(DB).table("t", read_mode=mode)
+        assert both(table.get(5), admin) == ("value", {"id": 5, "v": "five"}), mode
+        assert both(table.get("nope"), admin) == ("value", None), mode
+    # Modes it does not know, and other optargs, are the normal path's, with its errors.
+    for bad in ("fast", "Outdated", 1, ""):
+        got = both(r.db(DB).table("t", read_mode=bad).get(5), admin)
+        assert got[0] == "ReqlQueryLogicError", (bad, got)
+    assert both(r.db(DB).table("t", read_mode="fast").get(5), admin)[1] == \
+        'Read mode `fast` unrecognized (options are "majority", "single", and "outdated").'
+    got = both(r.db(DB).table("t", read_mode="outdated", identifier_format="uuid").get(5),
+               admin)
+    assert got == ("value", {"id": 5, "v": "five"})
+
+
 def test_the_default_database(server, admin):
     assert both(r.table("tt").get("in test"), admin)[1]["v"] == 2
     c = server.connect(db=DB)

@@ -385,6 +385,19 @@ impl ReplicatedTable {
             .map_err(|e| e.to_reql())
     }
 
+    /// As `get`, when this server answers at once (`ReplicatedShard::get_now`); None
+    /// while the shard's group is not open here or the read must wait.
+    pub(crate) fn get_now(
+        &self,
+        shard: usize,
+        key: &Datum,
+        mode: reql::ReadMode,
+    ) -> Option<reql::Result<Option<Datum>>> {
+        let slot = self.slots.get(shard)?;
+        let answer = slot.get()?.get_now(key, read_mode(mode))?;
+        Some(answer.map_err(|e| e.to_reql()))
+    }
+
     /// How many documents lie between two bounds, over every shard, counted as `mode`
     /// says (each shard's primary for `single` and `majority`).
     pub(crate) fn count(

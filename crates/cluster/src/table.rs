@@ -107,13 +107,31 @@ impl reql::Table for TableHandle {
         self.durability
     }
     fn get(&self, key: &Datum) -> reql::Result<Option<Datum>> {
-        self.counters.read.fetch_add(1, Relaxed);
-        if let Some(r) = &self.replicated {
-            let shard = self.shards.current().index_of(key).map_err(store_err)?;
-            return r.get(shard, key, self.read_mode);
+        if let Some(now) = self.get_now(key) {
+            return now;
         }
-        let shard = self.shards.owner(key).map_err(store_err)?;
-        shard.get(key).map_err(store_err)
+        self.counters.read.fetch_add(1, Relaxed);
+        let r = self
+            .replicated
+            .as_ref()
+            .ok_or_else(|| internal("a local read waited"))?;
+        let shard = self.shards.current().index_of(key).map_err(store_err)?;
+        r.get(shard, key, self.read_mode)
+    }
+    fn get_now(&self, key: &Datum) -> Option<reql::Result<Option<Datum>>> {
+        let answer = match &self.replicated {
+            Some(r) => match self.shards.current().index_of(key) {
+                Ok(shard) => r.get_now(shard, key, self.read_mode)?,
+                Err(e) => Err(store_err(e)),
+            },
+            None => self
+                .shards
+                .owner(key)
+                .map_err(store_err)
+                .and_then(|shard| shard.get(key).map_err(store_err)),
+        };
+        self.counters.read.fetch_add(1, Relaxed);
+        Some(answer)
     }
     fn scan(
         &self,

@@ -129,6 +129,12 @@ async fn refuse_unless_leading(raft: &Raft, policy: &ClientPolicy) -> Option<Cli
     refusal(raft, policy)
 }
 
+/// Whether this node leads and heard from a quorum within the lease, so that a
+/// non-linearizable read of its state machine is what `serve_client` would answer now.
+pub fn leads_now(raft: &Raft, policy: &ClientPolicy) -> bool {
+    refusal(raft, policy).is_none()
+}
+
 /// Why this node cannot serve a client request now, if it cannot.
 fn refusal(raft: &Raft, policy: &ClientPolicy) -> Option<ClientResponse> {
     let metrics = raft.metrics().borrow().clone();

@@ -79,7 +79,8 @@ mod tests;
 mod transfer_tests;
 
 pub use client::{
-    serve_client, ClientPolicy, ClientRequest, ClientResponse, ClientService, ReadService,
+    leads_now, serve_client, ClientPolicy, ClientRequest, ClientResponse, ClientService,
+    ReadService,
 };
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};

@@ -134,6 +134,10 @@ pub trait Table: Send + Sync {
     fn durability(&self) -> Durability;
     /// A document by primary key.
     fn get(&self, key: &Datum) -> Result<Option<Datum>>;
+    /// As `get`, when it can be answered at once without waiting for anything (another
+    /// server, a Raft round): for a connection's task, which must never block. None:
+    /// not at once (`get` on a thread that may wait answers).
+    fn get_now(&self, key: &Datum) -> Option<Result<Option<Datum>>>;
     /// Documents in primary-key order between two bounds, lazily.
     fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, reverse: bool) -> Result<DatumStream>;
     /// The number of documents.

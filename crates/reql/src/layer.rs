@@ -247,6 +247,12 @@ impl<L: Layer> Table for Layered<L> {
     fn get(&self, key: &Datum) -> Result<Option<Datum>> {
         self.through(Call::Get { key })?.get(key)
     }
+    fn get_now(&self, key: &Datum) -> Option<Result<Option<Datum>>> {
+        match self.through(Call::Get { key }) {
+            Ok(t) => t.get_now(key),
+            Err(e) => Some(Err(e)),
+        }
+    }
     fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, reverse: bool) -> Result<DatumStream> {
         let call = Call::Scan {
             lower: &lower,

@@ -115,6 +115,9 @@ impl Table for TableSlice {
     fn get(&self, key: &Datum) -> Result<Option<Datum>> {
         self.base.get(key)
     }
+    fn get_now(&self, key: &Datum) -> Option<Result<Option<Datum>>> {
+        self.base.get_now(key)
+    }
     fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, reverse: bool) -> Result<DatumStream> {
         if matches!((&lower, &upper), (Bound::Unbounded, Bound::Unbounded)) && !reverse {
             return self.stream();

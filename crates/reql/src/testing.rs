@@ -76,6 +76,9 @@ impl Table for MemTable {
     fn get(&self, key: &Datum) -> Result<Option<Datum>> {
         Ok(self.docs()?.get(key).cloned())
     }
+    fn get_now(&self, key: &Datum) -> Option<Result<Option<Datum>>> {
+        Some(self.get(key))
+    }
     fn scan(&self, lower: Bound<Datum>, upper: Bound<Datum>, reverse: bool) -> Result<DatumStream> {
         let range = (lower, upper);
         let docs = self

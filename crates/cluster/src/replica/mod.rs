@@ -199,6 +199,27 @@ impl<T: Transport> ReplicatedShard<T> {
         }
     }
 
+    /// As `get`, when this server can answer at once from its own replica: `outdated`,
+    /// or `single` on the leader that heard from a quorum within its lease (what the
+    /// leader's `serve_client` would read). None: the read must be routed or confirmed
+    /// by a quorum (`majority`), so it may wait.
+    pub fn get_now(
+        &self,
+        key: &Datum,
+        mode: ReadMode,
+    ) -> Option<Result<Option<Datum>, RouteError>> {
+        let shard = self.shard.as_ref()?;
+        let local = match mode {
+            ReadMode::Outdated => true,
+            ReadMode::Single => self
+                .route
+                .raft()
+                .is_some_and(|raft| replication::leads_now(raft, &self.route.service.policy)),
+            ReadMode::Majority => false,
+        };
+        local.then(|| shard.get(key).map_err(RouteError::from))
+    }
+
     /// The document under `key`, read as `mode` says.
     pub async fn get(&self, key: &Datum, mode: ReadMode) -> Result<Option<Datum>, RouteError> {
         if let (ReadMode::Outdated, Some(shard)) = (mode, &self.shard) {

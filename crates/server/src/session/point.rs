@@ -1,5 +1,6 @@
 //! The fast path of the hottest query, a point read by primary key:
-//! `r.table(T).get(K)` or `r.db(D).table(T).get(K)`, with no global optarg or `db` only.
+//! `r.table(T).get(K)` or `r.db(D).table(T).get(K)`, with no global optarg or `db` only,
+//! and no table optarg or a valid `read_mode` only.
 //!
 //! `recognise` reads the query frame's bytes as they are (no JSON tree, no compiled
 //! term) and accepts only that exact shape, written compactly as the drivers write it:
@@ -42,6 +43,8 @@ pub(super) struct PointGet<'a> {
     /// The `db` global optarg.
     default_db: Option<&'a str>,
     table: &'a str,
+    /// The table term's `read_mode` optarg (the only one accepted), parsed.
+    read_mode: reql::ReadMode,
     key: Key<'a>,
 }
 
@@ -88,7 +91,16 @@ pub(super) fn recognise(payload: &[u8]) -> Option<PointGet<'_>> {
         None => None,
     };
     let table = c.name()?;
-    c.lit(b"]],")?;
+    c.lit(b"]")?;
+    let read_mode = match c.lit(b",{\"read_mode\":") {
+        Some(()) => {
+            let mode = reql::ReadMode::parse(c.string()?)?;
+            c.lit(b"}")?;
+            mode
+        }
+        None => reql::ReadMode::Single,
+    };
+    c.lit(b"],")?;
     let key = c.key()?;
     c.lit(b"]]")?;
     let default_db = match c.lit(b",{\"db\":[14,[") {
@@ -108,6 +120,7 @@ pub(super) fn recognise(payload: &[u8]) -> Option<PointGet<'_>> {
         db,
         default_db,
         table,
+        read_mode,
         key,
     })
 }
@@ -200,10 +213,6 @@ impl Session {
     /// Answers the query frame `payload` on `token` if it is a recognised point read.
     /// None: not one, or in doubt; nothing has happened and the normal path answers.
     pub(super) fn point_read(&self, token: u64, payload: &Bytes) -> Option<Vec<u8>> {
-        // A replicated table's read may wait for its group: the pool's (`inline`).
-        if self.state.cluster.is_replicated() {
-            return None;
-        }
         let q = recognise(payload)?;
         if self.tokens.lock().in_use(token) {
             return None;
@@ -221,7 +230,11 @@ impl Session {
         if q.key_refused() {
             return None;
         }
-        let table = access.table(db, q.table).ok()?;
+        let table = match q.read_mode {
+            reql::ReadMode::Single => access.table(db, q.table),
+            mode => access.table_read_mode(db, q.table, mode),
+        }
+        .ok()?;
         let key = q.key();
 
         // From here the query runs and is answered here, as `run_start` would.
@@ -238,10 +251,13 @@ impl Session {
         );
         let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _memory = memory.enter();
-            read(table.as_ref(), &key, &cancel).map(|doc| answer(token, &doc))
+            read(table.as_ref(), &key, &cancel).map(|doc| doc.map(|doc| answer(token, &doc)))
         }));
         let frame = match run {
-            Ok(Ok(frame)) => frame,
+            // A replicated table's read that would wait (routed, or `majority`): the
+            // evaluation pool's, through the normal path; the job ends unseen.
+            Ok(Ok(None)) => return None,
+            Ok(Ok(Some(frame))) => frame,
             Ok(Err(e)) => self
                 .interrupted(token, &cancel, &memory)
                 .unwrap_or_else(|| error_frame(token, &blamed(payload, e))),
@@ -264,13 +280,18 @@ impl Session {
 
 /// The read, as `reql::terms::db::get` over an interruptible table and `run_start`'s
 /// conversion of its value do it.
-fn read(table: &dyn Table, key: &Datum, cancel: &AtomicBool) -> Result<Datum, ReqlError> {
+/// The document under `key` (null when there is none); None when the table cannot
+/// answer without waiting (`Table::get_now`).
+fn read(table: &dyn Table, key: &Datum, cancel: &AtomicBool) -> Result<Option<Datum>, ReqlError> {
     if cancel.load(Ordering::Relaxed) {
         return Err(reql::interrupt::error());
     }
-    let doc = table.get(key)?.unwrap_or(Datum::Null);
+    let Some(doc) = table.get_now(key) else {
+        return Ok(None);
+    };
+    let doc = doc?.unwrap_or(Datum::Null);
     check_json(&doc)?;
-    Ok(doc)
+    Ok(Some(doc))
 }
 
 /// The SUCCESS_ATOM frame of `doc`, written in one buffer of the right size (a stored
@@ -315,6 +336,20 @@ mod tests {
         // The term's database wins over the optarg's.
         let q = get(r#"[1,[16,[[15,[[14,["d"]],"t"]],0]],{"db":[14,["x"]]}]"#);
         assert_eq!(q.map(|q| q.db().to_string()), Some("d".into()));
+        assert_eq!(
+            get(r#"[1,[16,[[15,["t"]],"k"]]]"#).unwrap().read_mode,
+            reql::ReadMode::Single
+        );
+        for (text, mode) in [
+            ("single", reql::ReadMode::Single),
+            ("majority", reql::ReadMode::Majority),
+            ("outdated", reql::ReadMode::Outdated),
+            ("_debug_direct", reql::ReadMode::Outdated),
+        ] {
+            let s = format!(r#"[1,[16,[[15,[[14,["d"]],"t"],{{"read_mode":"{text}"}}],"k"]]]"#);
+            let q = get(&s).unwrap();
+            assert_eq!((q.db(), q.table, q.read_mode), ("d", "t", mode), "{s}");
+        }
     }
 
     #[test]
@@ -326,7 +361,14 @@ mod tests {
             r#"[1,[16,[[15,["t"]],"k"]],{"noreply":true}]"#,
             r#"[1,[16,[[15,["t"]],"k"]],{"db":[14,["x"]],"profile":true}]"#,
             r#"[1,[16,[[15,["t"]],"k"]],{"db":"x"}]"#,
-            r#"[1,[16,[[15,["t"],{"read_mode":"outdated"}],"k"]]]"#,
+            r#"[1,[16,[[15,["t"],{"identifier_format":"uuid"}],"k"]]]"#,
+            r#"[1,[16,[[15,["t"],{"read_mode":"outdated","identifier_format":"uuid"}],"k"]]]"#,
+            // A read mode the normal path refuses (with its error), or not a string.
+            r#"[1,[16,[[15,["t"],{"read_mode":"fast"}],"k"]]]"#,
+            r#"[1,[16,[[15,["t"],{"read_mode":"Outdated"}],"k"]]]"#,
+            r#"[1,[16,[[15,["t"],{"read_mode":1}],"k"]]]"#,
+            r#"[1,[16,[[15,["t"],{"read_mode":"out\u0064ated"}],"k"]]]"#,
+            r#"[1,[16,[[15,["t"],{}],"k"]]]"#,
             r#"[1,[16,[[15,["t"]],"k"],{"index":"v"}]]"#,
             r#"[1,[78,[[15,["t"]],"k"]]]"#,
             r#"[1,[16,[[15,[[14,["d"]],[15,["t"]]]],"k"]]]"#,
@@ -382,13 +424,19 @@ mod tests {
         for s in [
             r#"[1,[16,[[15,["t"]],"k"]],{}]"#,
             r#"[1,[16,[[15,[[14,["d"]],"t"]],123456789012345]],{"db":[14,["x"]]}]"#,
+            r#"[1,[16,[[15,["t"],{"read_mode":"outdated"}],"k"]]]"#,
         ] {
             let q = proto::query::parse_query(s.as_bytes()).unwrap();
             assert_eq!(q.kind, proto::ql2::QueryType::START);
             let t = reql::compile_term(&q.term.unwrap()).unwrap();
-            assert!(reql::plan::runs_inline(&t));
             let p = get(s).unwrap();
             assert_eq!(t.args[1].datum, p.key());
+            let mode = t.args[0]
+                .optargs
+                .iter()
+                .find(|(k, _)| k.as_str() == "read_mode");
+            let mode = mode.and_then(|(_, v)| v.datum.as_str().and_then(reql::ReadMode::parse));
+            assert_eq!(mode.unwrap_or_default(), p.read_mode, "{s}");
         }
     }
 }
