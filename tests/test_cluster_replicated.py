@@ -81,6 +81,22 @@ def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):  # noq
     # A conflicting insert is refused with RethinkDB's error, wherever it comes from.
     res = r.db("d").table("t").insert({"id": "a0"}).run(conns[c])
     assert res["errors"] == 1 and "Duplicate primary key" in res["first_error"], res
+    # Many documents in one insert, through a server that is not every shard's
+    # primary: written a chunk at a time (proposed together), answered as one by one,
+    # a repeated key and an existing one refused as duplicates.
+    docs = [{"id": "m%04d" % i, "n": i} for i in range(1500)]
+    docs[700] = {"id": "m0100"}
+    docs.append({"id": "a0"})
+    res = r.db("d").table("t").insert(docs, return_changes=True).run(conns[b])
+    assert (res["inserted"], res["errors"]) == (1499, 2), res
+    assert res["first_error"].startswith("Duplicate primary key `id`"), res
+    assert [c["new_val"]["id"] for c in res["changes"] if "error" not in c] == \
+        ["m%04d" % i for i in range(1500) if i != 700]
+    written += ["m%04d" % i for i in range(1500) if i != 700]
+    for conn in conns.values():
+        assert r.db("d").table("t").count().run(conn) == len(written)
+        wait_for(lambda: ids(conn, read_mode="outdated"), lambda got: got == sorted(written))
+    assert r.db("d").table("t").get("m0100")["n"].run(conns[a]) == 100
     # An update through one server, read back through another.
     res = r.db("d").table("t").get("z1").update({"n": r.row["n"] + 10}).run(conns[a])
     assert res["replaced"] == 1, res

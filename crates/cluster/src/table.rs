@@ -39,6 +39,29 @@ fn not_on_replicated(what: &str) -> ReqlError {
     ))
 }
 
+/// A write's change as the store takes it.
+fn store_change(change: Change) -> StoreChange {
+    match change {
+        Change::Keep => StoreChange::Keep,
+        Change::Put(d) => StoreChange::Put(d),
+        Change::Delete => StoreChange::Delete,
+    }
+}
+
+impl TableHandle {
+    /// A replicated write's outcome as `apply` answers it.
+    fn replicated_applied(&self, applied: store::Applied) -> Applied {
+        match applied {
+            store::Applied::Done((old, new, _)) => {
+                self.counters.written.fetch_add(1, Relaxed);
+                // Durable on a majority when the group committed it: no ticket.
+                Applied::Done(old, new, None)
+            }
+            store::Applied::Conflict(now) => Applied::Conflict(now),
+        }
+    }
+}
+
 /// Maps a store error to RethinkDB's error classes.
 pub fn store_err(e: StoreError) -> ReqlError {
     match e {
@@ -118,6 +141,30 @@ impl reql::Table for TableHandle {
         let shard = self.shards.current().index_of(key).map_err(store_err)?;
         r.get(shard, key, self.read_mode)
     }
+    fn apply_all(&self, ops: Vec<WriteOp>) -> Vec<reql::Result<Applied>> {
+        let Some(r) = &self.replicated else {
+            return ops.into_iter().map(|op| self.apply(op)).collect();
+        };
+        let layout = self.shards.current();
+        let mut out: Vec<Option<reql::Result<Applied>>> = Vec::with_capacity(ops.len());
+        let (mut at, mut batch) = (Vec::new(), Vec::new());
+        for (i, op) in ops.into_iter().enumerate() {
+            match layout.index_of(&op.key) {
+                Ok(shard) => {
+                    at.push(i);
+                    batch.push((shard, op.key, op.expect, store_change(op.change)));
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(store_err(e)))),
+            }
+        }
+        for (i, applied) in at.into_iter().zip(r.apply_all(batch)) {
+            out[i] = Some(applied.map(|a| self.replicated_applied(a)));
+        }
+        out.into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(internal("A write was not answered."))))
+            .collect()
+    }
     fn get_now(&self, key: &Datum) -> Option<reql::Result<Option<Datum>>> {
         let answer = match &self.replicated {
             Some(r) => match self.shards.current().index_of(key) {
@@ -177,21 +224,11 @@ impl reql::Table for TableHandle {
             .collect())
     }
     fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
-        let change = match op.change {
-            Change::Keep => StoreChange::Keep,
-            Change::Put(d) => StoreChange::Put(d),
-            Change::Delete => StoreChange::Delete,
-        };
+        let change = store_change(op.change);
         if let Some(r) = &self.replicated {
             let shard = self.shards.current().index_of(&op.key).map_err(store_err)?;
-            return match r.apply(shard, &op.key, op.expect, change)? {
-                store::Applied::Done((old, new, _)) => {
-                    self.counters.written.fetch_add(1, Relaxed);
-                    // Durable on a majority when the group committed it: no ticket.
-                    Ok(Applied::Done(old, new, None))
-                }
-                store::Applied::Conflict(now) => Ok(Applied::Conflict(now)),
-            };
+            let applied = r.apply(shard, &op.key, op.expect, change)?;
+            return Ok(self.replicated_applied(applied));
         }
         let applied = self
             .shards

@@ -150,6 +150,11 @@ pub trait Table: Send + Sync {
     /// (`crate::write_op`): short, deterministic, no user code. Writes are evaluated
     /// with `write_op::write_doc`, which calls this.
     fn apply(&self, op: WriteOp) -> Result<Applied>;
+    /// Applies writes to distinct keys, each as `apply` would, in any order or at once;
+    /// the answers in the order of `ops`. A replicated table proposes them together, so
+    /// they share Raft rounds and fsyncs instead of each waiting for the one before.
+    /// The caller bounds how many there are.
+    fn apply_all(&self, ops: Vec<WriteOp>) -> Vec<Result<Applied>>;
     /// A ticket covering every write made so far (for `sync`).
     fn sync_ticket(&self) -> Result<Ticket>;
 

@@ -272,6 +272,30 @@ impl<L: Layer> Table for Layered<L> {
     fn apply(&self, op: WriteOp) -> Result<Applied> {
         self.through(Call::Apply { op: &op })?.apply(op)
     }
+    fn apply_all(&self, ops: Vec<WriteOp>) -> Vec<Result<Applied>> {
+        // Each write is checked as `apply` checks it; those allowed go on together.
+        let mut out: Vec<Option<Result<Applied>>> = Vec::with_capacity(ops.len());
+        let (mut at, mut allowed, mut below) = (Vec::new(), Vec::new(), None);
+        for (i, op) in ops.into_iter().enumerate() {
+            match self.through(Call::Apply { op: &op }) {
+                Ok(t) => {
+                    below = Some(t);
+                    at.push(i);
+                    allowed.push(op);
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        if let Some(t) = below {
+            for (i, applied) in at.into_iter().zip(t.apply_all(allowed)) {
+                out[i] = Some(applied);
+            }
+        }
+        out.into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(crate::error::internal("A write was not answered."))))
+            .collect()
+    }
     fn index_create(&self, name: &str, spec: IndexSpec) -> Result<()> {
         self.through(Call::IndexCreate { name, spec: &spec })?
             .index_create(name, spec)

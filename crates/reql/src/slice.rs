@@ -134,6 +134,9 @@ impl Table for TableSlice {
     fn apply(&self, op: WriteOp) -> Result<Applied> {
         self.base.apply(op)
     }
+    fn apply_all(&self, ops: Vec<WriteOp>) -> Vec<Result<Applied>> {
+        self.base.apply_all(ops)
+    }
     fn sync_ticket(&self) -> Result<Ticket> {
         self.base.sync_ticket()
     }

@@ -100,6 +100,9 @@ impl Table for MemTable {
             .filter_map(|i| keys.get(i * keys.len() / parts).map(|k| (*k).clone()))
             .collect())
     }
+    fn apply_all(&self, ops: Vec<WriteOp>) -> Vec<Result<Applied>> {
+        ops.into_iter().map(|op| self.apply(op)).collect()
+    }
     fn apply(&self, op: WriteOp) -> Result<Applied> {
         let mut docs = self.docs()?;
         let key = &op.key;

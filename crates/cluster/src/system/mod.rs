@@ -239,6 +239,11 @@ impl reql::Table for SystemTable {
     fn split_points(&self, _parts: usize) -> reql::Result<Vec<Datum>> {
         Ok(Vec::new())
     }
+    fn apply_all(&self, ops: Vec<WriteOp>) -> Vec<reql::Result<Applied>> {
+        ops.into_iter()
+            .map(|op| reql::Table::apply(self, op))
+            .collect()
+    }
     fn apply(&self, op: WriteOp) -> reql::Result<Applied> {
         let key = &op.key;
         let _g = self.cluster.admin.writes.lock();

@@ -24,6 +24,7 @@ pub mod http_addr;
 pub mod http_client;
 pub mod index;
 pub mod index_read;
+pub mod insert_many;
 pub mod join;
 pub mod js;
 pub mod json_check;

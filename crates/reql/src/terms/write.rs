@@ -19,20 +19,21 @@ use crate::error::{logic, ErrorKind, ReqlError, Result, WithFrame};
 use crate::eval::{call, to_datum, Ev};
 use crate::term::Term;
 use crate::terms::db::parse_durability;
+use crate::terms::insert_many::Chunks;
 use crate::terms::object::merge_datum;
 use crate::terms::write_hook::Hook;
 use crate::value::Val;
 use crate::write_op::write_doc;
 
 #[derive(Clone, Copy, PartialEq)]
-enum ReturnChanges {
+pub(super) enum ReturnChanges {
     No,
     Yes,
     Always,
 }
 
 #[derive(Default)]
-struct Stats {
+pub(super) struct Stats {
     inserted: u64,
     replaced: u64,
     unchanged: u64,
@@ -49,7 +50,7 @@ struct Stats {
 }
 
 impl Stats {
-    fn error(&mut self, e: &ReqlError, rc: ReturnChanges, old: Option<&Datum>) {
+    pub(super) fn error(&mut self, e: &ReqlError, rc: ReturnChanges, old: Option<&Datum>) {
         self.errors += 1;
         if self.first_error.is_none() {
             self.first_error = Some(e.message.clone());
@@ -58,7 +59,7 @@ impl Stats {
     }
 
     /// An error found while validating a document, before any write.
-    fn invalid(&mut self, e: &ReqlError, rc: ReturnChanges, old: Option<&Datum>) {
+    pub(super) fn invalid(&mut self, e: &ReqlError, rc: ReturnChanges, old: Option<&Datum>) {
         self.errors += 1;
         if self.first_invalid.is_none() {
             self.first_invalid = Some(e.message.clone());
@@ -74,7 +75,7 @@ impl Stats {
         }
     }
 
-    fn record(&mut self, old: Option<Datum>, new: Option<Datum>, rc: ReturnChanges) {
+    pub(super) fn record(&mut self, old: Option<Datum>, new: Option<Datum>, rc: ReturnChanges) {
         let changed = match (&old, &new) {
             (None, Some(_)) => {
                 self.inserted += 1;
@@ -167,7 +168,7 @@ fn durability(ev: &Ev, t: &dyn Table) -> Result<Durability> {
 /// (RethinkDB's fixed limit for disk writes).
 const DISK_ARRAY_LIMIT: usize = 100_000;
 
-fn check_storable(d: &Datum) -> Result<()> {
+pub(super) fn check_storable(d: &Datum) -> Result<()> {
     check_storable_at(d, 0)
 }
 
@@ -195,7 +196,7 @@ fn check_storable_at(d: &Datum, depth: usize) -> Result<()> {
     }
 }
 
-enum Conflict {
+pub(super) enum Conflict {
     Error,
     Replace,
     Update,
@@ -263,18 +264,40 @@ pub fn insert(ev: &Ev) -> Result<Val> {
         }
         Ok(())
     };
-    match docs {
-        Val::Datum(Datum::Array(items)) => {
+    // Without a write hook, many documents are written in chunks (`insert_many`).
+    let mut many = hook
+        .is_none()
+        .then(|| Chunks::new(ev, t.as_ref(), rc, dur, &conflict));
+    match (docs, &mut many) {
+        (Val::Datum(Datum::Array(items)), Some(many)) => {
+            for d in items.iter() {
+                many.push(d.clone(), &mut stats)?;
+            }
+            many.flush(&mut stats)?;
+        }
+        (Val::Datum(Datum::Array(items)), None) => {
             for d in items.iter() {
                 one(d.clone(), &mut stats)?;
             }
         }
-        Val::Datum(d) => one(d, &mut stats)?,
-        Val::Single(s) => one(s.doc, &mut stats)?,
-        other => {
+        (Val::Datum(d), _) => one(d, &mut stats)?,
+        (Val::Single(s), _) => one(s.doc, &mut stats)?,
+        (other, many) => {
             let seq = ev.to_seq(other).at(1)?;
             for d in seq.stream {
-                one(d?, &mut stats)?;
+                match (d, &mut *many) {
+                    (Ok(d), Some(many)) => many.push(d, &mut stats)?,
+                    (Ok(d), None) => one(d, &mut stats)?,
+                    // The documents before the stream's error are written first.
+                    (Err(e), Some(many)) => {
+                        many.flush(&mut stats)?;
+                        return Err(e);
+                    }
+                    (Err(e), None) => return Err(e),
+                }
+            }
+            if let Some(many) = many {
+                many.flush(&mut stats)?;
             }
         }
     }
@@ -284,7 +307,7 @@ pub fn insert(ev: &Ev) -> Result<Val> {
 /// Validates one document to insert, before any write (RethinkDB's `batched_insert`
 /// checks): an object, its primary key (generated when missing) encodable. Returns the
 /// document to store and its key.
-fn insert_doc(t: &dyn Table, d: Datum, stats: &mut Stats) -> Result<(Datum, Datum)> {
+pub(super) fn insert_doc(t: &dyn Table, d: Datum, stats: &mut Stats) -> Result<(Datum, Datum)> {
     let Datum::Object(o) = &d else {
         return Err(logic(format!(
             "Expected type OBJECT but found {}.",
@@ -331,7 +354,7 @@ fn insert_one(
 }
 
 /// What an insert of `doc` under `key` does to the stored document `old`.
-fn insert_change(
+pub(super) fn insert_change(
     ctx: &Arc<crate::ctx::QueryCtx>,
     pk: &str,
     key: &Datum,
