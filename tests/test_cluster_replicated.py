@@ -251,3 +251,16 @@ def test_secondary_indexes_of_a_replicated_table(dirs, procs):  # noqa: F811
     assert db.table("t").index_drop("w").run(conns[a]) == {"dropped": 1}
     for conn in conns.values():
         wait_for(lambda: db.table("t").index_list().run(conn), lambda n: n == ["tags"])
+
+    # Killed, written meanwhile, restarted: gamma reopens its copies of the index and
+    # its replicas catch up, entries included.
+    c.kill9()
+    more = [{"id": "f%d" % i, "v": 9, "tags": ["late"]} for i in range(5)]
+    assert retrying(lambda: db.table("t").insert(more).run(conns[a]))["inserted"] == 5
+    c.start()
+    conn_c = c.connect()
+    retrying(lambda: db.table("t").index_wait().run(conn_c))
+    wait_for(lambda: db.table("t", read_mode="outdated").get_all("late", index="tags")
+             .count().run(conn_c), lambda n: n == 5, timeout=20)
+    got = retrying(lambda: db.table("t").get_all("t1", index="tags").count().run(conn_c))
+    assert got == 13
