@@ -2,9 +2,12 @@
 catalog to the cluster's (Raft group 0) when servers `--join` it; a table created with
 three replicas is replicated by each shard's group, so writes through any server are
 read through every other, with each `read_mode`; after kill -9 of a server the others
-go on writing, and the server catches up when it comes back. A founder that already
-has tables keeps its catalog to itself and says why."""
+go on writing, and the server catches up when it comes back. Secondary indexes of a
+replicated table are created, waited for, read (get_all, between, order_by) through
+every server in each `read_mode`, renamed and dropped, with RethinkDB's errors. A
+founder that already has tables keeps its catalog to itself and says why."""
 import re
+import threading
 import time
 
 import pytest
@@ -175,9 +178,7 @@ def test_impossible_or_unsupported_changes_get_clear_errors(dirs, procs):  # noq
     db.table("t").wait(timeout=30).run(conn)
     for change, message in (
             (db.table("t").reconfigure(shards=1, replicas=3),
-             "Resharding table `test.t` is not supported yet: its shards are replicated."),
-            (db.table("t").index_create("v"),
-             "Creating a secondary index of a replicated table is not supported yet.")):
+             "Resharding table `test.t` is not supported yet: its shards are replicated."),):
         with pytest.raises(ReqlError, match=re.escape(message.rstrip("."))):
             change.run(conn)
     # table_config names any connected server; moving replicas is refused, naming one
@@ -197,3 +198,85 @@ def test_impossible_or_unsupported_changes_get_clear_errors(dirs, procs):  # noq
         other = conns[s]
         wait_for(lambda: db.table("t2", read_mode="outdated").get(1).run(other),
                  lambda doc: doc == {"id": 1})
+
+
+def test_secondary_indexes_of_a_replicated_table(dirs, procs):  # noqa: F811
+    (a, b, c), conns = three_servers(dirs, procs)
+    db = r.db("test")
+    retrying(lambda: db.table_create("t", shards=2, replicas=3).run(conns[a]))
+    for conn in conns.values():
+        wait_for(lambda: db.table_list().run(conn), lambda t: "t" in t)
+    db.table("t").wait(timeout=30).run(conns[a])
+    # Ids over both shards; half written before the indexes, half while they are made.
+    docs = [{"id": "%02x" % (i * 6), "v": i % 4, "tags": ["t%d" % (i % 3), "all"]}
+            for i in range(40)]
+    assert db.table("t").insert(docs[:20]).run(conns[a])["inserted"] == 20
+    writer_conn = c.connect()
+
+    def write_rest():
+        for d in docs[20:]:
+            retrying(lambda: db.table("t").insert(d).run(writer_conn))
+
+    writer = threading.Thread(target=write_rest)
+    writer.start()
+    assert db.table("t").index_create("v").run(conns[b]) == {"created": 1}
+    assert db.table("t").index_create("tags", multi=True).run(conns[b]) == {"created": 1}
+    writer.join()
+
+    by_v = sorted((d["v"], d["id"]) for d in docs)
+    for conn in conns.values():
+        # The catalog's entry reaches each server on its own: wait until it has it.
+        status = retrying(lambda: db.table("t").index_wait().run(conn))
+        assert sorted(s["index"] for s in status) == ["tags", "v"], status
+        assert all(s["ready"] for s in status), status
+        assert db.table("t").index_list().run(conn) == ["tags", "v"]
+        for mode in ("single", "majority", "outdated"):
+            t = db.table("t", read_mode=mode)
+            got = sorted(d["id"] for d in t.get_all(1, index="v").run(conn))
+            assert got == sorted(d["id"] for d in docs if d["v"] == 1), mode
+            got = sorted(d["id"] for d in t.between(1, 3, index="v").run(conn))
+            assert got == sorted(d["id"] for d in docs if 1 <= d["v"] < 3), mode
+            ordered = [(d["v"], d["id"]) for d in t.order_by(index="v").run(conn)]
+            assert ordered == by_v, mode
+            ordered = [(d["v"], d["id"]) for d in t.order_by(index=r.desc("v")).run(conn)]
+            assert ordered == by_v[::-1], mode
+            assert t.get_all("t1", index="tags").count().run(conn) == 13, mode
+            assert t.get_all("all", index="tags").count().run(conn) == 40, mode
+            assert list(t.distinct(index="v").run(conn)) == [0, 1, 2, 3], mode
+
+    # RethinkDB's errors, through a server that did not create the index.
+    conn = conns[c]
+    for query, message in (
+            (db.table("nope").index_create("v"), "Table `test.nope` does not exist."),
+            (db.table("t").index_create("v"), "Index `v` already exists on table `test.t`."),
+            (db.table("t").index_create("r", lambda d: r.random()),
+             "Could not prove function deterministic.  Index functions must be deterministic."),
+            (db.table("t").get_all(1, index="nope"),
+             "Index `nope` was not found on table `test.t`."),
+            (db.table("t").index_drop("nope"), "Index `nope` does not exist on table `test.t`.")):
+        with pytest.raises(ReqlError, match=re.escape(message.rstrip("."))):
+            query.run(conn)
+
+    # Renamed through gamma, dropped through alpha: every server follows.
+    assert db.table("t").index_rename("v", "w").run(conns[c]) == {"renamed": 1}
+    for conn in conns.values():
+        wait_for(lambda: db.table("t").index_list().run(conn), lambda n: n == ["tags", "w"])
+        retrying(lambda: db.table("t").index_wait("w").run(conn))
+        got = db.table("t", read_mode="outdated").get_all(2, index="w").count().run(conn)
+        assert got == 10
+    assert db.table("t").index_drop("w").run(conns[a]) == {"dropped": 1}
+    for conn in conns.values():
+        wait_for(lambda: db.table("t").index_list().run(conn), lambda n: n == ["tags"])
+
+    # Killed, written meanwhile, restarted: gamma reopens its copies of the index and
+    # its replicas catch up, entries included.
+    c.kill9()
+    more = [{"id": "f%d" % i, "v": 9, "tags": ["late"]} for i in range(5)]
+    assert retrying(lambda: db.table("t").insert(more).run(conns[a]))["inserted"] == 5
+    c.start()
+    conn_c = c.connect()
+    retrying(lambda: db.table("t").index_wait().run(conn_c))
+    wait_for(lambda: db.table("t", read_mode="outdated").get_all("late", index="tags")
+             .count().run(conn_c), lambda n: n == 5, timeout=20)
+    got = retrying(lambda: db.table("t").get_all("t1", index="tags").count().run(conn_c))
+    assert got == 13

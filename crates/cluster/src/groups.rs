@@ -14,10 +14,12 @@
 //! requests go to the voters, the leader found by trying them and following hints), with
 //! an empty stand-in shard in the table's layout that nothing reads.
 //!
+//! Secondary indexes: every replica keeps its own copy of each index the catalog
+//! defines, registered before its group starts (`index`, `crate::replica::ShardIndexes`).
+//!
 //! What is not here yet (docs/clustering.md, "Integration"): changefeeds on a node
-//! holding no replica of some shard, secondary indexes and resharding of replicated
-//! tables (refused), non-voting replicas (not members), membership changes by
-//! `reconfigure`.
+//! holding no replica of some shard, resharding of replicated tables (refused),
+//! non-voting replicas (not members), membership changes by `reconfigure`.
 //!
 //! Invariants: the catalog's apply task only opens machines (synchronous) and spawns the
 //! groups' start on the runtime, never waits for them; a write waits for its shard's
@@ -33,7 +35,11 @@ use replication::{ClientPolicy, GroupId, Host, Node, NodeId, Router, SharedTrans
 use store::{Applied, CacheBudget, GroupCommit, ReplicaOptions, ShardMachine, StoreChange};
 
 use crate::catalog::TableEntry;
-use crate::replica::{wait_for, Op, ReplicatedShard, RouteError, RoutePolicy};
+use crate::replica::{wait_for, Op, ReplicatedShard, RouteError, RoutePolicy, ShardIndexes};
+
+#[path = "groups_index.rs"]
+mod index;
+pub(crate) use index::IndexName;
 
 /// Where the other servers are: a server id's cluster address, if known.
 pub type Addresses = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -144,6 +150,7 @@ impl TableGroups {
         let mut shards = Vec::with_capacity(ranges.len());
         let mut slots = Vec::with_capacity(ranges.len());
         let mut remote = false;
+        let mut indexes = Vec::with_capacity(ranges.len());
         for (i, (range, place)) in ranges.into_iter().zip(&e.placement).enumerate() {
             if !place.voting.contains(&self.me) {
                 // Not a replica here: a client of the shard's group.
@@ -158,6 +165,7 @@ impl TableGroups {
                 let name = format!("{}.s{i}", e.id);
                 shards.push(self.stand_in(name, &cache, &feeds, range)?);
                 slots.push(Arc::new(OnceLock::from(rs)));
+                indexes.push(None);
                 remote = true;
                 continue;
             }
@@ -175,12 +183,19 @@ impl TableGroups {
             )?;
             let shard = machine.shard().clone();
             let slot = Arc::new(OnceLock::new());
-            self.start(group_of(&e.id, i), prefix, machine, e, place, &shard, &slot);
+            let ix = ShardIndexes::new(shard.clone(), &prefix);
+            // Registered before the group applies anything (it starts on the runtime).
+            ix.follow(&index::defs_of(e))
+                .map_err(store::StoreError::Corrupt)?;
+            indexes.push(Some(ix.clone()));
+            self.start(group_of(&e.id, i), prefix, machine, e, place, &ix, &slot);
             shards.push(shard);
             slots.push(slot);
         }
         let table = ReplicatedTable {
             slots,
+            indexes,
+            leader_built: Default::default(),
             runtime: self.runtime.clone(),
             wait: self.route.deadline,
             remote,
@@ -197,7 +212,7 @@ impl TableGroups {
         machine: ShardMachine,
         e: &TableEntry,
         place: &crate::placement::ShardPlacement,
-        shard: &Arc<store::Shard>,
+        indexes: &Arc<ShardIndexes>,
         slot: &Arc<OnceLock<ReplicatedShard<SharedTransport>>>,
     ) {
         let (host, router, transport) = (
@@ -208,7 +223,7 @@ impl TableGroups {
         let (addresses, policy, client) = (self.addresses.clone(), self.route, self.client);
         let primary = place.primary == self.me;
         let voters = place.voting.clone();
-        let (shard, slot, pk) = (shard.clone(), slot.clone(), e.primary_key.clone());
+        let (indexes, slot, pk) = (indexes.clone(), slot.clone(), e.primary_key.clone());
         self.runtime.spawn(async move {
             let member = match host.open(group, &prefix, machine).await {
                 Ok(m) => m,
@@ -220,8 +235,15 @@ impl TableGroups {
             if primary {
                 bootstrap(&host, group, &voters, &addresses, policy.deadline).await;
             }
-            let rs =
-                ReplicatedShard::new(group, member.raft, shard, &pk, transport, policy, client);
+            let rs = ReplicatedShard::indexed(
+                group,
+                member.raft,
+                indexes,
+                &pk,
+                transport,
+                policy,
+                client,
+            );
             rs.register(&router);
             let _ = slot.set(rs);
         });
@@ -281,6 +303,10 @@ pub(crate) enum Local {
 /// A replicated table's write path: each shard's route to its leader.
 pub struct ReplicatedTable {
     slots: Vec<Arc<OnceLock<ReplicatedShard<SharedTransport>>>>,
+    /// This server's replicas' secondary indexes, by shard (none for a remote shard).
+    indexes: Vec<Option<Arc<ShardIndexes>>>,
+    /// The (shard, index id) pairs whose leader said the index is built (`index`).
+    leader_built: parking_lot::Mutex<std::collections::BTreeSet<(usize, String)>>,
     runtime: tokio::runtime::Handle,
     /// How long a write waits for its shard's group to start here.
     wait: Duration,

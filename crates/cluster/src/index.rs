@@ -92,9 +92,21 @@ fn spawn_markers(index: Arc<SecondaryIndex>, shards: Vec<Arc<Shard>>) {
         });
 }
 
-/// One index: its definition and its store-side state.
+/// The store-side function of an index defined by `spec`.
+pub(crate) fn index_fn(spec: &IndexSpec) -> reql::Result<Arc<dyn IndexFn>> {
+    let func = IndexFunction::compile(&spec.function)?;
+    Ok(Arc::new(ReqlIndexFn {
+        func,
+        multi: spec.multi,
+        geo: spec.geo,
+    }))
+}
+
+/// One index: its definition and its store-side state (on a replicated table, a
+/// stand-in registered with no shard: each replica has its own, `crate::replica`).
 #[derive(Clone)]
 struct Entry {
+    id: String,
     spec: IndexSpec,
     index: Arc<SecondaryIndex>,
 }
@@ -132,15 +144,9 @@ impl TableIndexes {
     }
 
     fn make(&self, id: &str, spec: &IndexSpec, ready: bool) -> reql::Result<Arc<SecondaryIndex>> {
-        let func = IndexFunction::compile(&spec.function)?;
-        let f = ReqlIndexFn {
-            func,
-            multi: spec.multi,
-            geo: spec.geo,
-        };
         Ok(SecondaryIndex::new(
             &self.space(id),
-            Arc::new(f),
+            index_fn(spec)?,
             spec.multi,
             ready,
         ))
@@ -164,6 +170,7 @@ impl TableIndexes {
             self.defs.write().insert(
                 name.clone(),
                 Entry {
+                    id: d.id.clone(),
                     spec,
                     index: index.clone(),
                 },
@@ -219,7 +226,11 @@ impl TableIndexes {
                             shard.add_index(index.clone()).map_err(|e| e.to_string())?;
                         }
                         builds.push((d.id.clone(), index.clone()));
-                        Entry { spec, index }
+                        Entry {
+                            id: d.id.clone(),
+                            spec,
+                            index,
+                        }
                     }
                 };
                 next.insert(name.clone(), entry);
@@ -294,6 +305,7 @@ impl TableIndexes {
         self.defs.write().insert(
             name.to_string(),
             Entry {
+                id: id.clone(),
                 spec,
                 index: index.clone(),
             },
@@ -338,11 +350,14 @@ impl TableIndexes {
         if index.is_cancelled() {
             return;
         }
-        // Still ready in memory if this fails; the next start rebuilds it.
-        let _ = g.apply(CatalogCommand::IndexReady {
-            table: self.table_id.clone(),
-            index: id.to_string(),
-        });
+        // Still ready in memory if this fails; the next start rebuilds it. A replicated
+        // catalog's `ready` is not recorded: each replica builds its own copy.
+        if !g.replicated() {
+            let _ = g.apply(CatalogCommand::IndexReady {
+                table: self.table_id.clone(),
+                index: id.to_string(),
+            });
+        }
         index.set_ready();
         drop(g);
         // The optimizer's statistics; without them it does not use the index's counts.
@@ -465,7 +480,30 @@ impl TableIndexes {
     }
 }
 
-fn not_found(name: &str, display: &str) -> ReqlError {
+impl TableIndexes {
+    /// Every index's name, id and definition, sorted by name.
+    pub(crate) fn defs(&self) -> Vec<(String, String, IndexSpec)> {
+        (self.defs.read().iter())
+            .map(|(name, e)| (name.clone(), e.id.clone(), e.spec.clone()))
+            .collect()
+    }
+
+    /// The id of the index `name`, or RethinkDB's error.
+    pub(crate) fn id_of(&self, name: &str) -> reql::Result<String> {
+        let defs = self.defs.read();
+        let e = defs
+            .get(name)
+            .ok_or_else(|| not_found(name, &self.display.read()))?;
+        Ok(e.id.clone())
+    }
+
+    /// `db.table`, for error messages.
+    pub(crate) fn display(&self) -> String {
+        self.display.read().clone()
+    }
+}
+
+pub(crate) fn not_found(name: &str, display: &str) -> ReqlError {
     op_failed(format!(
         "Index `{name}` was not found on table `{display}`."
     ))

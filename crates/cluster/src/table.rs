@@ -11,7 +11,14 @@ use reql::error::{internal, logic, op_failed};
 use reql::{Applied, Change, DatumStream, Durability, ReqlError, Ticket, WriteOp};
 use store::{GroupCommit, Shard, StoreChange, StoreError};
 
+use crate::groups::IndexName;
 use crate::shards::Sharded;
+
+/// An entry's index value, decoded.
+fn value_of(e: &store::IndexEntry) -> reql::Result<Datum> {
+    datum::keys::decode(e.value())
+        .ok_or_else(|| reql::error::internal("Corrupt index entry in storage."))
+}
 
 /// A table: its configuration and its shards.
 #[derive(Clone)]
@@ -30,13 +37,6 @@ pub struct TableHandle {
     pub(crate) replicated: Option<Arc<crate::groups::ReplicatedTable>>,
     /// How a replicated table's reads are served (`r.table(..., read_mode=)`).
     pub(crate) read_mode: reql::ReadMode,
-}
-
-/// What replicated tables cannot do yet.
-fn not_on_replicated(what: &str) -> ReqlError {
-    op_failed(format!(
-        "{what} of a replicated table is not supported yet."
-    ))
 }
 
 /// A write's change as the store takes it.
@@ -113,6 +113,23 @@ impl TableHandle {
     /// the whole table (`crate::shards`).
     fn any_shard(&self) -> Arc<Shard> {
         self.shards.current().shards[0].clone()
+    }
+
+    /// A replicated table's index read path, and the index `name` (RethinkDB's error
+    /// when the table has no such index).
+    fn replicated_index(
+        &self,
+        name: &str,
+    ) -> reql::Result<Option<(&Arc<crate::groups::ReplicatedTable>, IndexName)>> {
+        let Some(r) = &self.replicated else {
+            return Ok(None);
+        };
+        let index = IndexName {
+            id: self.indexes.id_of(name)?,
+            name: name.to_owned(),
+            table: self.indexes.display(),
+        };
+        Ok(Some((r, index)))
     }
 }
 
@@ -263,10 +280,8 @@ impl reql::Table for TableHandle {
         crate::feeds::subscribe(self, req)
     }
     fn index_create(&self, name: &str, spec: reql::IndexSpec) -> reql::Result<()> {
-        if self.replicated.is_some() {
-            return Err(not_on_replicated("Creating a secondary index"));
-        }
-        // Under the layout, so that a reshard cannot miss the new index.
+        // A replicated table's replicas register and build it as the catalog entry
+        // applies (`crate::replica::ShardIndexes`). Under the layout, so that a reshard cannot miss the new index.
         self.shards
             .held(|layout| self.indexes.create(name, spec, &layout.shards))
     }
@@ -279,6 +294,9 @@ impl reql::Table for TableHandle {
             .held(|layout| self.indexes.rename(old, new, overwrite, &layout.shards))
     }
     fn index_status(&self) -> reql::Result<Vec<reql::IndexStatus>> {
+        if let Some(r) = &self.replicated {
+            return r.index_status(self.indexes.defs());
+        }
         Ok(self.indexes.status())
     }
     fn index_scan(
@@ -288,6 +306,10 @@ impl reql::Table for TableHandle {
         upper: Bound<Datum>,
         reverse: bool,
     ) -> reql::Result<DatumStream> {
+        if let Some((r, index)) = self.replicated_index(name)? {
+            let it = r.index_scan(index, lower, upper, reverse, self.read_mode);
+            return Ok(Box::new(it.map(|e| e.map(|(_, doc)| doc))));
+        }
         let idx = self.indexes.ready(name)?;
         let it = self
             .any_shard()
@@ -307,6 +329,9 @@ impl reql::Table for TableHandle {
         upper: Bound<Datum>,
         limit: u64,
     ) -> reql::Result<u64> {
+        if let Some((r, index)) = self.replicated_index(name)? {
+            return r.index_count(&index, &lower, &upper, limit, self.read_mode);
+        }
         let idx = self.indexes.ready(name)?;
         self.any_shard()
             .index_count_upto(&idx, &lower, &upper, limit)
@@ -319,6 +344,10 @@ impl reql::Table for TableHandle {
         upper: Bound<Datum>,
         reverse: bool,
     ) -> reql::Result<DatumStream> {
+        if let Some((r, index)) = self.replicated_index(name)? {
+            let it = r.index_scan(index, lower, upper, reverse, self.read_mode);
+            return Ok(Box::new(it.map(|e| e.and_then(|(e, _)| value_of(&e)))));
+        }
         let idx = self.indexes.ready(name)?;
         crate::index::values_of(&self.any_shard(), &idx, lower, upper, reverse)
     }
@@ -328,6 +357,13 @@ impl reql::Table for TableHandle {
         lower: Bound<Datum>,
         upper: Bound<Datum>,
     ) -> reql::Result<reql::access::PairStream> {
+        if let Some((r, index)) = self.replicated_index(name)? {
+            let it = r.index_scan(index, lower, upper, false, self.read_mode);
+            return Ok(Box::new(it.map(|e| {
+                let (e, doc) = e?;
+                Ok((value_of(&e)?, doc))
+            })));
+        }
         let idx = self.indexes.ready(name)?;
         let it = self
             .any_shard()

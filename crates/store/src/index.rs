@@ -109,6 +109,11 @@ impl SecondaryIndex {
         self.ready.store(true, Ordering::SeqCst);
     }
 
+    /// Marks the index incomplete again (a replica rebuilding it after an install).
+    pub(crate) fn set_not_ready(&self) {
+        self.ready.store(false, Ordering::SeqCst);
+    }
+
     /// Backfill progress in `[0, 1]` (1 when ready).
     pub fn progress(&self) -> f64 {
         if self.is_ready() {
@@ -342,11 +347,11 @@ impl<'a> EntryValue<'a> {
 /// document), the whole value when the key holds a truncated one, and the document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {
-    key: Vec<u8>,
+    pub(crate) key: Vec<u8>,
     /// Where the primary key starts and ends in `key`.
-    pk: (usize, usize),
-    tag: Option<u32>,
-    whole: Option<Vec<u8>>,
+    pub(crate) pk: (usize, usize),
+    pub(crate) tag: Option<u32>,
+    pub(crate) whole: Option<Vec<u8>>,
     /// The document's stored JSON, when the entry carries it.
     pub doc: Option<Bytes>,
 }
@@ -394,7 +399,7 @@ impl IndexRange {
         })
     }
 
-    fn key_bounds(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    pub(crate) fn key_bounds(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
         let lo = match &self.lower {
             // Past the markers (`crate::unkeyed`), which sort before every entry.
             None => Bound::Included(vec![unkeyed::FIRST_ENTRY]),
@@ -447,7 +452,18 @@ impl EntryIter {
         range: IndexRange,
         reverse: bool,
     ) -> Result<EntryIter, StoreError> {
-        let (lo, hi) = range.key_bounds();
+        let bounds = range.key_bounds();
+        EntryIter::with_bounds(snap, space, range, bounds, reverse)
+    }
+
+    /// Like `new`, reading only the keys within `bounds` (narrower than the range's).
+    pub(crate) fn with_bounds(
+        snap: &dyn Snapshot,
+        space: &str,
+        range: IndexRange,
+        (lo, hi): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        reverse: bool,
+    ) -> Result<EntryIter, StoreError> {
         let raw = snap.range(space, lo, hi, reverse)?;
         Ok(EntryIter {
             raw,
@@ -466,7 +482,7 @@ impl EntryIter {
         self.raw.next().map(|r| r.map_err(StoreError::from))
     }
 
-    fn parse(key: Vec<u8>, value: Bytes) -> Result<IndexEntry, StoreError> {
+    pub(crate) fn parse(key: Vec<u8>, value: Bytes) -> Result<IndexEntry, StoreError> {
         let (s, pk, tag) = keys::split_secondary_entry(&key)
             .ok_or_else(|| StoreError::Corrupt("malformed index entry".into()))?;
         let pk = (s.len(), s.len() + pk.len());

@@ -13,7 +13,8 @@
 //!
 //! - `ShardMachine` (`replica.rs`, `replica_codec.rs`): a shard replicated on Raft, its
 //!   write operations log entries applied through the same write path as a local write
-//!   (`write.rs`: the pure `plan`, then the commit, then the in-memory effects).
+//!   (`write.rs`: the pure `plan`, then the commit, then the in-memory effects); its
+//!   secondary indexes added and built by each replica (`replica_index.rs`).
 //!
 //! Invariant: a ticket is marked durable only after an `Engine::persist` that started
 //! after the write was applied returned successfully.
@@ -25,6 +26,7 @@ mod index;
 mod range;
 mod replica;
 mod replica_codec;
+mod replica_index;
 mod sample;
 mod shard;
 mod spaces;

@@ -10,9 +10,11 @@
 //! takes no group-commit ticket: it is durable once its entry is committed in the log.
 //!
 //! The state lives in spaces named by kind: [`DOCS`] for the documents, and
-//! `index.<id>` for each secondary index the machine was opened with. The index set is
+//! `index.<id>` for each secondary index the machine was opened with. That index set is
 //! fixed for the machine's lifetime (a snapshot names spaces by position); indexes are
 //! complete from the start (every entry maintains them), so none is backfilled here.
+//! The indexes users create while the group runs are not among them: each replica adds
+//! and builds those itself (`crate::replica_index`), and `attach` rebuilds them.
 //! After a snapshot install, `attach` moves the shard and its indexes to the new spaces
 //! (readers follow: `crate::spaces`), empties the document cache and rebuilds the count,
 //! the key sample and the tracked index counts from the installed state.
@@ -178,10 +180,18 @@ impl StateMachine for ShardMachine {
             .split_first()
             .ok_or_else(|| StorageError::NoSuchSpace(DOCS.into()))?;
         let indexes: Vec<_> = self.indexes.iter().map(|(_, i)| &**i).zip(rest).collect();
-        self.shard.attach(docs, &indexes).map_err(|e| match e {
+        let storage = |e| match e {
             StoreError::Storage(e) => e,
             e => StorageError::Engine(e.to_string()),
-        })
+        };
+        if self.shard.attach(docs, &indexes).map_err(storage)? {
+            // The indexes added while the group runs hold the old documents' entries.
+            let fixed: Vec<_> = indexes.iter().map(|(i, _)| *i).collect();
+            self.shard
+                .rebuild_replica_indexes(&fixed)
+                .map_err(storage)?;
+        }
+        Ok(())
     }
 }
 
@@ -216,19 +226,19 @@ impl Shard {
     /// Moves the shard to `docs` and each index to its space (a replicated shard's
     /// state after a snapshot install), with every stripe held: empties the document
     /// cache and rebuilds the count, the key sample and the tracked index counts from
-    /// the new state. Nothing to do when nothing moved.
+    /// the new state. Nothing to do when nothing moved; true when something did.
     pub(crate) fn attach(
         &self,
         docs: &str,
         indexes: &[(&SecondaryIndex, &String)],
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let _all: Vec<_> = self.locks.iter().map(|l| l.lock()).collect();
         let mut moved = self.space.set(docs);
         for (idx, space) in indexes {
             moved |= idx.set_space(space);
         }
         if !moved {
-            return Ok(());
+            return Ok(false);
         }
         // After the switch: a reader's fill from before it is refused.
         self.cache.clear();
@@ -240,7 +250,7 @@ impl Shard {
                 self.recount(idx)?;
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 

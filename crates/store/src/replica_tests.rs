@@ -224,6 +224,24 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
     for m in [fm, lm] {
         crate::track_entries(&[m.shard().clone()], m.index("v").unwrap()).unwrap();
     }
+    // An index added while the groups run, built by each replica.
+    let added: Vec<_> = [fm, lm]
+        .iter()
+        .map(|m| {
+            let space = format!("{PREFIX}.idx.w");
+            let idx = m.shard().open_replica_index(&space, Arc::new(Field), false);
+            let idx = idx.unwrap();
+            assert!(m.shard().build_replica_index(&idx).unwrap());
+            idx
+        })
+        .collect();
+    let values = |m: &ShardMachine, idx: &crate::SecondaryIndex| -> Vec<f64> {
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        let docs = m.shard().index_docs(idx, &all.0, &all.1, false).unwrap();
+        docs.map(|d| d.unwrap().get("v").and_then(Datum::as_f64).unwrap())
+            .collect()
+    };
+    assert_eq!(values(fm, &added[0]), vec![1.0, 100.0]);
     // Cached on the follower before the install.
     assert_eq!(
         fm.shard().get(&Datum::Number(1.0)).unwrap(),
@@ -252,6 +270,10 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
     assert!(!lm.shard().sampled_keys().is_empty());
     assert_eq!(index_values(fm), index_values(lm));
     assert_eq!(fm.index("v").unwrap().entry_count(), Some(600));
+    // The added index was emptied and rebuilt from the installed documents.
+    assert!(added[0].is_ready());
+    assert_eq!(values(fm, &added[0]), values(lm, &added[1]));
+    assert_eq!(values(fm, &added[0]).len(), 600);
     // Writes go on in the new spaces.
     let replies = apply(&mut follower, 601, vec![put(700, 3, Some(Version::ABSENT))]).await;
     assert!(replies[0].is_ok());
@@ -260,4 +282,10 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
         follower.machine().index("v").unwrap().entry_count(),
         Some(601)
     );
+    assert_eq!(values(follower.machine(), &added[0]).len(), 601);
+    // Reopened on the installed documents, it is complete: kept as it is.
+    let shard = follower.machine().shard();
+    let again = Shard::open(fe.clone(), &shard.space(), GroupCommit::start(fe.clone())).unwrap();
+    let idx = again.open_replica_index(&added[0].space(), Arc::new(Field), false);
+    assert!(idx.unwrap().is_ready());
 }

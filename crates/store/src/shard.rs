@@ -61,6 +61,8 @@ pub struct Shard {
     pub(crate) sample: KeySample,
     /// The primary keys this shard owns (`range.rs`).
     pub(crate) range: KeyRange,
+    /// Held by a replicated shard's index build (`replica_index.rs`): one at a time.
+    pub(crate) replica_builds: Mutex<()>,
 }
 
 /// The number of documents of `range` in `space`, and their key sample.
@@ -127,6 +129,7 @@ impl Shard {
             cache: DocCache::new(cache),
             sample,
             range,
+            replica_builds: Mutex::new(()),
         })
     }
 

@@ -202,9 +202,19 @@ impl Cluster {
                 self.failed();
             }
         }
-        let shards = h.shards.current().shards.clone();
+        // A replicated table's replicas hold their own indexes; its definitions are
+        // followed with no shard of the layout.
+        let shards = match &h.replicated {
+            Some(_) => vec![],
+            None => h.shards.current().shards.clone(),
+        };
         if h.indexes.follow(e, &shards).is_err() {
             self.failed();
+        }
+        if let Some(r) = &h.replicated {
+            if r.follow_indexes(e).is_err() {
+                self.failed();
+            }
         }
     }
 }

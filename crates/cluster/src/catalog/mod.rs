@@ -202,9 +202,12 @@ impl Cluster {
                 continue;
             }
             let h = self.open_table(&e)?;
-            h.indexes
-                .load(&e, &h.shards.current().shards)
-                .map_err(ClusterError::Corrupt)?;
+            // A replicated table's replicas registered their own indexes as they opened.
+            let shards = match &h.replicated {
+                Some(_) => vec![],
+                None => h.shards.current().shards.clone(),
+            };
+            h.indexes.load(&e, &shards).map_err(ClusterError::Corrupt)?;
             self.handles.write().insert(e.id.clone(), h);
         }
         Ok(())
@@ -367,7 +370,9 @@ impl Cluster {
             h.shards.feeds().close();
             h.indexes.drop_all(&h.shards.current().shards);
             if let (Some(r), Some(g)) = (&h.replicated, self.groups.get()) {
-                // Its data lives in its groups' spaces, dropped with them.
+                // Its data lives in its groups' spaces, dropped with them; its replicas'
+                // index builds stop.
+                r.drop_indexes();
                 g.remove(id, r.shards());
             }
         }

@@ -18,6 +18,7 @@
 
 mod blocking;
 mod error;
+mod indexes;
 mod read;
 mod route;
 
@@ -34,6 +35,8 @@ use store::{decode_reply, encode_command, Applied, ReplyError, Shard, StoreChang
 
 pub use blocking::wait_for;
 pub use error::{range_text, Op, RouteError, StoreErrorText};
+pub(crate) use indexes::{after_of, bounds, entry_of, IndexAnswer, IndexQuery};
+pub use indexes::{IndexMissing, ShardIndexes};
 pub(crate) use read::NoReads;
 use read::{docs, ReadAnswer, ReadQuery};
 pub use read::{RangeReader, ShardReader};
@@ -105,9 +108,57 @@ impl<T: Transport> ReplicatedShard<T> {
         policy: RoutePolicy,
         client: ClientPolicy,
     ) -> Self {
+        let reader = ShardReader::new(shard.clone());
+        Self::with_reader(
+            group,
+            raft,
+            shard,
+            reader,
+            primary_key,
+            transport,
+            policy,
+            client,
+        )
+    }
+
+    /// Like `new`, for a replica with secondary indexes (which it answers reads of).
+    pub fn indexed(
+        group: GroupId,
+        raft: Raft,
+        indexes: Arc<ShardIndexes>,
+        primary_key: &str,
+        transport: Arc<T>,
+        policy: RoutePolicy,
+        client: ClientPolicy,
+    ) -> Self {
+        let shard = indexes.shard().clone();
+        let reader = ShardReader::indexed(indexes);
+        Self::with_reader(
+            group,
+            raft,
+            shard,
+            reader,
+            primary_key,
+            transport,
+            policy,
+            client,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with_reader(
+        group: GroupId,
+        raft: Raft,
+        shard: Arc<Shard>,
+        reader: ShardReader,
+        primary_key: &str,
+        transport: Arc<T>,
+        policy: RoutePolicy,
+        client: ClientPolicy,
+    ) -> Self {
         let range = range_text(shard.range());
         let service = ClientService {
-            reader: Arc::new(ShardReader::new(shard.clone())),
+            reader: Arc::new(reader),
             policy: client,
         };
         Self {
@@ -279,6 +330,18 @@ impl<T: Transport> ReplicatedShard<T> {
     ) -> Result<Vec<Datum>, RouteError> {
         match self.answer(mode, &query).await? {
             ReadAnswer::Docs(texts) => docs(texts),
+            _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
+        }
+    }
+
+    /// Runs an index read as `mode` says.
+    pub(crate) async fn index(
+        &self,
+        mode: ReadMode,
+        query: IndexQuery,
+    ) -> Result<IndexAnswer, RouteError> {
+        match self.answer(mode, &ReadQuery::Index(query)).await? {
+            ReadAnswer::Index(a) => Ok(a),
             _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
         }
     }

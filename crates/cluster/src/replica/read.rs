@@ -17,6 +17,7 @@ use replication::{ReadService, Transport};
 use serde::{Deserialize, Serialize};
 use store::Shard;
 
+use super::indexes::{IndexAnswer, IndexMissing, IndexQuery, ShardIndexes};
 use super::{ReadMode, ReplicatedShard, RouteError};
 
 /// A key bound, its datum as JSON text.
@@ -36,7 +37,7 @@ impl KeyBound {
         }
     }
 
-    fn datum(self) -> Result<Bound<Datum>, String> {
+    pub(crate) fn datum(self) -> Result<Bound<Datum>, String> {
         Ok(match self {
             KeyBound::Unbounded => Bound::Unbounded,
             KeyBound::Included(t) => Bound::Included(parse(t)?),
@@ -64,6 +65,8 @@ pub(crate) enum ReadQuery {
     /// How many documents lie between two bounds (the shard's exact count when both
     /// are unbounded).
     Count { lower: KeyBound, upper: KeyBound },
+    /// A read of a secondary index (`super::indexes`).
+    Index(IndexQuery),
 }
 
 impl ReadQuery {
@@ -82,6 +85,7 @@ pub(crate) enum ReadAnswer {
     Doc(Option<String>),
     Docs(Vec<String>),
     Count(u64),
+    Index(IndexAnswer),
 }
 
 impl ReadAnswer {
@@ -112,12 +116,25 @@ impl ReadService for NoReads {
 /// serves a forwarded read).
 pub struct ShardReader {
     shard: Arc<Shard>,
+    /// The replica's secondary indexes, when it has any.
+    indexes: Option<Arc<ShardIndexes>>,
 }
 
 impl ShardReader {
     /// The reader of `shard`.
     pub fn new(shard: Arc<Shard>) -> Self {
-        Self { shard }
+        Self {
+            shard,
+            indexes: None,
+        }
+    }
+
+    /// The reader of a replica with secondary indexes.
+    pub fn indexed(indexes: Arc<ShardIndexes>) -> Self {
+        Self {
+            shard: indexes.shard().clone(),
+            indexes: Some(indexes),
+        }
     }
 
     fn answer(&self, query: ReadQuery) -> Result<ReadAnswer, String> {
@@ -151,6 +168,12 @@ impl ShardReader {
                 .count_range(&lower.datum()?, &upper.datum()?)
                 .map(ReadAnswer::Count)
                 .map_err(|e| e.to_string()),
+            ReadQuery::Index(q) => match &self.indexes {
+                Some(ix) => ix.answer(q).map(ReadAnswer::Index),
+                None => Ok(ReadAnswer::Index(IndexAnswer::Missing(
+                    IndexMissing::NotFound,
+                ))),
+            },
         }
     }
 }

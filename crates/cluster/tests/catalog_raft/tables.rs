@@ -14,7 +14,7 @@ use datum::Datum;
 use reql::{Applied, Change, ReadMode, WriteOp};
 
 /// Hosts each node's placed tables on a `replication::Host` over its router.
-fn host_tables(nodes: &[TestNode]) -> Vec<Arc<Host<SharedTransport>>> {
+pub(super) fn host_tables(nodes: &[TestNode]) -> Vec<Arc<Host<SharedTransport>>> {
     let mut hosts = Vec::new();
     let addrs: Arc<BTreeMap<String, String>> = Arc::new(
         nodes
@@ -51,11 +51,11 @@ fn host_tables(nodes: &[TestNode]) -> Vec<Arc<Host<SharedTransport>>> {
     hosts
 }
 
-fn doc(id: &str, v: &str) -> Datum {
+pub(super) fn doc(id: &str, v: &str) -> Datum {
     datum::from_json_value(&json!({"id": id, "v": v})).unwrap()
 }
 
-fn put(id: &str, v: &str) -> WriteOp {
+pub(super) fn put(id: &str, v: &str) -> WriteOp {
     WriteOp {
         key: Datum::from(id),
         expect: Some(datum::Version::ABSENT),
@@ -91,7 +91,8 @@ fn group_spaces(n: &TestNode) -> usize {
 
 /// Three nodes, each hosting its placed tables, and table `d.r` of 2 shards with 3
 /// replicas created through node 2: the nodes, their hosts and the table's id.
-async fn three_nodes_and_a_table() -> (Vec<TestNode>, Vec<Arc<Host<SharedTransport>>>, String) {
+pub(super) async fn three_nodes_and_a_table(
+) -> (Vec<TestNode>, Vec<Arc<Host<SharedTransport>>>, String) {
     let nodes = three_nodes().await;
     introduce(&nodes);
     let hosts = host_tables(&nodes);
@@ -164,13 +165,7 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
         matches!(&r, Ok(Applied::Conflict(Some(d))) if *d == doc("1", "a")),
         "{r:?}"
     );
-    // An index on a replicated table is refused for now, with a clear error.
-    let c = nodes[0].cluster().clone();
-    let err = blocking(move || c.table("d", "r").unwrap().index_create("v", v_index()))
-        .await
-        .unwrap_err();
-    assert!(err.message.contains("not supported yet"), "{}", err.message);
-    // So is moving its replicas (the groups would not follow the new placement).
+    // Moving its replicas (the groups would not follow the new placement).
     let c = nodes[1].cluster().clone();
     let err = blocking(move || c.reconfigure("d", "r", 2, &reql::Replicas::count(2), false))
         .await

@@ -1,0 +1,330 @@
+//! Secondary indexes of a replicated table ([`ReplicatedTable`]'s index reads and build
+//! states), over its shards' groups.
+//!
+//! Each replica of a shard keeps its own copy of every index the catalog defines
+//! (`crate::replica::ShardIndexes`, followed as the catalog's entries apply). Reads go
+//! where documents reads go (`read_mode`: `single` and `majority` to each shard's
+//! leader, `outdated` to this server's replica, or the leader for a shard held
+//! elsewhere), in batches, and the shards' ordered entries are merged by index order
+//! (value, primary key, tag), so `order_by(index=)` over several shards is one order.
+//!
+//! `index_status` is ready when each shard's leader and this server's own replicas have
+//! completed the index (a leader is asked until it said so once: the status is read by
+//! every index read and optimized filter, and must not cost round trips each time): `index_wait` through a server then guarantees that every
+//! `read_mode` of that server can use it (a follower elsewhere may still be building;
+//! its `outdated` reads say so with RethinkDB's "accessed before its construction was
+//! finished" until it is done).
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use datum::Datum;
+use reql::error::op_failed;
+use reql::{IndexSpec, IndexStatus, ReqlError};
+use store::IndexEntry;
+
+use super::{read_mode, ReplicatedTable};
+use crate::catalog::TableEntry;
+use crate::replica::{
+    after_of, bounds, entry_of, wait_for, IndexAnswer, IndexMissing, IndexQuery, Op, RouteError,
+};
+
+/// How many entries an index read fetches per shard round trip.
+const INDEX_BATCH: u32 = 256;
+
+/// The index a read names, for RethinkDB's errors.
+#[derive(Clone)]
+pub(crate) struct IndexName {
+    /// Its id (what replicas know it by).
+    pub(crate) id: String,
+    /// Its name.
+    pub(crate) name: String,
+    /// The table's `db.table`.
+    pub(crate) table: String,
+}
+
+impl IndexName {
+    fn missing(&self, why: IndexMissing) -> ReqlError {
+        match why {
+            IndexMissing::NotFound => crate::index::not_found(&self.name, &self.table),
+            IndexMissing::Building => op_failed(format!(
+                "Index `{}` on table `{}` was accessed before its construction was finished.",
+                self.name, self.table
+            )),
+        }
+    }
+}
+
+fn wrong_kind() -> ReqlError {
+    RouteError::ReadFailed("answer of the wrong kind".into()).to_reql()
+}
+
+/// The index definitions of a table's entry: id and definition.
+pub(super) fn defs_of(e: &TableEntry) -> Vec<(String, IndexSpec)> {
+    (e.indexes.values())
+        .map(|d| (d.id.clone(), IndexSpec::from(&d.spec)))
+        .collect()
+}
+
+impl ReplicatedTable {
+    /// Brings this server's replicas' indexes in step with `e`'s definitions (a
+    /// catalog entry applied here).
+    pub(crate) fn follow_indexes(&self, e: &TableEntry) -> Result<(), String> {
+        let defs = defs_of(e);
+        for ix in self.indexes.iter().flatten() {
+            ix.follow(&defs)?;
+        }
+        Ok(())
+    }
+
+    /// Unregisters this server's replicas' indexes (the table is dropped).
+    pub(crate) fn drop_indexes(&self) {
+        for ix in self.indexes.iter().flatten() {
+            let _ = ix.follow(&[]);
+        }
+    }
+
+    /// Runs `query` on shard `shard` as `mode` says.
+    fn index_query(
+        &self,
+        shard: usize,
+        mode: reql::ReadMode,
+        query: IndexQuery,
+    ) -> reql::Result<IndexAnswer> {
+        let slot = self.slot(shard)?;
+        let (wait, mode) = (self.wait, read_mode(mode));
+        let answer = wait_for(&self.runtime, async move {
+            let rs = ReplicatedTable::route(&slot, wait, Op::Read).await?;
+            rs.index(mode, query).await
+        });
+        answer
+            .unwrap_or(Err(RouteError::LostContact(Op::Read)))
+            .map_err(|e| e.to_reql())
+    }
+
+    /// `index_status` of the indexes `defs` (name, id, definition).
+    pub(crate) fn index_status(
+        &self,
+        defs: Vec<(String, String, IndexSpec)>,
+    ) -> reql::Result<Vec<IndexStatus>> {
+        let ids: Vec<String> = defs.iter().map(|(_, id, _)| id.clone()).collect();
+        // Per index: complete everywhere asked, and the least progress.
+        let mut states: Vec<(bool, f64)> = vec![(true, 1.0); ids.len()];
+        let mut fold = |answers: Vec<Option<(bool, f64)>>| {
+            for (s, a) in states.iter_mut().zip(answers) {
+                let (ready, progress) = a.unwrap_or((false, 0.0));
+                *s = (s.0 && ready, s.1.min(if ready { 1.0 } else { progress }));
+            }
+        };
+        for shard in 0..self.slots.len() {
+            // Asked until the leader said built once (`index_status` runs for every
+            // index read and optimized filter): a later leader that has not built it
+            // yet answers reads with RethinkDB's "accessed before ..." error.
+            let ask: Vec<String> = {
+                let built = self.leader_built.lock();
+                (ids.iter())
+                    .filter(|id| !built.contains(&(shard, (*id).clone())))
+                    .cloned()
+                    .collect()
+            };
+            if ask.is_empty() {
+                continue;
+            }
+            let query = IndexQuery::Status { ids: ask.clone() };
+            let answers = match self.index_query(shard, reql::ReadMode::Single, query)? {
+                IndexAnswer::Status(a) => a,
+                _ => return Err(wrong_kind()),
+            };
+            let mut built = self.leader_built.lock();
+            let by_id: Vec<Option<(bool, f64)>> = ids
+                .iter()
+                .map(|id| match ask.iter().position(|a| a == id) {
+                    Some(i) => answers.get(i).copied().flatten(),
+                    None => Some((true, 1.0)),
+                })
+                .collect();
+            for (id, a) in ids.iter().zip(&by_id) {
+                if matches!(a, Some((true, _))) {
+                    built.insert((shard, id.clone()));
+                }
+            }
+            drop(built);
+            fold(by_id);
+        }
+        for ix in self.indexes.iter().flatten() {
+            fold(
+                ids.iter()
+                    .map(|id| ix.get(id).map(|i| (i.is_ready(), i.progress())))
+                    .collect(),
+            );
+        }
+        Ok(defs
+            .into_iter()
+            .zip(states)
+            .map(|((name, _, spec), (ready, progress))| IndexStatus {
+                name,
+                spec,
+                ready,
+                progress,
+                // The optimizer's statistics are a single server's: none here.
+                entries: None,
+                unkeyed: None,
+            })
+            .collect())
+    }
+
+    /// How many entries of the index lie between two values, over every shard
+    /// (stopping at `limit`).
+    pub(crate) fn index_count(
+        &self,
+        index: &IndexName,
+        lower: &Bound<Datum>,
+        upper: &Bound<Datum>,
+        limit: u64,
+        mode: reql::ReadMode,
+    ) -> reql::Result<u64> {
+        let mut n = 0u64;
+        for shard in 0..self.slots.len() {
+            if n >= limit {
+                break;
+            }
+            let (lower, upper) = bounds(lower, upper);
+            let query = IndexQuery::Count {
+                id: index.id.clone(),
+                lower,
+                upper,
+                limit: limit - n,
+            };
+            match self.index_query(shard, mode, query)? {
+                IndexAnswer::Count(c) => n += c,
+                IndexAnswer::Missing(m) => return Err(index.missing(m)),
+                _ => return Err(wrong_kind()),
+            }
+        }
+        Ok(n)
+    }
+
+    /// The entries of the index between two values with their documents, over every
+    /// shard merged in index order (reversed with `reverse`), fetched lazily.
+    pub(crate) fn index_scan(
+        self: &Arc<Self>,
+        index: IndexName,
+        lower: Bound<Datum>,
+        upper: Bound<Datum>,
+        reverse: bool,
+        mode: reql::ReadMode,
+    ) -> IndexScan {
+        let parts = (0..self.slots.len())
+            .map(|shard| Part {
+                shard,
+                buffer: VecDeque::new(),
+                after: None,
+                done: false,
+            })
+            .collect();
+        IndexScan {
+            table: self.clone(),
+            index,
+            lower,
+            upper,
+            reverse,
+            mode,
+            parts,
+            failed: false,
+        }
+    }
+}
+
+/// One shard's part of an [`IndexScan`].
+struct Part {
+    shard: usize,
+    buffer: VecDeque<(IndexEntry, Datum)>,
+    /// The last entry received (where the next batch resumes).
+    after: Option<(Vec<u8>, Option<Vec<u8>>)>,
+    done: bool,
+}
+
+/// An index read of a replicated table: each shard's entries in batches, merged.
+pub(crate) struct IndexScan {
+    table: Arc<ReplicatedTable>,
+    index: IndexName,
+    lower: Bound<Datum>,
+    upper: Bound<Datum>,
+    reverse: bool,
+    mode: reql::ReadMode,
+    parts: Vec<Part>,
+    failed: bool,
+}
+
+impl IndexScan {
+    /// Fetches the next batch of every part whose buffer ran out.
+    fn refill(&mut self) -> reql::Result<()> {
+        for i in 0..self.parts.len() {
+            let part = &self.parts[i];
+            if part.done || !part.buffer.is_empty() {
+                continue;
+            }
+            let (lower, upper) = bounds(&self.lower, &self.upper);
+            let query = IndexQuery::Entries {
+                id: self.index.id.clone(),
+                lower,
+                upper,
+                reverse: self.reverse,
+                limit: INDEX_BATCH,
+                after: part.after.clone(),
+            };
+            let answer = self.table.index_query(part.shard, self.mode, query)?;
+            let wire = match answer {
+                IndexAnswer::Entries(e) => e,
+                IndexAnswer::Missing(m) => return Err(self.index.missing(m)),
+                _ => return Err(wrong_kind()),
+            };
+            let part = &mut self.parts[i];
+            part.done = wire.len() < INDEX_BATCH as usize;
+            for w in wire {
+                let e = entry_of(w).map_err(|e| RouteError::ReadFailed(e).to_reql())?;
+                part.buffer.push_back(e);
+            }
+            if let Some((e, _)) = part.buffer.back() {
+                part.after = Some(after_of(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// The part whose next entry comes first in the read's order.
+    fn first(&self) -> Option<usize> {
+        let mut best: Option<(usize, &IndexEntry)> = None;
+        for (i, p) in self.parts.iter().enumerate() {
+            let Some((e, _)) = p.buffer.front() else {
+                continue;
+            };
+            let better = match best {
+                None => true,
+                Some((_, b)) if self.reverse => e.order() > b.order(),
+                Some((_, b)) => e.order() < b.order(),
+            };
+            if better {
+                best = Some((i, e));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+}
+
+impl Iterator for IndexScan {
+    type Item = reql::Result<(IndexEntry, Datum)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if let Err(e) = self.refill() {
+            self.failed = true;
+            return Some(Err(e));
+        }
+        let i = self.first()?;
+        self.parts.get_mut(i)?.buffer.pop_front().map(Ok)
+    }
+}
