@@ -12,7 +12,7 @@ import time
 
 import pytest
 from rethinkdb import r
-from rethinkdb.errors import ReqlError
+from rethinkdb.errors import ReqlAuthError, ReqlError
 
 from test_cluster_join import start, wait_for, names, dirs, procs  # noqa: F401 (fixtures)
 
@@ -38,6 +38,15 @@ def restart(s):
     return s.start()
 
 
+def connect_or_none(server):
+    """A connection to `server`, or None while it does not know the user yet."""
+    try:
+        return server.connect()
+    except ReqlAuthError:
+        time.sleep(0.2)
+        return None
+
+
 def three_servers(dirs, procs):
     """alpha alone, beta and gamma joining it; once every server sees the others and
     has the founder's catalog (its `test` database): the servers and a connection to
@@ -48,7 +57,9 @@ def three_servers(dirs, procs):
     procs.append(b)
     c = start(dirs(), "gamma", joins=[a])
     procs.append(c)
-    conns = {s: s.connect() for s in (a, b, c)}
+    # A joiner knows no users until the catalog's leader has sent it the catalog.
+    conns = {s: wait_for(lambda: connect_or_none(s), lambda conn: conn is not None,
+                         timeout=20) for s in (a, b, c)}
     for conn in conns.values():
         wait_for(lambda: names(conn), lambda n: n == ["alpha", "beta", "gamma"])
         wait_for(lambda: r.db_list().run(conn), lambda dbs: "test" in dbs, timeout=20)

@@ -120,6 +120,12 @@ pub struct ReqlError {
     /// replica applying a write operation must fail exactly when the leader did for a
     /// deterministic error, and may retry after a non-deterministic one.
     pub deterministic: bool,
+    /// Whether the table could not be reached at all (a shard's primary not available,
+    /// no quorum, contact lost: RethinkDB's `cannot_perform_query_exc_t`). Such an error
+    /// ends the whole query, as in RethinkDB, instead of counting against one document in
+    /// a write's `errors` and `first_error`; a client must see a write whose outcome is
+    /// unknown as a ReqlOpIndeterminateError.
+    pub unavailable: bool,
 }
 
 /// The result type of everything in this crate.
@@ -133,6 +139,7 @@ impl ReqlError {
             message: message.into(),
             blame: Blame::Pending(Vec::new()),
             deterministic: true,
+            unavailable: false,
         }
     }
 
@@ -141,6 +148,13 @@ impl ReqlError {
     pub fn nondeterministic(mut self) -> Self {
         self.deterministic = false;
         self
+    }
+
+    /// This error, marked as the table being unreachable (see `unavailable`); it is
+    /// also non-deterministic.
+    pub fn table_unavailable(mut self) -> Self {
+        self.unavailable = true;
+        self.nondeterministic()
     }
 
     /// Charges a pending error one frame further up: `f` leads from the enclosing term

@@ -33,9 +33,13 @@ pub(crate) fn no_tables_ctx() -> std::sync::Arc<crate::ctx::QueryCtx> {
 /// Its one secondary index, `a`, is each document's field `a` (a document without the
 /// field has no entry; the index is not listed by `index_status`, cannot be changed and
 /// serves `index_scan` only). Writes apply at once and carry no ticket. No write hook,
-/// no changefeeds, and `require_config` always succeeds.
+/// no changefeeds, and `require_config` always succeeds. `refuse_writes` makes every
+/// write fail with a given error.
 #[derive(Default)]
-pub(crate) struct MemTable(Mutex<BTreeMap<Datum, Datum>>);
+pub(crate) struct MemTable(
+    Mutex<BTreeMap<Datum, Datum>>,
+    Mutex<Option<crate::error::ReqlError>>,
+);
 
 impl MemTable {
     /// A table holding `docs`, each under its `id`.
@@ -44,7 +48,12 @@ impl MemTable {
             .into_iter()
             .map(|d| (d.get("id").cloned().unwrap_or(Datum::Null), d))
             .collect();
-        MemTable(Mutex::new(docs))
+        MemTable(Mutex::new(docs), Mutex::default())
+    }
+
+    /// From now on every write fails with `e` (a shard out of reach, say).
+    pub(crate) fn refuse_writes(&self, e: crate::error::ReqlError) {
+        *self.1.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
 
     fn docs(&self) -> Result<MutexGuard<'_, BTreeMap<Datum, Datum>>> {
@@ -104,6 +113,9 @@ impl Table for MemTable {
         ops.into_iter().map(|op| self.apply(op)).collect()
     }
     fn apply(&self, op: WriteOp) -> Result<Applied> {
+        if let Some(e) = self.1.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(e);
+        }
         let mut docs = self.docs()?;
         let key = &op.key;
         let old = docs.get(key).cloned();

@@ -130,8 +130,15 @@ impl RouteError {
                     .nondeterministic()
             }
         };
-        // Availability depends on the moment, not on the query.
-        ReqlError::new(kind, message).nondeterministic()
+        // Availability depends on the moment, not on the query; except for a refusal by
+        // the shard itself (before the log, or a failed read), the table was not
+        // reachable, which ends the whole query (RethinkDB throws `Cannot perform write:
+        // ...` rather than counting it in a write's `errors`).
+        let error = ReqlError::new(kind, message);
+        match self {
+            RouteError::Refused(_) | RouteError::ReadFailed(_) => error.nondeterministic(),
+            _ => error.table_unavailable(),
+        }
     }
 }
 
@@ -243,6 +250,31 @@ mod tests {
             refused.message,
             "Cannot perform write: key outside the shard"
         );
+    }
+
+    #[test]
+    fn only_an_unreachable_table_ends_the_whole_query() {
+        let unreachable = [
+            RouteError::PrimaryUnavailable {
+                op: Op::Write,
+                range: whole(),
+            },
+            RouteError::NoQuorum(Op::Write),
+            RouteError::LostContact(Op::Write),
+            RouteError::CommitUnknown("deadline passed".into()),
+        ];
+        for e in unreachable {
+            let q = e.to_reql();
+            assert!(q.unavailable && !q.deterministic, "{e:?}");
+        }
+        let by_the_shard = [
+            RouteError::Refused("key outside the shard".into()),
+            RouteError::ReadFailed("bad".into()),
+            StoreError::Key("Primary key too long".into()).into(),
+        ];
+        for e in by_the_shard {
+            assert!(!e.to_reql().unavailable, "{e:?}");
+        }
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! (`TransportError::maybe_delivered`); once a write may have been applied, the answer is
 //! indeterminate ([`RouteError::CommitUnknown`]), never a silent retry. A leader's "no
 //! quorum" refusal (nothing appended) is asked again twice before it is the answer.
-//! Every wait is bounded by the deadline.
+//! Every wait is bounded by the deadline; a member forwarding to a leader that stays
+//! silent stops waiting once its own member sees another leader elected in a later term
+//! (a read is then asked of the new leader, a write is indeterminate at once).
 
 use std::sync::Arc;
 
@@ -157,6 +159,27 @@ impl<T: Transport> GroupRoute<T> {
         }
     }
 
+    /// Resolves once this server's member sees a later term led by a node other than
+    /// `target` (so `target` leads no more, or this member is behind and the request was
+    /// a guess); never for a client, which has no member to watch.
+    async fn leader_moved(&self, target: NodeId) {
+        let Some(raft) = &self.raft else {
+            return std::future::pending().await;
+        };
+        let mut metrics = raft.metrics();
+        let term = metrics.borrow_and_update().current_term;
+        loop {
+            if metrics.changed().await.is_err() {
+                // The member stopped: the deadline decides.
+                return std::future::pending().await;
+            }
+            let m = metrics.borrow_and_update();
+            if m.current_term > term && m.current_leader.is_some_and(|l| l != target) {
+                return;
+            }
+        }
+    }
+
     /// A client remembers who answered, or who was named leader; a failed guess is
     /// forgotten.
     fn remember(&self, leader: Option<NodeId>) {
@@ -219,7 +242,21 @@ impl<T: Transport> GroupRoute<T> {
                     self.group,
                     RaftRequest::Client(request.clone()),
                 );
-                match tokio::time::timeout(left, call).await {
+                let answered = tokio::select! {
+                    answered = tokio::time::timeout(left, call) => answered,
+                    // The target was deposed while it kept silent (paused, or cut off
+                    // with the connection open): a read is asked again of the new
+                    // leader; a write may have reached the old one, so it is
+                    // indeterminate now rather than at the deadline.
+                    () = self.leader_moved(target) => match op {
+                        Op::Read => {
+                            attempt += 1;
+                            continue;
+                        }
+                        Op::Write => return Err(RouteError::LostContact(op)),
+                    },
+                };
+                match answered {
                     Ok(Ok(RaftResponse::Client(answer))) => answer,
                     // Not sent, or refused by the router before any Raft member saw it:
                     // safe to try again.

@@ -1,10 +1,10 @@
 //! The test harness: 3 nodes of one group on loopback TCP, each with its
 //! `ReplicatedShard`, and a transport that counts client requests and can lose the
-//! answer of a forwarded proposal.
+//! answer of a forwarded proposal or leave calls unanswered (a paused server).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,11 +30,14 @@ pub fn peers() -> PeerConfig {
 
 /// The TCP transport, counting the client requests it sends; with `drop_answers` set,
 /// a forwarded proposal is delivered but its answer is thrown away (the leader "died"
-/// after applying it).
+/// after applying it). With `silent` set every call it makes never answers, and so
+/// does every call to node `silent_to` (0: none): a paused server, TCP still open.
 pub struct Faulty {
     inner: TcpTransport,
     pub client_calls: AtomicUsize,
     pub drop_answers: AtomicBool,
+    pub silent: AtomicBool,
+    pub silent_to: AtomicU64,
 }
 
 impl Transport for Faulty {
@@ -48,6 +51,9 @@ impl Transport for Faulty {
         let propose = matches!(request, RaftRequest::Client(ClientRequest::Propose(_)));
         if matches!(request, RaftRequest::Client(_)) {
             self.client_calls.fetch_add(1, Ordering::SeqCst);
+        }
+        if self.silent.load(Ordering::SeqCst) || self.silent_to.load(Ordering::SeqCst) == target {
+            return std::future::pending().await;
         }
         let answer = self.inner.call(target, node, group, request).await;
         if propose && self.drop_answers.load(Ordering::SeqCst) {
@@ -95,6 +101,8 @@ pub async fn start_node(id: NodeId, deadline: Duration, client: ClientPolicy) ->
         inner: TcpTransport::new(peers(), Duration::from_secs(1)),
         client_calls: AtomicUsize::new(0),
         drop_answers: AtomicBool::new(false),
+        silent: AtomicBool::new(false),
+        silent_to: AtomicU64::new(0),
     });
     let member = testkit::Member {
         id,

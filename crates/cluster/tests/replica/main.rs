@@ -5,7 +5,8 @@
 //! after the leader stops, writes through the survivors succeed once another is elected;
 //! a node cut off from the others refuses `majority` reads and writes with RethinkDB's
 //! errors while `outdated` reads answer; a forwarded write whose answer is lost is
-//! indeterminate, and is not retried.
+//! indeterminate, and is not retried; one forwarded to a leader that falls silent
+//! (paused) is indeterminate as soon as another is elected, and a read is asked of it.
 
 mod harness;
 
@@ -301,4 +302,48 @@ async fn a_write_appended_by_a_leader_that_loses_its_quorum_is_indeterminate() {
         Some(doc(1, "a"))
     );
     nodes[l].stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_forwarded_to_a_silent_leader_ends_when_another_is_elected() {
+    let mut nodes = start_group(Duration::from_secs(10), client_policy()).await;
+    let l = leader(&nodes).await;
+    insert(nodes[l].h(), 1, "a").await.unwrap();
+    let f = (l + 1) % 3;
+    replicated(&nodes[f], 1, &doc(1, "a")).await;
+    // The leader falls silent (SIGSTOP): nothing it sends arrives, nothing sent to it is
+    // answered, and the TCP connections stay open.
+    let silent = nodes[l].id;
+    nodes[l].transport.silent.store(true, Ordering::SeqCst);
+    for n in &nodes {
+        n.transport.silent_to.store(silent, Ordering::SeqCst);
+    }
+    // A write through a follower goes to the silent leader: once the others elect a
+    // leader it is indeterminate (it may have reached the old one), long before the
+    // 10 s deadline, and it was sent once.
+    let before = nodes[f].transport.client_calls.load(Ordering::SeqCst);
+    let started = Instant::now();
+    let w = insert(nodes[f].h(), 2, "b").await;
+    let took = started.elapsed();
+    println!("write forwarded to a silent leader: {w:?} after {took:?}");
+    assert!(
+        matches!(w, Err(RouteError::LostContact(Op::Write))),
+        "{w:?}"
+    );
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    assert_eq!(
+        nodes[f].transport.client_calls.load(Ordering::SeqCst),
+        before + 1
+    );
+    // A read is asked of the new leader and answers; so does the next write.
+    let r = nodes[f].h().get(&key(1), ReadMode::Majority).await;
+    assert_eq!(r, Ok(Some(doc(1, "a"))));
+    insert(nodes[f].h(), 3, "c").await.unwrap();
+    for n in &mut nodes {
+        n.transport.silent.store(false, Ordering::SeqCst);
+        n.transport.silent_to.store(0, Ordering::SeqCst);
+    }
+    for mut n in nodes {
+        n.stop().await;
+    }
 }

@@ -259,7 +259,7 @@ pub fn insert(ev: &Ev) -> Result<Val> {
         let r = insert_one(ev, t.as_ref(), doc, &key, &conflict, dur, hook.as_ref());
         match r {
             Ok((old, new)) => stats.record(old, new, rc),
-            Err(e) if e.kind == ErrorKind::Permission => return Err(e),
+            Err(e) if e.kind == ErrorKind::Permission || e.unavailable => return Err(e),
             Err(e) => stats.error(&e, rc, old_of(&Some(key)).as_ref()),
         }
         Ok(())
@@ -648,6 +648,7 @@ pub fn update(ev: &Ev) -> Result<Val> {
             Err(e) if matches!(e.kind, ErrorKind::Internal | ErrorKind::Permission) => {
                 return Err(e)
             }
+            Err(e) if e.unavailable => return Err(e),
             Err(e) => stats.error(&e, rc, doc.as_ref()),
         }
         Ok(())
@@ -708,6 +709,7 @@ pub fn replace(ev: &Ev) -> Result<Val> {
             Err(e) if matches!(e.kind, ErrorKind::Internal | ErrorKind::Permission) => {
                 return Err(e)
             }
+            Err(e) if e.unavailable => return Err(e),
             Err(e) => stats.error(&e, rc, doc.as_ref()),
         }
         Ok(())
@@ -743,6 +745,8 @@ pub fn delete(ev: &Ev) -> Result<Val> {
                 ev.ctx.note_write(ticket, dur);
                 stats.record(old, new, rc);
             }
+            // The table out of reach ends the query (see `ReqlError::unavailable`).
+            Err(e) if e.unavailable => return Err(e),
             // A refused delete (a system table's rule) is counted, as in RethinkDB.
             Err(e) if e.kind == ErrorKind::OpFailed || Hook::is_hook_error(&e) => {
                 stats.error(&e, rc, doc.as_ref())
@@ -807,5 +811,26 @@ mod tests {
             .and_then(|e| e.as_str())
             .unwrap_or("");
         assert!(first.starts_with("Primary key too long"), "{first}");
+    }
+
+    #[test]
+    fn a_table_out_of_reach_fails_the_whole_write_as_rethinkdb_does() {
+        use crate::error::ErrorKind;
+        let table = Arc::new(MemTable::default());
+        let doc = Datum::from_pairs([("id", Datum::Number(1.0))]);
+        // Out of reach: the query fails with the error's class (an unknown outcome stays
+        // a ReqlOpIndeterminateError), rather than `errors: 1`.
+        let lost = ReqlError::new(ErrorKind::OpIndeterminate, "Cannot perform write: lost")
+            .table_unavailable();
+        table.refuse_writes(lost.clone());
+        let e = insert_into(&table, doc.clone()).err();
+        assert_eq!(
+            e.map(|e| (e.kind, e.message)),
+            Some((lost.kind, lost.message))
+        );
+        // Refused by the shard itself: counted against the document, as before.
+        table.refuse_writes(crate::error::op_failed("refused").nondeterministic());
+        let stats = insert_into(&table, doc).unwrap_or(Datum::Null);
+        assert_eq!(stats.get("errors"), Some(&Datum::Number(1.0)));
     }
 }
