@@ -117,7 +117,10 @@ impl<'a> Chunks<'a> {
                     });
                     match self.finish(answer, &doc, &key) {
                         Ok((old, new)) => stats.record(old, new, self.rc),
-                        Err(e) if e.kind == ErrorKind::Permission => return Err(e),
+                        // As one by one: the table out of reach ends the query.
+                        Err(e) if e.kind == ErrorKind::Permission || e.unavailable => {
+                            return Err(e)
+                        }
                         Err(e) => stats.error(&e, self.rc, self.old(&Some(key)).as_ref()),
                     }
                 }

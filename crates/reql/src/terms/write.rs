@@ -826,6 +826,16 @@ mod tests {
         let e = insert_into(&table, doc.clone()).err();
         assert_eq!(
             e.map(|e| (e.kind, e.message)),
+            Some((lost.kind, lost.message.clone()))
+        );
+        // Many documents (written a chunk at a time) likewise.
+        let many = Datum::array(vec![
+            doc.clone(),
+            Datum::from_pairs([("id", Datum::Number(2.0))]),
+        ]);
+        let e = insert_into(&table, many).err();
+        assert_eq!(
+            e.map(|e| (e.kind, e.message)),
             Some((lost.kind, lost.message))
         );
         // Refused by the shard itself: counted against the document, as before.
