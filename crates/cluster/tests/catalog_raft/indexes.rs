@@ -5,7 +5,7 @@
 //! server holding no replica reads an index through the shard's group.
 
 use super::harness::*;
-use super::tables::{doc, host_tables, put, three_nodes_and_a_table};
+use super::tables::{doc, host_tables, one_shard_on_two, put, three_nodes_and_a_table};
 use datum::Datum;
 use reql::ReadMode;
 
@@ -167,22 +167,7 @@ async fn a_server_without_a_replica_reads_an_index_through_the_group() {
     introduce(&nodes);
     let _hosts = host_tables(&nodes);
     write_first_entries(&nodes).await;
-    let c = nodes[0].cluster().clone();
-    let placed = blocking(move || {
-        c.db_create("d").unwrap();
-        c.table_create("d", "two", opts(1, 2)).unwrap();
-        let cfg = c.table_config("d", "two").unwrap();
-        let shard = cfg.get("shards").unwrap().as_array().unwrap()[0].clone();
-        let replicas = shard.get("replicas").unwrap().as_array().unwrap().to_vec();
-        (replicas.iter())
-            .map(|r| r.as_str().unwrap().to_string())
-            .collect::<Vec<_>>()
-    })
-    .await;
-    converge(&nodes, 5).await;
-    let outside = (0..3)
-        .find(|&i| !placed.contains(&nodes[i].cluster().local_record().name))
-        .unwrap();
+    let outside = one_shard_on_two(&nodes).await;
     let c = nodes[outside].cluster().clone();
     blocking(move || {
         let t = c.table("d", "two").unwrap();

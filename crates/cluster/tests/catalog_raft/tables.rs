@@ -298,23 +298,7 @@ async fn a_server_without_a_replica_routes_to_the_shards_group() {
     introduce(&nodes);
     let _hosts = host_tables(&nodes);
     write_first_entries(&nodes).await;
-    let c = nodes[0].cluster().clone();
-    let placed = blocking(move || {
-        c.db_create("d").unwrap();
-        c.table_create("d", "two", opts(1, 2)).unwrap();
-        let cfg = c.table_config("d", "two").unwrap();
-        let shard = cfg.get("shards").unwrap().as_array().unwrap()[0].clone();
-        let replicas = shard.get("replicas").unwrap().as_array().unwrap().to_vec();
-        replicas
-            .iter()
-            .map(|r| r.as_str().unwrap().to_string())
-            .collect::<Vec<_>>()
-    })
-    .await;
-    converge(&nodes, 5).await;
-    let outside = (0..3)
-        .find(|&i| !placed.contains(&nodes[i].cluster().local_record().name))
-        .unwrap();
+    let outside = one_shard_on_two(&nodes).await;
     let c = nodes[outside].cluster().clone();
     let (put_one, got, outdated, all, n, feed) = blocking(move || {
         let t = c.table("d", "two").unwrap();
@@ -344,4 +328,26 @@ async fn a_server_without_a_replica_routes_to_the_shards_group() {
     for n in &nodes {
         assert_eq!(n.cluster().follow_failures(), 0);
     }
+}
+
+/// Creates `d.two`, one shard on two of the three `nodes`, and waits for every node to
+/// apply it: the index of the node that holds no replica.
+pub(crate) async fn one_shard_on_two(nodes: &[TestNode]) -> usize {
+    let c = nodes[0].cluster().clone();
+    let placed = blocking(move || {
+        c.db_create("d").unwrap();
+        c.table_create("d", "two", opts(1, 2)).unwrap();
+        let cfg = c.table_config("d", "two").unwrap();
+        let shard = cfg.get("shards").unwrap().as_array().unwrap()[0].clone();
+        let replicas = shard.get("replicas").unwrap().as_array().unwrap().to_vec();
+        replicas
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    })
+    .await;
+    converge(nodes, 5).await;
+    (0..3)
+        .find(|&i| !placed.contains(&nodes[i].cluster().local_record().name))
+        .unwrap()
 }
