@@ -241,7 +241,17 @@ impl Session {
         let began = Instant::now();
         let cancel = Arc::new(AtomicBool::new(false));
         let memory = Budget::new(self.state.query_memory, cancel.clone());
-        // Its deletion needs no hook: the query has no slot or cursor to end.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _memory = memory.enter();
+            read(table.as_ref(), &key, &cancel).map(|doc| doc.map(|doc| answer(token, &doc)))
+        }));
+        // A replicated table's read that would wait (routed, or `majority`): the
+        // evaluation pool's, through the normal path, before anything is counted.
+        if let Ok(Ok(None)) = run {
+            return None;
+        }
+        // The read never waits, so the job is registered after it (it counts the query
+        // for `stats` once); its deletion needs no hook: no slot or cursor to end.
         let job = self.state.cluster.register_job(
             &self.who.user,
             &self.who.peer,
@@ -249,13 +259,7 @@ impl Session {
             cancel.clone(),
             self.no_hook.clone(),
         );
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _memory = memory.enter();
-            read(table.as_ref(), &key, &cancel).map(|doc| doc.map(|doc| answer(token, &doc)))
-        }));
         let frame = match run {
-            // A replicated table's read that would wait (routed, or `majority`): the
-            // evaluation pool's, through the normal path; the job ends unseen.
             Ok(Ok(None)) => return None,
             Ok(Ok(Some(frame))) => frame,
             Ok(Err(e)) => self
@@ -279,8 +283,7 @@ impl Session {
 }
 
 /// The read, as `reql::terms::db::get` over an interruptible table and `run_start`'s
-/// conversion of its value do it.
-/// The document under `key` (null when there is none); None when the table cannot
+/// conversion of its value do it: the document under `key` (null when there is none); None when the table cannot
 /// answer without waiting (`Table::get_now`).
 fn read(table: &dyn Table, key: &Datum, cancel: &AtomicBool) -> Result<Option<Datum>, ReqlError> {
     if cancel.load(Ordering::Relaxed) {
