@@ -308,13 +308,16 @@ pub fn random(ev: &Ev) -> Result<Val> {
     if float {
         // lo + r(hi - lo) without overflowing when the bounds span the whole range;
         // bounds in either order, as RethinkDB.
+        // Equal bounds give the bound itself (the blend can round away from it), and
+        // rounding never takes the result outside the bounds.
         let r: f64 = rng.gen_range(0.0..1.0);
         let x = lo * (1.0 - r) + hi * r;
-        return Ok(Val::Datum(Datum::Number(if x.is_finite() {
-            x
-        } else {
+        let x = if lo == hi || !x.is_finite() {
             lo
-        })));
+        } else {
+            x.clamp(lo.min(hi), lo.max(hi))
+        };
+        return Ok(Val::Datum(Datum::Number(x)));
     }
     let check = |n: f64, i: usize, which: &str| -> Result<i64> {
         if n.fract() != 0.0 || n.abs() > 9_007_199_254_740_992.0 {
@@ -350,6 +353,22 @@ mod tests {
         let ctx = crate::testing::no_tables_ctx();
         let v = crate::eval::eval(&ctx, &Env::default(), &term)?;
         crate::eval::to_datum(&ctx, v)
+    }
+
+    /// Found by the conformance suite (about 1 run in 10): `r.random(a, a, float=True)`
+    /// must be `a`, which `a(1 - r) + ar` is not always.
+    #[test]
+    fn a_random_float_between_equal_bounds_is_the_bound() {
+        // r.random(-93.94757, -93.94757, float=True)
+        let q = r#"[151,[-93.94757,-93.94757],{"float":true}]"#;
+        for _ in 0..10_000 {
+            assert_eq!(run(q).unwrap(), datum::Datum::Number(-93.94757));
+        }
+        let q = r#"[151,[0.1,0.30000000000000004],{"float":true}]"#;
+        for _ in 0..10_000 {
+            let x = run(q).unwrap().as_f64().unwrap();
+            assert!((0.1..=0.30000000000000004).contains(&x), "{x}");
+        }
     }
 
     /// Found by the `eval` fuzz target: a `fold` doubling a string (`acc + acc`) grew it
