@@ -82,6 +82,29 @@ pub fn node_id(server_id: &str) -> Result<NodeId, NodeIdError> {
     Ok(id.max(1))
 }
 
+/// The bits of a node id that name its server ([`member_id`] keeps them).
+const SERVER_BITS: u64 = 0xFFFF_FFFF_0000_0000;
+
+/// The node id of incarnation `incarnation` of a server's replica in a group: the
+/// server's [`node_id`] for incarnation 0 (a replica placed when its table was made),
+/// else the server's upper 32 bits with the incarnation's lower 32 (never 0 there). A
+/// replica dropped and placed on the server again is a new incarnation: Raft assumes a
+/// member never forgets what it acknowledged, so a fresh copy must not answer under
+/// the old copy's id.
+pub fn member_id(server_id: &str, incarnation: u64) -> Result<NodeId, NodeIdError> {
+    let base = node_id(server_id)?;
+    if incarnation == 0 {
+        return Ok(base);
+    }
+    let low = (incarnation & !SERVER_BITS).max(1);
+    Ok((base & SERVER_BITS) | low)
+}
+
+/// Whether two node ids are members of the same server (any incarnations).
+pub fn same_server(a: NodeId, b: NodeId) -> bool {
+    a & SERVER_BITS == b & SERVER_BITS
+}
+
 /// Where the membership layer says a node is now (`None`: not known; the address in
 /// Raft's membership is used).
 pub trait Resolve: Send + Sync + 'static {
@@ -169,6 +192,11 @@ impl<T: Transport> Host<T> {
         self.me
     }
 
+    /// Where the groups keep their logs and state.
+    pub fn engine(&self) -> Arc<dyn Engine> {
+        self.engine.clone()
+    }
+
     /// Opens this server's member of `group`, its log and state under `prefix` (created
     /// if missing; an existing member resumes from them), and registers it with the
     /// router. A new group does nothing until [`Host::bootstrap`] or a leader adds it.
@@ -178,13 +206,25 @@ impl<T: Transport> Host<T> {
         prefix: &str,
         machine: M,
     ) -> Result<Member, HostError> {
+        self.open_as(group, self.me, prefix, machine).await
+    }
+
+    /// As [`Host::open`], the member being node `id` (an incarnation of this server's
+    /// replica, [`member_id`]) rather than this server's own node id.
+    pub async fn open_as<M: StateMachine>(
+        &self,
+        group: GroupId,
+        id: NodeId,
+        prefix: &str,
+        machine: M,
+    ) -> Result<Member, HostError> {
         if self.members.lock().contains_key(&group) {
             return Err(HostError::AlreadyOpen(group));
         }
         let sm = StateMachineStore::open(self.engine.clone(), prefix, machine, self.durability)?;
         let log = LogStore::open(self.engine.clone(), prefix, self.durability)?;
         let network = Network::new(self.transport.clone(), group);
-        let raft = Raft::new(self.me, self.config.clone(), network, log, sm)
+        let raft = Raft::new(id, self.config.clone(), network, log, sm)
             .await
             .map_err(|e| HostError::Raft(e.to_string()))?;
         let member = Member {

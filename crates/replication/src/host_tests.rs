@@ -37,3 +37,19 @@ fn node_id_is_never_zero_and_differs_between_random_servers() {
         .collect();
     assert_eq!(ids.len(), 1000);
 }
+
+#[test]
+fn member_ids_keep_the_server_and_differ_by_incarnation() {
+    let s = "0123abcd-ef01-2345-6789-abcdef012345";
+    let first = member_id(s, 0).unwrap();
+    assert_eq!(first, node_id(s).unwrap());
+    let again = member_id(s, 0xdead_beef_0000_0007).unwrap();
+    assert_eq!(again, 0x0123_abcd_0000_0007);
+    assert_ne!(again, first);
+    assert!(same_server(first, again));
+    // An incarnation whose low half is zero is still not the server's first id.
+    assert_eq!(member_id(s, 1 << 40).unwrap(), 0x0123_abcd_0000_0001);
+    let other = member_id("9999abcd-ef01-2345-6789-abcdef012345", 7).unwrap();
+    assert!(!same_server(first, other));
+    assert!(member_id("nope", 3).is_err());
+}

@@ -1,8 +1,14 @@
 //! The receiving side of the transport: [`Router`] hands each incoming request to its
 //! group's Raft node, and assembles streamed snapshots.
 //!
-//! A connection carries frames (`codec`) of `(request id, GroupId, RaftRequest)` one
-//! way and `(request id, RaftResponse)` the other ([`Router::serve`]).
+//! A connection carries frames (`codec`) of `(request id, GroupId, target NodeId,
+//! RaftRequest)` one way and `(request id, RaftResponse)` the other ([`Router::serve`]).
+//!
+//! A Raft message is delivered only to the member it was addressed to
+//! ([`Router::handle_for`]): a server whose replica of a group was dropped and made
+//! again holds a new member under a new node id (one per incarnation), and a message
+//! meant for the old one must not be answered by the new, empty one, or a leader would
+//! count the new member's acknowledgements as the old member's.
 //!
 //! Invariants: at most one snapshot is being received per group (the first piece of a
 //! new stream abandons the previous one, whose staged spaces are dropped); a snapshot is
@@ -24,7 +30,7 @@ use crate::codec::{decode_message, encode_message, read_frame, write_frame};
 use crate::error::TransportError;
 use crate::network::{RaftRequest, RaftResponse};
 use crate::snapshot::SnapshotData;
-use crate::types::{GroupId, Raft};
+use crate::types::{GroupId, NodeId, Raft};
 
 /// Requests of one connection handled at once (bounds a connection's memory).
 pub const MAX_IN_FLIGHT: usize = 64;
@@ -81,7 +87,32 @@ impl Router {
         *self.service.write() = Some(service);
     }
 
-    /// Answers one request for `group`.
+    /// Answers one request for `group` addressed to node `target` (0: to whichever
+    /// member is here). A Raft message for another node than this server's member of
+    /// the group is refused: that member is another incarnation.
+    pub async fn handle_for(
+        &self,
+        group: GroupId,
+        target: NodeId,
+        request: RaftRequest,
+    ) -> RaftResponse {
+        let raft_message = !matches!(request, RaftRequest::Client(_) | RaftRequest::Service(_));
+        if target != 0 && raft_message {
+            let here = self
+                .groups
+                .read()
+                .get(&group)
+                .map(|r| r.metrics().borrow().id);
+            if let Some(id) = here.filter(|id| *id != target) {
+                return RaftResponse::Refused(format!(
+                    "group {group}: node {target} is not here (this member is node {id})"
+                ));
+            }
+        }
+        self.handle(group, request).await
+    }
+
+    /// Answers one request for `group`, whatever node it was addressed to.
     pub async fn handle(&self, group: GroupId, request: RaftRequest) -> RaftResponse {
         if let RaftRequest::Service(body) = request {
             let service = self.service.read().clone();
@@ -185,7 +216,7 @@ impl Router {
         }
     }
 
-    /// Serves one connection until the peer closes it: requests (`(id, group,
+    /// Serves one connection until the peer closes it: requests (`(id, group, target,
     /// request)` frames) are handled concurrently, at most [`MAX_IN_FLIGHT`] at a time,
     /// and answered as `(id, response)` frames in the order they finish. A malformed
     /// frame ends the connection.
@@ -204,13 +235,14 @@ impl Router {
         let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let read = async {
             while let Some(body) = read_frame(&mut rd).await? {
-                let (id, group, request): (u64, GroupId, RaftRequest) = decode_message(&body)?;
+                let (id, group, target, request): (u64, GroupId, NodeId, RaftRequest) =
+                    decode_message(&body)?;
                 let Ok(permit) = permits.clone().acquire_owned().await else {
                     break;
                 };
                 let (router, answers) = (self.clone(), answers.clone());
                 tokio::spawn(async move {
-                    let response = router.handle(group, request).await;
+                    let response = router.handle_for(group, target, request).await;
                     if let Ok(body) = encode_message(&(id, response)) {
                         let _ = answers.send(body).await;
                     }
@@ -235,9 +267,10 @@ impl Router {
 pub async fn call_on<S: AsyncRead + AsyncWrite + Unpin>(
     conn: &mut S,
     group: GroupId,
+    target: NodeId,
     request: &RaftRequest,
 ) -> Result<RaftResponse, TransportError> {
-    write_frame(conn, &encode_message(&(0u64, group, request))?).await?;
+    write_frame(conn, &encode_message(&(0u64, group, target, request))?).await?;
     let body = read_frame(conn).await?.ok_or(TransportError::Closed)?;
     let (_, answer): (u64, RaftResponse) = decode_message(&body)?;
     Ok(answer)
@@ -260,7 +293,7 @@ mod tests {
         let router = Arc::new(Router::new());
         let (mut client, server) = tokio::io::duplex(1 << 16);
         let serving = tokio::spawn(router.clone().serve(server));
-        let answer = call_on(&mut client, GroupId(9), &vote_request())
+        let answer = call_on(&mut client, GroupId(9), 0, &vote_request())
             .await
             .unwrap();
         assert!(matches!(answer, RaftResponse::Refused(why) if why.contains("g9")));
@@ -293,6 +326,7 @@ mod tests {
         let answer = call_on(
             &mut client,
             GroupId(4),
+            7,
             &RaftRequest::Service(vec![1, 2, 3]),
         )
         .await
@@ -359,7 +393,10 @@ mod tests {
             },
         };
         let stored = |r: &RaftResponse| matches!(r, RaftResponse::ChunkStored);
-        assert!(!stored(&router.handle(GroupId(1), chunk(1)).await));
+        // Addressed to another incarnation than this member (node 1): refused.
+        let other = router.handle_for(GroupId(1), 2, chunk(0)).await;
+        assert!(matches!(other, RaftResponse::Refused(why) if why.contains("node 2")));
+        assert!(!stored(&router.handle_for(GroupId(1), 1, chunk(1)).await));
         assert!(stored(&router.handle(GroupId(1), chunk(0)).await));
         assert!(stored(&router.handle(GroupId(1), chunk(1)).await));
         // A gap abandons the stream: its next pieces and its end are refused too.

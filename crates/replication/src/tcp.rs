@@ -1,8 +1,8 @@
 //! The TCP transport: one connection per peer, shared by every group, requests
 //! multiplexed by id and answered in any order.
 //!
-//! Frames are `codec` frames; a request's body is `(request id, GroupId, RaftRequest)`,
-//! an answer's `(request id, RaftResponse)`. The server side is [`Router::serve`].
+//! Frames are `codec` frames; a request's body is `(request id, GroupId, target NodeId,
+//! RaftRequest)`, an answer's `(request id, RaftResponse)`. The server side is [`Router::serve`].
 //!
 //! Invariants: a frame is written whole by one writer task per connection (a caller
 //! that gives up never leaves half a frame); a broken connection fails every call
@@ -179,14 +179,14 @@ impl TcpTransport {
 impl Transport for TcpTransport {
     async fn call(
         &self,
-        _target: NodeId,
+        target: NodeId,
         node: &Node,
         group: GroupId,
         request: RaftRequest,
     ) -> Result<RaftResponse, TransportError> {
         let conn = self.connection(&node.addr).await?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let body = encode_message(&(id, group, &request))?;
+        let body = encode_message(&(id, group, target, &request))?;
         let (tx, rx) = oneshot::channel();
         conn.waiting.lock().insert(id, tx);
         if !conn.alive.load(Ordering::SeqCst) {
@@ -312,7 +312,7 @@ mod tests {
             let (mut conn, _) = listener.accept().await.unwrap();
             crate::hello::accept(&mut conn, &cluster).await.unwrap();
             let body = read_frame(&mut conn).await.unwrap().unwrap();
-            let (id, _, _): (u64, GroupId, RaftRequest) = decode_message(&body).unwrap();
+            let (id, _, _, _): (u64, GroupId, NodeId, RaftRequest) = decode_message(&body).unwrap();
             let answer = encode_message(&(id, RaftResponse::Refused("no".into()))).unwrap();
             write_frame(&mut conn, &answer).await.unwrap();
             read_frame(&mut conn).await.unwrap().is_none()

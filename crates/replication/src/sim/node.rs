@@ -79,14 +79,14 @@ pub struct SimTransport<R: Replicated> {
 impl<R: Replicated> Transport for SimTransport<R> {
     async fn call(
         &self,
-        _target: NodeId,
+        target: NodeId,
         node: &Node,
         group: GroupId,
         request: RaftRequest,
     ) -> Result<RaftResponse, TransportError> {
         let done = matches!(request, RaftRequest::SnapshotDone { .. });
         let mut conn = TcpStream::connect(node.addr.as_str()).await?;
-        let answer = call_on(&mut conn, group, &request).await?;
+        let answer = call_on(&mut conn, group, target, &request).await?;
         if done && matches!(answer, RaftResponse::Snapshot(_)) {
             self.cluster.snapshots_sent.fetch_add(1, Ordering::Relaxed);
         }

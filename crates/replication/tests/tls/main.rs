@@ -160,7 +160,7 @@ async fn raw_tls_call(
         .await
         .map_err(TransportError::Tls)?;
     hello::dial(&mut tls, &cluster_id(CLUSTER)).await?;
-    call_on(&mut tls, GroupId(1), &vote()).await
+    call_on(&mut tls, GroupId(1), 0, &vote()).await
 }
 
 #[tokio::test]
