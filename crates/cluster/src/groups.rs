@@ -27,6 +27,7 @@
 //! function of the table id and shard position, the same on every node.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -35,6 +36,7 @@ use replication::{ClientPolicy, GroupId, Host, Node, NodeId, Router, SharedTrans
 use store::{Applied, CacheBudget, GroupCommit, ReplicaOptions, ShardMachine, StoreChange};
 
 use crate::catalog::TableEntry;
+use crate::placement::ShardPlacement;
 use crate::replica::{wait_for, Op, ReplicatedShard, RouteError, RoutePolicy, ShardIndexes};
 
 #[path = "groups_index.rs"]
@@ -54,6 +56,9 @@ pub struct TableGroups {
     addresses: Addresses,
     route: RoutePolicy,
     client: ClientPolicy,
+    /// One lock per group: the tasks that retire and start this server's copies of a
+    /// group run one after the other (`settle`), so two never open copies at once.
+    settling: parking_lot::Mutex<std::collections::HashMap<GroupId, Arc<tokio::sync::Mutex<()>>>>,
     /// Where the empty stand-ins of shards this server holds no replica of live (an
     /// in-memory engine: a table's layout needs a shard per range; `TableHandle` reads
     /// through the routes instead).
@@ -66,10 +71,44 @@ pub fn group_of(table_id: &str, shard: usize) -> GroupId {
     GroupId(base.wrapping_add(shard as u64).max(1))
 }
 
-/// Where shard `shard` of table `table_id` keeps its log and state.
-fn prefix_of(table_id: &str, shard: usize) -> String {
-    format!("raft.t{table_id}.s{shard}")
+/// Where incarnation `inc` of this server's replica of shard `shard` of table
+/// `table_id` keeps its log and state (incarnation 0 where replicas were always kept).
+fn prefix_of(table_id: &str, shard: usize, inc: u64) -> String {
+    if inc == 0 {
+        format!("raft.t{table_id}.s{shard}")
+    } else {
+        format!("raft.t{table_id}.i{inc}.s{shard}")
+    }
 }
+
+/// The incarnations of shard `shard` of table `table_id` whose storage `engine` holds
+/// (as `prefix_of` names it), ascending.
+fn stored_incarnations(engine: &dyn storage::Engine, table_id: &str, shard: usize) -> Vec<u64> {
+    let head = format!("raft.t{table_id}.");
+    let parse = |rest: &str| -> Option<u64> {
+        let (inc, rest) = match rest.strip_prefix('i') {
+            Some(r) => {
+                let (n, r) = r.split_once('.')?;
+                (n.parse().ok()?, r)
+            }
+            None => (0, rest),
+        };
+        let n = rest.strip_prefix('s')?.split('.').next()?;
+        (n.parse::<usize>().ok()? == shard).then_some(inc)
+    };
+    let mut incs: Vec<u64> = engine
+        .space_names()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|name| parse(name.strip_prefix(&head)?))
+        .collect();
+    incs.sort_unstable();
+    incs.dedup();
+    incs
+}
+
+/// How often a retiring replica looks whether its group let it go.
+const RETIRE_POLL: Duration = Duration::from_millis(200);
 
 impl TableGroups {
     /// The groups of the node with server id `me`, over its `host` (its router and the
@@ -94,6 +133,7 @@ impl TableGroups {
             addresses,
             route,
             client,
+            settling: Default::default(),
             stand_ins: OnceLock::new(),
         }
     }
@@ -123,21 +163,18 @@ impl TableGroups {
     }
 
     /// The voters of a shard as route candidates (those whose address is known now).
-    fn candidates(&self, voters: &[String]) -> Vec<(NodeId, Node)> {
-        voters
+    fn candidates(&self, place: &ShardPlacement) -> Vec<(NodeId, Node)> {
+        place
+            .voting
             .iter()
-            .filter_map(|v| {
-                Some((
-                    replication::node_id(v).ok()?,
-                    Node::new((self.addresses)(v)?),
-                ))
-            })
+            .filter_map(|v| Some((place.member(v)?, Node::new((self.addresses)(v)?))))
             .collect()
     }
 
     /// Opens this node's replicas of `e`'s shards (its machines now, its groups on the
     /// runtime): the shards, in key order, for the table's layout, and the table's write
-    /// path. An error when this node holds no replica of some shard.
+    /// path. Copies of other incarnations found in storage (a move not finished when
+    /// the server stopped) are opened first and retired.
     pub(crate) fn open(
         &self,
         engine: Arc<dyn storage::Engine>,
@@ -146,30 +183,104 @@ impl TableGroups {
         cache: CacheBudget,
         feeds: Arc<changefeed::Hub>,
     ) -> Result<(Vec<Arc<store::Shard>>, Arc<ReplicatedTable>), store::StoreError> {
+        self.build(engine, e, None, commit, cache, feeds)
+    }
+
+    /// The table `old` with the placement of `e` (same shards): a replica that stays
+    /// (same incarnation) is kept as it is; a replica no longer placed here retires
+    /// once its group made it a non-voter (the leader's moves), and one placed here
+    /// anew opens once no other copy of the shard's group is open here.
+    pub(crate) fn reopen(
+        &self,
+        engine: Arc<dyn storage::Engine>,
+        e: &TableEntry,
+        old: (&ReplicatedTable, &[Arc<store::Shard>]),
+        commit: Arc<GroupCommit>,
+        cache: CacheBudget,
+        feeds: Arc<changefeed::Hub>,
+    ) -> Result<(Vec<Arc<store::Shard>>, Arc<ReplicatedTable>), store::StoreError> {
+        self.build(engine, e, Some(old), commit, cache, feeds)
+    }
+
+    fn build(
+        &self,
+        engine: Arc<dyn storage::Engine>,
+        e: &TableEntry,
+        old: Option<(&ReplicatedTable, &[Arc<store::Shard>])>,
+        commit: Arc<GroupCommit>,
+        cache: CacheBudget,
+        feeds: Arc<changefeed::Hub>,
+    ) -> Result<(Vec<Arc<store::Shard>>, Arc<ReplicatedTable>), store::StoreError> {
         let ranges = crate::shards::Sharded::ranges(&e.splits)?;
-        let mut shards = Vec::with_capacity(ranges.len());
-        let mut slots = Vec::with_capacity(ranges.len());
+        let count = ranges.len();
+        let mut shards = Vec::with_capacity(count);
+        let mut slots = Vec::with_capacity(count);
+        let mut local = Vec::with_capacity(count);
+        let mut wanted = Vec::with_capacity(count);
         let mut remote = false;
-        let mut indexes = Vec::with_capacity(ranges.len());
+        let mut indexes = Vec::with_capacity(count);
         for (i, (range, place)) in ranges.into_iter().zip(&e.placement).enumerate() {
-            if !place.voting.contains(&self.me) {
+            let group = group_of(&e.id, i);
+            let want = place.incarnation(&self.me);
+            // Kept as it is: the same replica (or none) here, and for a client the
+            // same voters to ask.
+            if let Some((o, o_shards)) = old {
+                let same_client = want.is_none()
+                    && o.placement.get(i).is_some_and(|p| {
+                        p.voting == place.voting && p.incarnations == place.incarnations
+                    });
+                if (want.is_some() && o.local.get(i) == Some(&want))
+                    || (same_client && o.local.get(i) == Some(&None))
+                {
+                    shards.push(o_shards[i].clone());
+                    slots.push(o.slots[i].clone());
+                    local.push(want);
+                    wanted.push(o.wanted[i].clone());
+                    indexes.push(o.indexes[i].clone());
+                    remote |= want.is_none();
+                    continue;
+                }
+                // Replaced: what was started for the old plan stops where it waits.
+                if let Some(w) = o.wanted.get(i) {
+                    w.store(false, Ordering::SeqCst);
+                }
+            }
+            let retiring: Vec<u64> = stored_incarnations(&*engine, &e.id, i)
+                .into_iter()
+                .filter(|inc| Some(*inc) != want)
+                .collect();
+            let flag = Arc::new(AtomicBool::new(true));
+            local.push(want);
+            wanted.push(flag.clone());
+            let Some(inc) = want else {
                 // Not a replica here: a client of the shard's group.
                 let rs = ReplicatedShard::client(
-                    group_of(&e.id, i),
-                    self.candidates(&place.voting),
+                    group,
+                    self.candidates(place),
                     &range,
                     &e.primary_key,
                     self.transport.clone(),
                     self.route,
                 );
                 let name = format!("{}.s{i}", e.id);
-                shards.push(self.stand_in(name, &cache, &feeds, range)?);
+                shards.push(self.stand_in(name, &cache, &feeds, range.clone())?);
                 slots.push(Arc::new(OnceLock::from(rs)));
                 indexes.push(None);
                 remote = true;
+                let member = None;
+                self.settle(
+                    group,
+                    &e.id,
+                    i,
+                    retiring,
+                    range,
+                    (&cache, &commit),
+                    member,
+                    flag,
+                );
                 continue;
-            }
-            let prefix = prefix_of(&e.id, i);
+            };
+            let prefix = prefix_of(&e.id, i, inc);
             let machine = ShardMachine::open(
                 engine.clone(),
                 ReplicaOptions {
@@ -177,7 +288,7 @@ impl TableGroups {
                     commit: commit.clone(),
                     cache: cache.clone(),
                     feeds: feeds.clone(),
-                    range,
+                    range: range.clone(),
                     indexes: vec![],
                 },
             )?;
@@ -188,12 +299,42 @@ impl TableGroups {
             ix.follow(&index::defs_of(e))
                 .map_err(store::StoreError::Corrupt)?;
             indexes.push(Some(ix.clone()));
-            self.start(group_of(&e.id, i), prefix, machine, e, place, &ix, &slot);
+            let start = Start {
+                inc,
+                prefix,
+                machine,
+                primary_key: e.primary_key.clone(),
+                // Only the replicas a table was made with start its group; any later
+                // replica is added by the group's leader (a fresh copy that started a
+                // group of its own would split the shard in two).
+                bootstrap: (place.primary == self.me && inc == 0).then(|| {
+                    place
+                        .voting
+                        .iter()
+                        .map(|v| (v.clone(), place.member(v)))
+                        .collect()
+                }),
+                indexes: ix,
+                slot: slot.clone(),
+            };
+            self.settle(
+                group,
+                &e.id,
+                i,
+                retiring,
+                range,
+                (&cache, &commit),
+                Some(start),
+                flag,
+            );
             shards.push(shard);
             slots.push(slot);
         }
         let table = ReplicatedTable {
             slots,
+            local,
+            wanted,
+            placement: e.placement.clone(),
             indexes,
             leader_built: Default::default(),
             runtime: self.runtime.clone(),
@@ -203,70 +344,197 @@ impl TableGroups {
         Ok((shards, Arc::new(table)))
     }
 
-    /// Starts one shard's group on the runtime; its route lands in `slot` once started.
+    /// On the runtime: retires this server's copies of `group` of incarnations
+    /// `retiring` one after the other (each opened if it is not, kept until its group
+    /// no longer counts it as a voter, then removed with its storage), then starts
+    /// `start`'s member, unless `wanted` was cleared meanwhile (a newer placement).
     #[allow(clippy::too_many_arguments)]
-    fn start(
+    fn settle(
         &self,
         group: GroupId,
-        prefix: String,
-        machine: ShardMachine,
-        e: &TableEntry,
-        place: &crate::placement::ShardPlacement,
-        indexes: &Arc<ShardIndexes>,
-        slot: &Arc<OnceLock<ReplicatedShard<SharedTransport>>>,
+        table: &str,
+        shard: usize,
+        retiring: Vec<u64>,
+        range: store::KeyRange,
+        (cache, commit): (&CacheBudget, &Arc<GroupCommit>),
+        start: Option<Start>,
+        wanted: Arc<AtomicBool>,
     ) {
+        if retiring.is_empty() && start.is_none() {
+            return;
+        }
         let (host, router, transport) = (
             self.host.clone(),
             self.router.clone(),
             self.transport.clone(),
         );
         let (addresses, policy, client) = (self.addresses.clone(), self.route, self.client);
-        let primary = place.primary == self.me;
-        let voters = place.voting.clone();
-        let (indexes, slot, pk) = (indexes.clone(), slot.clone(), e.primary_key.clone());
+        let me = self.me.clone();
+        let (table, cache, commit) = (table.to_owned(), cache.clone(), commit.clone());
+        let lock = self.settling.lock().entry(group).or_default().clone();
         self.runtime.spawn(async move {
-            let member = match host.open(group, &prefix, machine).await {
+            let _turn = lock.lock().await;
+            let start_id = start
+                .as_ref()
+                .and_then(|s| replication::member_id(&me, s.inc).ok());
+            // The copy open here (an earlier plan's), then those only in storage.
+            let mut leaving: Vec<(NodeId, Option<u64>)> = Vec::new();
+            if let Some(m) = host.member(group) {
+                let id = m.raft.metrics().borrow().id;
+                if Some(id) == start_id {
+                    return; // Started already: nothing to do.
+                }
+                leaving.push((id, None));
+            }
+            for inc in retiring {
+                match replication::member_id(&me, inc) {
+                    Ok(id) if !leaving.iter().any(|(l, _)| *l == id) => {
+                        leaving.push((id, Some(inc)))
+                    }
+                    _ => {}
+                }
+            }
+            for (id, inc) in leaving {
+                if let Some(inc) = inc {
+                    let prefix = prefix_of(&table, shard, inc);
+                    let range = range.clone();
+                    let opened = open_retiring(&host, group, id, &prefix, range, (&cache, &commit));
+                    if let Err(e) = opened.await {
+                        tracing::warn!("group {group}: could not open a retiring copy: {e}");
+                        return;
+                    }
+                }
+                if !retired(&host, group, id).await {
+                    return;
+                }
+                if let Err(e) = host.remove(group).await {
+                    tracing::warn!("group {group}: could not remove a retired copy: {e}");
+                    return;
+                }
+                tracing::info!("group {group}: this server's copy (node {id}) retired");
+            }
+            let (Some(start), Some(id)) = (start, start_id) else {
+                return;
+            };
+            if !wanted.load(Ordering::SeqCst) {
+                return;
+            }
+            let member = match host.open_as(group, id, &start.prefix, start.machine).await {
                 Ok(m) => m,
                 Err(e) => {
                     tracing::warn!("could not open the group {group} of a table shard: {e}");
                     return;
                 }
             };
-            if primary {
-                bootstrap(&host, group, &voters, &addresses, policy.deadline).await;
+            if let Some(voters) = &start.bootstrap {
+                bootstrap(&host, group, voters, &addresses, policy.deadline).await;
             }
             let rs = ReplicatedShard::indexed(
                 group,
                 member.raft,
-                indexes,
-                &pk,
+                start.indexes,
+                &start.primary_key,
                 transport,
                 policy,
                 client,
             );
             rs.register(&router);
-            let _ = slot.set(rs);
+            let _ = start.slot.set(rs);
         });
     }
 
-    /// Stops and drops this node's replicas of the table with `id` and `shards` shards.
-    pub(crate) fn remove(&self, id: &str, shards: usize) {
+    /// Stops and drops this node's replicas of the table with `id` and `shards` shards,
+    /// and any storage of theirs left by earlier incarnations.
+    pub(crate) fn remove(&self, id: &str, shards: usize, engine: Arc<dyn storage::Engine>) {
         let host = self.host.clone();
         let groups: Vec<GroupId> = (0..shards).map(|i| group_of(id, i)).collect();
+        let head = format!("raft.t{id}.");
         self.runtime.spawn(async move {
             for g in groups {
                 let _ = host.remove(g).await;
+            }
+            for name in engine.space_names().unwrap_or_default() {
+                if name.starts_with(&head) {
+                    let _ = engine.drop_space(&name);
+                }
             }
         });
     }
 }
 
-/// Makes `voters` the group's first membership once every voter's address is known
-/// (within `deadline`; a group already initialised is left as it is).
+/// What starting this server's member of a shard's group needs.
+struct Start {
+    inc: u64,
+    prefix: String,
+    machine: ShardMachine,
+    primary_key: String,
+    /// The voters to bootstrap the group with (server id and node id), if this member
+    /// starts the group.
+    bootstrap: Option<Vec<(String, Option<NodeId>)>>,
+    indexes: Arc<ShardIndexes>,
+    slot: Arc<OnceLock<ReplicatedShard<SharedTransport>>>,
+}
+
+/// Opens a copy of `group` that this server no longer holds a replica of (node `id`,
+/// storage under `prefix`), so it can go on voting until its group lets it go. Its
+/// changes reach no changefeed (they are the table's, seen through its replicas).
+async fn open_retiring(
+    host: &Host<SharedTransport>,
+    group: GroupId,
+    id: NodeId,
+    prefix: &str,
+    range: store::KeyRange,
+    (cache, commit): (&CacheBudget, &Arc<GroupCommit>),
+) -> Result<(), String> {
+    let engine = host.engine();
+    let commit = commit.clone();
+    let machine = ShardMachine::open(
+        engine,
+        ReplicaOptions {
+            prefix: prefix.to_owned(),
+            commit,
+            cache: cache.clone(),
+            feeds: changefeed::Hub::new(),
+            range,
+            indexes: vec![],
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    host.open_as(group, id, prefix, machine)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Waits until this server's copy of `group` (node `id`) is no voter in a membership
+/// it has applied (so no quorum needs it any more): true then, false if the copy was
+/// closed meanwhile.
+async fn retired(host: &Host<SharedTransport>, group: GroupId, id: NodeId) -> bool {
+    loop {
+        let Some(m) = host.member(group) else {
+            return false;
+        };
+        let metrics = m.raft.metrics().borrow().clone();
+        if metrics.id != id {
+            return false;
+        }
+        let config = &metrics.membership_config;
+        let applied = config.log_id().map(|l| l.index) <= metrics.last_applied.map(|l| l.index);
+        let voter = config.membership().voter_ids().any(|v| v == id);
+        if applied && !voter {
+            return true;
+        }
+        tokio::time::sleep(RETIRE_POLL).await;
+    }
+}
+
+/// Makes `voters` (server id, node id) the group's first membership once every
+/// voter's address is known (within `deadline`; a group already initialised is left
+/// as it is).
 async fn bootstrap(
     host: &Host<SharedTransport>,
     group: GroupId,
-    voters: &[String],
+    voters: &[(String, Option<NodeId>)],
     addresses: &Addresses,
     deadline: Duration,
 ) {
@@ -274,7 +542,7 @@ async fn bootstrap(
     loop {
         let known: Option<BTreeMap<NodeId, Node>> = voters
             .iter()
-            .map(|v| Some((replication::node_id(v).ok()?, Node::new(addresses(v)?))))
+            .map(|(v, id)| Some(((*id)?, Node::new(addresses(v)?))))
             .collect();
         if let Some(members) = known {
             if let Err(e) = host.bootstrap(group, members).await {
@@ -303,6 +571,13 @@ pub(crate) enum Local {
 /// A replicated table's write path: each shard's route to its leader.
 pub struct ReplicatedTable {
     slots: Vec<Arc<OnceLock<ReplicatedShard<SharedTransport>>>>,
+    /// This server's replica of each shard, by incarnation (none: a client).
+    local: Vec<Option<u64>>,
+    /// Per shard: cleared when a newer placement replaces this one's plan for it (a
+    /// member still waiting to start then never does).
+    wanted: Vec<Arc<AtomicBool>>,
+    /// The placement this table was opened with.
+    placement: Vec<ShardPlacement>,
     /// This server's replicas' secondary indexes, by shard (none for a remote shard).
     indexes: Vec<Option<Arc<ShardIndexes>>>,
     /// The (shard, index id) pairs whose leader said the index is built (`index`).
@@ -395,6 +670,19 @@ impl ReplicatedTable {
     /// How many shards the table has.
     pub(crate) fn shards(&self) -> usize {
         self.slots.len()
+    }
+
+    /// Whether `placement` is the one this table was opened with (replicas and
+    /// incarnations).
+    pub(crate) fn placed_as(&self, placement: &[ShardPlacement]) -> bool {
+        self.placement == placement
+    }
+
+    /// The table is gone: nothing waiting to start for it starts.
+    pub(crate) fn abandon(&self) {
+        for w in &self.wanted {
+            w.store(false, Ordering::SeqCst);
+        }
     }
 
     /// Whether this server holds no replica of some shard.

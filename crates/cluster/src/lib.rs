@@ -23,6 +23,7 @@ mod feeds;
 mod format_tests;
 pub mod groups;
 mod index;
+pub mod moves;
 pub mod placement;
 pub mod replica;
 mod shards;

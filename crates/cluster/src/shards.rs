@@ -115,6 +115,23 @@ impl Sharded {
         })
     }
 
+    /// Another layout of `shards` cut at `splits`, over the same storage and
+    /// changefeed hub (a replicated table whose replicas moved).
+    pub(crate) fn with_shards_like(
+        &self,
+        splits: &[Datum],
+        shards: Vec<Arc<Shard>>,
+    ) -> Result<Sharded, StoreError> {
+        let env = ShardEnv {
+            engine: self.env.engine.clone(),
+            space: self.env.space.clone(),
+            commit: self.env.commit.clone(),
+            cache: self.env.cache.clone(),
+            feeds: self.env.feeds.clone(),
+        };
+        Self::with_shards(env, splits, shards)
+    }
+
     /// The key ranges that `splits` cut, in order.
     pub(crate) fn ranges(splits: &[Datum]) -> Result<Vec<KeyRange>, StoreError> {
         let cuts = splits.iter().map(encode).collect::<Result<Vec<_>, _>>()?;

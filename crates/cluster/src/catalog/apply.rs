@@ -179,11 +179,21 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
     if !e.placement.is_empty() {
         let ids = |v: &[String]| Datum::array(v.iter().map(|s| Datum::str(s)).collect());
         let shards = e.placement.iter().map(|p| {
-            Datum::from_pairs([
+            let mut fields = vec![
                 ("primary", Datum::str(&p.primary)),
                 ("voting", ids(&p.voting)),
                 ("nonvoting", ids(&p.nonvoting)),
-            ])
+            ];
+            if !p.incarnations.is_empty() {
+                // Incarnations are below 2^32 (`placement::carry_incarnations`): exact
+                // as numbers.
+                let incs = p
+                    .incarnations
+                    .iter()
+                    .map(|(s, i)| (datum::Str::from(s.as_str()), Datum::from(*i as f64)));
+                fields.push(("incarnations", Datum::object(incs.collect())));
+            }
+            Datum::from_pairs(fields)
         });
         pairs.push(("placement", Datum::array(shards.collect())));
     }
@@ -214,6 +224,15 @@ fn parse_placement(d: &Datum) -> Vec<crate::placement::ShardPlacement> {
                         .to_string(),
                     voting: ids(p, "voting"),
                     nonvoting: ids(p, "nonvoting"),
+                    incarnations: p
+                        .get("incarnations")
+                        .and_then(Datum::as_object)
+                        .map(|o| {
+                            o.iter()
+                                .filter_map(|(k, v)| Some((k.to_string(), v.as_f64()? as u64)))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 })
                 .collect()
         })

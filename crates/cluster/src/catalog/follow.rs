@@ -186,6 +186,20 @@ impl Cluster {
     /// points and follows its index definitions and hook.
     fn follow_table(&self, e: &TableEntry) {
         let h = match self.handle_by_id(&e.id) {
+            // Its replicas moved: the groups follow the new placement.
+            Some(h)
+                if h.replicated
+                    .as_ref()
+                    .is_some_and(|r| !r.placed_as(&e.placement)) =>
+            {
+                match self.replace_placement(&h, e) {
+                    Ok(n) => {
+                        self.handles.write().insert(e.id.clone(), n.clone());
+                        n
+                    }
+                    Err(_) => return self.failed(),
+                }
+            }
             Some(h) => h,
             None => match self.open_table(e) {
                 Ok(h) => {

@@ -255,6 +255,32 @@ impl Cluster {
         }))
     }
 
+    /// A replicated table's handle for a new placement of its replicas (same
+    /// shards): its groups follow (`TableGroups::reopen`), its changefeed hub stays.
+    pub(crate) fn replace_placement(
+        &self,
+        h: &TableHandle,
+        e: &TableEntry,
+    ) -> Result<Arc<TableHandle>, store::StoreError> {
+        let (Some(g), Some(r)) = (self.groups.get(), &h.replicated) else {
+            return Err(store::StoreError::Corrupt("not a replicated table".into()));
+        };
+        let feeds = h.shards.feeds().clone();
+        let old_shards = h.shards.current().shards.clone();
+        let (shards, table) = g.reopen(
+            self.engine.clone(),
+            e,
+            (r, &old_shards),
+            self.commit.clone(),
+            self.doc_cache.clone(),
+            feeds,
+        )?;
+        let mut handle = h.clone();
+        handle.shards = Arc::new(h.shards.with_shards_like(&e.splits, shards)?);
+        handle.replicated = Some(table);
+        Ok(Arc::new(handle))
+    }
+
     /// The handle of the table with `id`.
     pub(crate) fn handle_by_id(&self, id: &str) -> Option<Arc<TableHandle>> {
         self.handles.read().get(id).cloned()
@@ -373,7 +399,8 @@ impl Cluster {
                 // Its data lives in its groups' spaces, dropped with them; its replicas'
                 // index builds stop.
                 r.drop_indexes();
-                g.remove(id, r.shards());
+                r.abandon();
+                g.remove(id, r.shards(), self.engine.clone());
             }
         }
         let _ = self.engine.drop_space(&space_of(id));
@@ -477,6 +504,7 @@ impl Cluster {
             primary: id.clone(),
             voting: vec![id],
             nonvoting: vec![],
+            incarnations: Default::default(),
         };
         vec![shard; shards.max(1) as usize]
     }
@@ -569,11 +597,6 @@ impl reql::TableAccess for Cluster {
             }
         }
         let placement = self.check_placement(opts.shards, &opts.replicas, None)?;
-        if self.groups.get().is_some() && placement.iter().any(|p| !p.nonvoting.is_empty()) {
-            return Err(op_failed(
-                "Non-voting replicas of replicated tables are not supported yet.",
-            ));
-        }
         let e = TableEntry {
             id: uuid::Uuid::new_v4().to_string(),
             db: db.to_string(),

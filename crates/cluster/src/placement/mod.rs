@@ -106,6 +106,12 @@ pub struct ShardPlacement {
     pub voting: Vec<String>,
     /// The non-voting replicas.
     pub nonvoting: Vec<String>,
+    /// Each replica's incarnation, by server id (none: 0, a replica placed when the
+    /// table was made): a replica placed again on a server that dropped it is a new
+    /// member of the shard's Raft group, with a node id of its own
+    /// (`replication::member_id`). Set by [`carry_incarnations`].
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub incarnations: BTreeMap<String, u64>,
 }
 
 impl ShardPlacement {
@@ -113,6 +119,56 @@ impl ShardPlacement {
     pub fn all(&self) -> impl Iterator<Item = &String> {
         self.voting.iter().chain(self.nonvoting.iter())
     }
+
+    /// Whether `server` holds a replica (voting or not).
+    pub fn holds(&self, server: &str) -> bool {
+        self.all().any(|s| s == server)
+    }
+
+    /// The incarnation of `server`'s replica, if it holds one.
+    pub fn incarnation(&self, server: &str) -> Option<u64> {
+        self.holds(server)
+            .then(|| self.incarnations.get(server).copied().unwrap_or(0))
+    }
+
+    /// The Raft node id of `server`'s replica, if it holds one.
+    pub fn member(&self, server: &str) -> Option<replication::NodeId> {
+        replication::member_id(server, self.incarnation(server)?).ok()
+    }
+
+    /// The same servers in the same roles (incarnations aside).
+    pub fn same_servers(&self, other: &ShardPlacement) -> bool {
+        self.primary == other.primary
+            && self.voting == other.voting
+            && self.nonvoting == other.nonvoting
+    }
+}
+
+/// Gives each replica of `new` its incarnation: a server that held a replica of the
+/// same shard in `old` keeps its own, a server placed there anew gets a fresh random
+/// one (so it never reuses the node id of a copy it dropped). With another number of
+/// shards every replica is new.
+pub fn carry_incarnations(old: &[ShardPlacement], new: &mut [ShardPlacement]) {
+    let same_cut = old.len() == new.len();
+    for (i, shard) in new.iter_mut().enumerate() {
+        let before = old.get(i).filter(|_| same_cut);
+        let servers: Vec<String> = shard.all().cloned().collect();
+        shard.incarnations = servers
+            .into_iter()
+            .map(|s| {
+                let kept = before.and_then(|b| b.incarnation(&s));
+                let inc = kept.unwrap_or_else(fresh_incarnation);
+                (s, inc)
+            })
+            .filter(|(_, inc)| *inc != 0)
+            .collect();
+    }
+}
+
+/// A random incarnation whose low half (what a node id keeps) is not 0.
+fn fresh_incarnation() -> u64 {
+    let (a, _) = uuid::Uuid::new_v4().as_u64_pair();
+    (a & 0xFFFF_FFFF).max(1)
 }
 
 /// Adds a table's placement to the servers' loads (RethinkDB's
@@ -203,6 +259,7 @@ pub fn place(
                 primary: servers[primary].id.clone(),
                 voting: ids(&c.voting),
                 nonvoting: ids(&c.nonvoting),
+                incarnations: BTreeMap::new(),
             })
         })
         .collect()

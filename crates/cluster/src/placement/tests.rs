@@ -285,6 +285,7 @@ fn reconfigure_keeps_the_data_where_it_is() {
         primary: "s4".into(),
         voting: vec!["s2".into(), "s4".into()],
         nonvoting: vec![],
+        incarnations: Default::default(),
     }];
     // Same shape: nothing moves, the primary stays.
     let p = place(&s, Some(&current), &Request::count(1, 2)).unwrap();
@@ -330,4 +331,41 @@ fn loaded_servers_are_avoided() {
     let p = place(&s, None, &Request::count(1, 2)).unwrap();
     assert_eq!(p[0].voting, vec!["s2", "s3"]);
     assert_eq!(p[0].primary, "s2");
+}
+
+#[test]
+fn incarnations_are_kept_for_staying_replicas_and_fresh_for_new_ones() {
+    let a = "00000000-0000-4000-8000-00000000000a".to_string();
+    let b = "00000000-0000-4000-8000-00000000000b".to_string();
+    let c = "00000000-0000-4000-8000-00000000000c".to_string();
+    let shard = |voting: &[&String], nonvoting: &[&String]| ShardPlacement {
+        primary: voting[0].clone(),
+        voting: voting.iter().map(|s| (*s).clone()).collect(),
+        nonvoting: nonvoting.iter().map(|s| (*s).clone()).collect(),
+        incarnations: Default::default(),
+    };
+    // Made with the table: incarnation 0, recorded as nothing.
+    let made = vec![shard(&[&a, &b], &[])];
+    assert_eq!(made[0].incarnation(&a), Some(0));
+    assert_eq!(made[0].incarnation(&c), None);
+    // b leaves, c arrives (non-voting): a keeps 0, c gets a fresh one.
+    let mut moved = vec![shard(&[&a], &[&c])];
+    carry_incarnations(&made, &mut moved);
+    assert_eq!(moved[0].incarnation(&a), Some(0));
+    let c1 = moved[0].incarnation(&c).unwrap();
+    assert_ne!(c1, 0);
+    assert_ne!(moved[0].member(&c), made[0].member(&a));
+    // c becomes a voter: same replica, same incarnation.
+    let mut voting = vec![shard(&[&a, &c], &[])];
+    carry_incarnations(&moved, &mut voting);
+    assert_eq!(voting[0].incarnation(&c), Some(c1));
+    // b comes back: never under its first node id.
+    let mut back = vec![shard(&[&a, &b, &c], &[])];
+    carry_incarnations(&voting, &mut back);
+    assert_ne!(back[0].member(&b), made[0].member(&b));
+    assert!(replication::same_server(
+        back[0].member(&b).unwrap(),
+        made[0].member(&b).unwrap()
+    ));
+    assert!(back[0].same_servers(&shard(&[&a, &b, &c], &[])));
 }

@@ -151,11 +151,15 @@ impl<T: Transport> GroupRoute<T> {
                     .get_node(&id)
                     .cloned()
             }
-            None => self
-                .candidates
-                .iter()
-                .find(|(c, _)| *c == id)
-                .map(|(_, n)| n.clone()),
+            // A hinted leader that is no candidate (a copy on its way out leading while
+            // replicas move): no address here, the cluster transport dials the node's
+            // server where membership knows it (`replication::Resolving`).
+            None => Some(
+                self.candidates
+                    .iter()
+                    .find(|(c, _)| *c == id)
+                    .map_or_else(|| Node::new(String::new()), |(_, n)| n.clone()),
+            ),
         }
     }
 

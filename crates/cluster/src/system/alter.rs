@@ -156,17 +156,11 @@ impl Cluster {
                 None => None,
             },
         };
-        // A replicated table's groups do not follow a new placement yet: refused rather
-        // than recorded where nothing would act on it.
-        let moves = changes
-            .placement
-            .as_ref()
-            .is_some_and(|p| *p != old.placement);
-        if moves && handle.as_ref().is_some_and(|h| h.replicated.is_some()) {
-            return Err(format!(
-                "Reconfiguring table `{}.{}` is not supported yet: its shards are replicated.",
-                old.db, old.name
-            ));
+        // Replicas that stay keep their incarnation; new ones get theirs (every node's
+        // groups follow the recorded placement: `crate::groups`, the leaders' moves).
+        let mut changes = changes;
+        if let Some(p) = changes.placement.as_mut() {
+            crate::placement::carry_incarnations(&old.placement, p);
         }
         let out = g
             .apply(CatalogCommand::AlterTable {

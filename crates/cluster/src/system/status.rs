@@ -60,7 +60,7 @@ pub(crate) fn shard(
     starting: bool,
     connected: &dyn Fn(&str) -> bool,
 ) -> (Option<String>, Vec<(String, &'static str)>) {
-    let node = |id: &str| replication::node_id(id).ok();
+    let node = |id: &str| place.member(id);
     if starting {
         let states = place
             .all()
@@ -78,9 +78,17 @@ pub(crate) fn shard(
         return (None, states);
     }
     let primary = match known {
-        Some(k) => k
-            .leader
-            .and_then(|l| place.all().find(|id| node(id) == Some(l)).cloned()),
+        Some(k) => k.leader.and_then(|l| {
+            // A copy on its way out may still lead: named by its server.
+            let same = |id: &&String| {
+                replication::node_id(id).is_ok_and(|n| replication::same_server(n, l))
+            };
+            place
+                .all()
+                .find(|id| node(id) == Some(l))
+                .or_else(|| place.all().find(same))
+                .cloned()
+        }),
         // Not a member here: the configured primary, if it can be reached.
         None => Some(place.primary.clone()).filter(|p| connected(p)),
     };
@@ -277,6 +285,7 @@ mod tests {
             primary: A.into(),
             voting: vec![A.into(), B.into(), C.into()],
             nonvoting: vec![],
+            incarnations: Default::default(),
         }
     }
 

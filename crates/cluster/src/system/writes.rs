@@ -8,6 +8,7 @@ use super::alter::TableAlter;
 use super::{Kind, SystemTable, SYSTEM_DB};
 use crate::auth::{Perm, Scope};
 use crate::catalog::TableEntry;
+use crate::placement::ShardPlacement;
 
 type R = Result<(), String>;
 
@@ -191,8 +192,10 @@ fn durability_of(d: &Datum) -> Result<Durability, String> {
     })
 }
 
-/// The number of shards and replicas a `shards` value describes.
-fn shards_of(t: &SystemTable, d: &Datum) -> Result<(u32, u32), String> {
+/// The number of shards and replicas a `shards` value describes, and (a replicated
+/// catalog's table) the placement it names: each shard's primary, voting and
+/// non-voting replicas by server id, checked as RethinkDB checks them.
+fn shards_of(t: &SystemTable, d: &Datum) -> Result<(u32, u32, Vec<ShardPlacement>), String> {
     let items = d.as_array().ok_or_else(|| {
         format!(
             "In `shards`: Expected an array, got {}",
@@ -209,27 +212,78 @@ fn shards_of(t: &SystemTable, d: &Datum) -> Result<(u32, u32), String> {
     } else {
         vec![t.cluster.local_record()]
     };
-    let known: Vec<String> = servers.into_iter().flat_map(|r| [r.name, r.id]).collect();
-    let mut replicas = 1;
-    for s in items {
-        let reps = s
-            .get("replicas")
-            .and_then(Datum::as_array)
-            .ok_or_else(|| "In `shards`: Expected a field named `replicas`.".to_string())?;
-        if reps.is_empty() {
-            return Err("You must specify at least one replica for each shard.".into());
-        }
-        for r in reps.iter().chain(s.get("primary_replica")) {
-            let n = r.as_str().unwrap_or_default();
-            if !known.iter().any(|k| k == n) {
-                return Err(format!(
-                    "In `shards`: Server `{n}` does not exist or is not connected."
-                ));
+    let id_of = |n: &Datum| -> Result<(String, String), String> {
+        let n = n.as_str().unwrap_or_default();
+        servers
+            .iter()
+            .find(|r| r.name == n || r.id == n)
+            .map(|r| (r.id.clone(), r.name.clone()))
+            .ok_or_else(|| format!("In `shards`: Server `{n}` does not exist or is not connected."))
+    };
+    let list = |s: &Datum, field: &str| -> Result<Vec<(String, String)>, String> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for r in s.get(field).and_then(Datum::as_array).unwrap_or_default() {
+            let server = id_of(r)?;
+            if !out.contains(&server) {
+                out.push(server);
             }
         }
-        replicas = reps.len() as u32;
+        Ok(out)
+    };
+    let mut replicas = 1;
+    let mut placement = Vec::with_capacity(items.len());
+    for s in items {
+        if s.get("replicas").and_then(Datum::as_array).is_none() {
+            return Err("In `shards`: Expected a field named `replicas`.".to_string());
+        }
+        let all = list(s, "replicas")?;
+        if all.is_empty() {
+            return Err("You must specify at least one replica for each shard.".into());
+        }
+        let nonvoting = list(s, "nonvoting_replicas")?;
+        if nonvoting.iter().any(|n| !all.contains(n)) {
+            return Err(
+                "In `shards`: Every server listed in the `nonvoting_replicas` field \
+                        must also appear in `replicas`."
+                    .into(),
+            );
+        }
+        // Left out (a new table's row may omit it): the first voting replica.
+        let primary = match s.get("primary_replica") {
+            Some(p) => id_of(p)?,
+            None => match all.iter().find(|r| !nonvoting.contains(r)) {
+                Some(r) => r.clone(),
+                None => all[0].clone(),
+            },
+        };
+        if !all.contains(&primary) {
+            return Err(format!(
+                "In `shards`: The server listed in the `primary_replica` field (`{}`) must \
+                 also appear in `replicas`.",
+                primary.1
+            ));
+        }
+        if nonvoting.contains(&primary) {
+            return Err(format!(
+                "In `shards`: The primary replica (`{}`) must not be a nonvoting replica.",
+                primary.1
+            ));
+        }
+        replicas = all.len() as u32;
+        let ids = |v: &[(String, String)]| v.iter().map(|(id, _)| id.clone()).collect();
+        let voting: Vec<(String, String)> = all
+            .iter()
+            .filter(|r| !nonvoting.contains(r))
+            .cloned()
+            .collect();
+        placement.push(ShardPlacement {
+            primary: primary.0,
+            voting: ids(&voting),
+            nonvoting: ids(&nonvoting),
+            incarnations: Default::default(),
+        });
     }
-    Ok((items.len() as u32, replicas))
+    Ok((items.len() as u32, replicas, placement))
 }
 
 const TABLE_KEYS: &[&str] = &[
@@ -268,7 +322,7 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
         );
     }
     let pk = field(new, "primary_key")?;
-    let (shards, replicas) = shards_of(t, field(new, "shards")?)?;
+    let (shards, replicas, placement) = shards_of(t, field(new, "shards")?)?;
     // `shards` left as it was: nothing to re-place (a rename of a replicated table must
     // not move its replicas).
     let same_shards = field(new, "shards")? == field(old, "shards")?;
@@ -292,7 +346,8 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
             shards: (!same_shards).then_some(shards),
             replicas: (!same_shards).then_some(replicas),
             rebalance: false,
-            placement: None,
+            // The servers named, where the catalog records placements.
+            placement: (!same_shards && c.is_replicated()).then_some(placement),
         },
     )
 }
@@ -326,7 +381,7 @@ fn table_config_insert(t: &SystemTable, key: &Datum, new: &Datum) -> R {
     };
     let durability = new.get("durability").map(durability_of).transpose()?;
     let (shards, replicas) = match new.get("shards") {
-        Some(s) => shards_of(t, s)?,
+        Some(s) => shards_of(t, s).map(|(n, r, _)| (n, r))?,
         None => (1, 1),
     };
     if let Some(w) = new.get("write_acks") {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cluster::Cluster;
-use replication::{node_id, GroupId, Host, SharedTransport};
+use replication::{GroupId, Host, SharedTransport};
 
 /// How long one transfer may take (catch-up, the leader's lease, the election).
 const TRANSFER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -61,9 +61,19 @@ impl HandBack {
                 if m.current_leader != Some(m.id) {
                     continue;
                 }
-                let Ok(target) = node_id(&place.primary) else {
+                let Some(target) = place.member(&place.primary) else {
                     continue;
                 };
+                // The primary's replica must be a voter of the group (a new one is
+                // first caught up and promoted by the moves).
+                if !m
+                    .membership_config
+                    .membership()
+                    .voter_ids()
+                    .any(|v| v == target)
+                {
+                    continue;
+                }
                 let outcome = member
                     .proposer
                     .transfer_leader(transport, group, target, TRANSFER_TIMEOUT)

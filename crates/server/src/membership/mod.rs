@@ -23,6 +23,7 @@
 
 mod handback;
 mod identity;
+mod moves;
 mod peers;
 mod raft;
 mod tables;

@@ -71,7 +71,7 @@ impl Resolve for Resolver {
         let record = peers
             .connected()
             .into_iter()
-            .find(|r| node_id(&r.id).ok() == Some(node))?;
+            .find(|r| node_id(&r.id).is_ok_and(|n| replication::same_server(n, node)))?;
         peers.addresses_of(&record.id)?.into_iter().next()
     }
 }
@@ -150,6 +150,7 @@ pub(crate) async fn control(
     // Failures already logged, so that a persistent one is one line, not one a round.
     let mut logged = HashSet::new();
     let mut hand_back = handback::HandBack::default();
+    let known = addresses(&inner);
     drop(cluster);
     loop {
         tokio::time::sleep(ROUND).await;
@@ -208,6 +209,9 @@ pub(crate) async fn control(
                 {
                     inner.log("notice", &line);
                 }
+                for line in super::moves::round(&cluster, &host, &known).await {
+                    inner.log("notice", &line);
+                }
             }
         }
     }
@@ -223,6 +227,22 @@ fn voters(me: &ServerRecord, peers: &[ServerRecord]) -> BTreeMap<NodeId, Node> {
             Some((node_id(&r.id).ok()?, Node::new(addr)))
         })
         .collect()
+}
+
+/// Each server's cluster address as membership knows it now (this server's own
+/// canonical address for itself).
+fn addresses(inner: &Arc<Inner>) -> cluster::groups::Addresses {
+    let weak = Arc::downgrade(inner);
+    let me = inner.me.clone();
+    Arc::new(move |id: &str| {
+        let inner = weak.upgrade()?;
+        if id == me {
+            let c = inner.cluster.upgrade()?;
+            return c.local_record().canonical_addresses.first().map(address);
+        }
+        let first = inner.peers.lock().addresses_of(id)?.into_iter().next();
+        first
+    })
 }
 
 /// What opening and converting the catalog group work with.
@@ -291,17 +311,7 @@ impl Groups<'_> {
             Arc::new(route),
             runtime.clone(),
         )));
-        let weak = Arc::downgrade(self.inner);
-        let me = self.inner.me.clone();
-        let addresses: cluster::groups::Addresses = Arc::new(move |id: &str| {
-            let inner = weak.upgrade()?;
-            if id == me {
-                let c = inner.cluster.upgrade()?;
-                return c.local_record().canonical_addresses.first().map(address);
-            }
-            let first = inner.peers.lock().addresses_of(id)?.into_iter().next();
-            first
-        });
+        let addresses = addresses(self.inner);
         let groups = cluster::groups::TableGroups::new(
             self.host.clone(),
             self.transport.clone(),
