@@ -23,7 +23,9 @@ use crate::value::{Datum, Object, Str};
 mod reader;
 mod validate;
 pub use reader::{JsonReader, TextMark};
-pub(crate) use validate::{count_in_member_string, find_member, member, validate_canonical};
+pub(crate) use validate::{
+    count_in_member_string, find_member, member, plain_object_end, validate_canonical,
+};
 
 /// Nesting beyond this is left to serde (whose own limit is 128): as deep as a stored
 /// document may be (`MAX_NESTING`), so that every stored document decodes here.

@@ -36,6 +36,9 @@ pub type Str = Arc<str>;
 pub struct Object {
     map: OnceLock<BTreeMap<Str, Datum>>,
     raw: Option<Bytes>,
+    /// For text read by `JsonReader::plain_object` (no array or pseudo-type inside):
+    /// how many levels of objects it nests, itself included; 0 when not known.
+    levels: u32,
 }
 
 impl Default for Object {
@@ -56,6 +59,17 @@ impl Object {
         Object {
             map: OnceLock::new(),
             raw: Some(raw),
+            levels: 0,
+        }
+    }
+
+    /// A lazy object from text that `fast::plain_object_end` accepted, nesting `levels`
+    /// levels of objects.
+    pub(crate) fn plain(raw: Bytes, levels: u32) -> Object {
+        Object {
+            map: OnceLock::new(),
+            raw: Some(raw),
+            levels,
         }
     }
 
@@ -91,6 +105,15 @@ impl Object {
     /// keeps many documents: the text alone is about a third of text plus map.
     pub fn text_only(&self) -> Option<Object> {
         self.raw.clone().map(Object::lazy)
+    }
+
+    /// For an object still in the text `JsonReader::plain_object` read (map not built,
+    /// so the text is the value): how many levels of objects it nests, itself included,
+    /// knowing that no array and no pseudo-type is inside. `None` for any other object.
+    /// Lets a writer check such a document (`check_storable`) without building its map.
+    pub fn plain_text_levels(&self) -> Option<usize> {
+        self.unbuilt_text()?;
+        (self.levels > 0).then_some(self.levels as usize)
     }
 
     /// Whether the map has been built (a lazy object's is not until first looked at).
@@ -194,6 +217,7 @@ impl From<BTreeMap<Str, Datum>> for Object {
         Object {
             map: OnceLock::from(map),
             raw: None,
+            levels: 0,
         }
     }
 }
@@ -531,6 +555,30 @@ mod tests {
         );
         assert_eq!(Datum::Object(Arc::new(t)), Datum::Object(o.clone()));
         assert!(Object::from(BTreeMap::new()).text_only().is_none());
+    }
+
+    #[test]
+    fn plain_text_levels_bound_nesting_without_building() {
+        let plain = |t: &str| crate::JsonReader::new(t.as_bytes(), 8).plain_object();
+        let levels = |d: &Datum| d.as_object().unwrap().plain_text_levels();
+        for (t, n) in [
+            (r#"{"a":1,"b":{"c":"x["}}"#, 2),
+            (r#"{"a":"$reql_type$"}"#, 1),
+            ("{}", 1),
+        ] {
+            let mut d = plain(t).unwrap();
+            assert_eq!(levels(&d), Some(n), "{t}");
+            assert!(!d.as_object().unwrap().is_built(), "{t}");
+            // Once the map may change, the count no longer describes it.
+            if let Datum::Object(o) = &mut d {
+                Arc::make_mut(o).insert(Str::from("z"), Datum::Null);
+            }
+            assert_eq!(levels(&d), None, "{t}");
+        }
+        let stored = crate::from_json_owned(b"{\"a\":1}".to_vec()).unwrap();
+        assert_eq!(levels(&stored), None);
+        let built = Datum::from_pairs([("a", Datum::Number(1.0))]);
+        assert_eq!(levels(&built), None);
     }
 
     /// Writing out, `raw_json`, cloning and comparing equal texts leave the map unbuilt.

@@ -9,6 +9,7 @@
 //! the decoder's own for the Datums it reads) against one limit.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -84,6 +85,26 @@ impl<'a> JsonReader<'a> {
     pub fn datum(&mut self) -> Option<Datum> {
         self.p.ws();
         self.p.value()
+    }
+
+    /// The object next (after whitespace) kept as its text, undecoded (`Object::lazy`),
+    /// when that text is canonical and holds no array and no `$reql_type$` key at any
+    /// depth (`plain_object_end`), within the nesting left; `None`, with nothing but
+    /// whitespace consumed, otherwise. For a front end where arrays and pseudo-types mean more than
+    /// their JSON: what such text decodes to is the same whoever reads it. A bulk insert's
+    /// documents are read this way, so storing them copies their text and nothing
+    /// builds their maps.
+    pub fn plain_object(&mut self) -> Option<Datum> {
+        self.p.ws();
+        let from = self.p.i;
+        let left = self.p.limit.saturating_sub(self.p.depth);
+        let (end, levels) = super::plain_object_end(self.p.b, from, left)?;
+        let text = self.p.b.get(from..end)?;
+        self.p.i = end;
+        Some(Datum::Object(Arc::new(Object::plain(
+            Bytes::copy_from_slice(text),
+            levels,
+        ))))
     }
 
     /// A number written as a plain non-negative integer of at most 18 digits (no sign,
@@ -217,6 +238,48 @@ mod tests {
             assert_eq!(r.close(b']'), Some(()));
             assert!(!r.p.canonical);
         }
+    }
+
+    #[test]
+    fn plain_objects_are_kept_undecoded() {
+        for (text, plain) in [
+            (r#"{"a":1,"b":"x","c":{"d":null}}"#, true),
+            (r#"{}"#, true),
+            (r#"{"a":[1]}"#, false),
+            (r#"{"a":{"$reql_type$":"TIME"}}"#, false),
+            (r#"{"$reql_type$":"x"}"#, false),
+            (r#"{"a":1, "b":2}"#, false),
+            (r#"{"b":1,"a":2}"#, false),
+            (r#"{"a":1,"a":2}"#, false),
+            (r#"{"a":1.0}"#, false),
+        ] {
+            let whole = format!("[ {text},1]");
+            let mut r = JsonReader::new(whole.as_bytes(), 8);
+            assert_eq!(r.open(b'['), Some(()));
+            assert_eq!(r.peek(), Some(b'{'));
+            let at = r.offset();
+            let got = r.plain_object();
+            assert_eq!(got.is_some(), plain, "{text}");
+            let Some(d) = got else {
+                assert_eq!(r.offset(), at, "nothing consumed: {text}");
+                continue;
+            };
+            let o = d.as_object().unwrap();
+            assert!(!o.is_built());
+            assert_eq!(o.raw_json(), Some(text.as_bytes()));
+            assert_eq!(d, crate::from_json_slice(text.as_bytes()).unwrap());
+            assert!(r.eat(b','));
+        }
+        let mut r = JsonReader::new(b"[{\"a\":\"\xff\"}]", 8);
+        assert_eq!(r.open(b'['), Some(()));
+        assert!(r.plain_object().is_none(), "not UTF-8");
+        // Nesting counts against what the reader has left.
+        let mut r = JsonReader::new(br#"[{"a":{}}]"#, 3);
+        assert_eq!(r.open(b'['), Some(()));
+        assert!(r.plain_object().is_some());
+        let mut r = JsonReader::new(br#"[{"a":{"b":{}}}]"#, 3);
+        assert_eq!(r.open(b'['), Some(()));
+        assert!(r.plain_object().is_none());
     }
 
     #[test]

@@ -24,8 +24,35 @@ pub(crate) fn validate_canonical(bytes: &[u8]) -> bool {
         b: bytes,
         i: 0,
         depth: 0,
+        limit: MAX_DEPTH,
+        plain: false,
+        deepest: 0,
     };
     v.value().is_some() && v.i == bytes.len()
+}
+
+/// Where a plain object ends, and how many levels it nests: `bytes[from..end]` is a
+/// JSON object that `parse` decodes with `canonical == true`, nested at most `limit`
+/// levels (the object itself counted), holding no array and no `$reql_type$` key at
+/// any depth (so no pseudo-type and nothing a query compiler would read as a term).
+/// `None` when it is not one (or not UTF-8). Such text can be kept undecoded
+/// (`Object::plain`), as `validate_canonical`'s is.
+pub(crate) fn plain_object_end(bytes: &[u8], from: usize, limit: u32) -> Option<(usize, u32)> {
+    if bytes.get(from) != Some(&b'{') {
+        return None;
+    }
+    let mut v = Validator {
+        b: bytes,
+        i: from,
+        depth: 0,
+        limit: limit.min(MAX_DEPTH),
+        plain: true,
+        deepest: 0,
+    };
+    v.value()?;
+    // The validator reads strings as bytes: UTF-8 is checked on the object's text.
+    std::str::from_utf8(bytes.get(from..v.i)?).ok()?;
+    Some((v.i, v.deepest))
 }
 
 /// Where the value of member `key` starts in object text that `validate_canonical`
@@ -37,6 +64,9 @@ pub(crate) fn find_member(bytes: &[u8], key: &str) -> Option<usize> {
         b: bytes,
         i: 0,
         depth: 0,
+        limit: MAX_DEPTH,
+        plain: false,
+        deepest: 0,
     };
     v.expect(b'{')?;
     if v.peek()? == b'}' {
@@ -56,8 +86,28 @@ pub(crate) fn find_member(bytes: &[u8], key: &str) -> Option<usize> {
             std::cmp::Ordering::Greater => return None,
             std::cmp::Ordering::Less => {}
         }
-        v.value()?;
+        if v.peek()? == b'"' {
+            v.i = skip_string(bytes, v.i + 1)?;
+        } else {
+            v.value()?;
+        }
         v.expect(b',')?;
+    }
+}
+
+/// Where a string of validated text ends (just past its closing quote), from just past
+/// its opening quote. Validated text holds no raw control byte and only canonical
+/// escapes, so the string ends at the first quote not escaped; the search jumps between
+/// quotes and backslashes (`memchr2`) instead of checking every byte as the validator
+/// must.
+fn skip_string(bytes: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+        if bytes.get(i)? == &b'"' {
+            return Some(i + 1);
+        }
+        // `\x` stands for one character; the rest of `\u00xx` is hex digits.
+        i += 2;
     }
 }
 
@@ -84,6 +134,9 @@ pub(crate) fn count_in_member_string(bytes: &[u8], key: &str, b: u8) -> Option<u
         b: bytes,
         i: find_member(bytes, key)?,
         depth: 1,
+        limit: MAX_DEPTH,
+        plain: false,
+        deepest: 0,
     };
     v.expect(b'"')?;
     // The validator's own scan: it ends the literal at the first unescaped quote and
@@ -99,6 +152,12 @@ struct Validator<'a> {
     b: &'a [u8],
     i: usize,
     depth: u32,
+    /// Nesting beyond this is refused.
+    limit: u32,
+    /// `plain_object_end`'s stricter grammar: no arrays, no `$reql_type$` key.
+    plain: bool,
+    /// The deepest level reached.
+    deepest: u32,
 }
 
 /// A key's text between its quotes, and whether it holds escapes.
@@ -233,10 +292,14 @@ impl<'a> Validator<'a> {
 
     fn enter(&mut self) -> Option<()> {
         self.depth += 1;
-        (self.depth <= MAX_DEPTH).then_some(())
+        self.deepest = self.deepest.max(self.depth);
+        (self.depth <= self.limit).then_some(())
     }
 
     fn array(&mut self) -> Option<()> {
+        if self.plain {
+            return None;
+        }
         self.i += 1;
         self.enter()?;
         if self.peek()? == b']' {
@@ -268,6 +331,11 @@ impl<'a> Validator<'a> {
             loop {
                 self.expect(b'"')?;
                 let k = self.string()?;
+                // A canonical escape stands for a control byte, so an escaped key is
+                // never `$reql_type$`.
+                if self.plain && k.text == b"$reql_type$" {
+                    return None;
+                }
                 // Strictly ascending: no duplicates (serde would keep the last one).
                 if last.is_some_and(|l| !l.less(k)) {
                     return None;

@@ -17,6 +17,8 @@
 //! object read outside another object keeps its text when that text is canonical and
 //! holds no term array or pseudo-type (`JsonReader::canonical_since`, noted while it is
 //! read): storing an inserted document then copies the text instead of encoding it.
+//! Such an object with no array at all inside is not even decoded
+//! (`JsonReader::plain_object`): its map is built only if something reads it.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
@@ -262,6 +264,14 @@ impl Direct<'_> {
 
     /// An object: a literal when every value is one, else a MAKE_OBJ term.
     fn object(&mut self, at: &At, keep_text: bool) -> Option<Node> {
+        // A plain literal (canonical, no term array or pseudo-type inside) is its own
+        // text, kept undecoded: what the slower reading below would give, without
+        // building a map (a bulk insert's documents).
+        if keep_text {
+            if let Some(d) = self.r.plain_object() {
+                return Some(Node::Lit(d));
+            }
+        }
         let mark = keep_text.then(|| self.r.mark());
         let (arrays, ptypes) = (self.arrays, self.ptypes);
         let mut fields: Vec<(Str, Node)> = Vec::new();

@@ -20,7 +20,7 @@ use crate::access::{Change, Durability, Table};
 use crate::error::{ErrorKind, ReqlError, Result};
 use crate::eval::Ev;
 use crate::terms::write::{
-    check_storable, insert_change, insert_doc, Conflict, ReturnChanges, Stats,
+    check_storable, insert_change, insert_doc, member, Conflict, ReturnChanges, Stats,
 };
 use crate::write_op::{write_doc, Applied, WriteOp};
 
@@ -34,7 +34,8 @@ pub(super) struct Chunks<'a> {
     rc: ReturnChanges,
     dur: Durability,
     conflict: &'a Conflict,
-    pending: Vec<Datum>,
+    /// Each document with its member under the primary key (`member`).
+    pending: Vec<(Datum, Option<Datum>)>,
     /// The primary keys given in `pending` (as JSON text).
     keys: HashSet<String>,
 }
@@ -71,14 +72,15 @@ impl<'a> Chunks<'a> {
     /// Adds `d`, writing the chunk first when `d` repeats one of its keys, and after
     /// when it is full.
     pub(super) fn push(&mut self, d: Datum, stats: &mut Stats) -> Result<()> {
-        if let Some(key) = d.get(self.t.primary_key()) {
+        let given = member(&d, self.t.primary_key());
+        if let Some(key) = &given {
             let text = key.to_json_string();
             if self.keys.contains(&text) {
                 self.flush(stats)?;
             }
             self.keys.insert(text);
         }
-        self.pending.push(d);
+        self.pending.push((d, given));
         if self.pending.len() >= CHUNK {
             self.flush(stats)?;
         }
@@ -131,12 +133,15 @@ impl<'a> Chunks<'a> {
 
     /// Each document's checks, in order, and the first write of those that pass: the
     /// document itself, on the condition that its key holds none.
-    fn validate(&self, docs: Vec<Datum>, stats: &mut Stats) -> (Vec<Slot>, Vec<WriteOp>) {
+    fn validate(
+        &self,
+        docs: Vec<(Datum, Option<Datum>)>,
+        stats: &mut Stats,
+    ) -> (Vec<Slot>, Vec<WriteOp>) {
         let mut slots = Vec::with_capacity(docs.len());
         let mut ops = Vec::with_capacity(docs.len());
-        for d in docs {
-            let given = d.get(self.t.primary_key()).cloned();
-            match insert_doc(self.t, d, stats) {
+        for (d, given) in docs {
+            match insert_doc(self.t, d, given.clone(), stats) {
                 Err(e) => slots.push(Slot::Invalid(e, given)),
                 Ok((doc, key)) => match check_storable(&doc) {
                     Err(e) => slots.push(Slot::Failed(e, key)),

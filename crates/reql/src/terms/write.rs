@@ -175,6 +175,15 @@ pub(super) fn check_storable(d: &Datum) -> Result<()> {
 /// `check_storable` of a value inside `depth` arrays and objects: nesting past
 /// `MAX_NESTING` fails before it can recurse further.
 fn check_storable_at(d: &Datum, depth: usize) -> Result<()> {
+    // A document still in its text, with no array or pseudo-type inside and shallow
+    // enough, passes every check below: its map is not built to find that out.
+    if let Datum::Object(o) = d {
+        if o.plain_text_levels()
+            .is_some_and(|n| depth + n <= datum::MAX_NESTING)
+        {
+            return Ok(());
+        }
+    }
     if depth >= datum::MAX_NESTING && matches!(d, Datum::Array(_) | Datum::Object(_)) {
         return Err(crate::terms::control::nesting_error());
     }
@@ -244,12 +253,12 @@ pub fn insert(ev: &Ev) -> Result<Val> {
     let docs = ev.arg(1)?;
     let mut stats = Stats::default();
     let one = |d: Datum, stats: &mut Stats| -> Result<()> {
-        let key = d.get(t.primary_key()).cloned();
+        let key = member(&d, t.primary_key());
         let old_of = |key: &Option<Datum>| match (key, rc) {
             (Some(k), ReturnChanges::Always) => t.get(k).ok().flatten(),
             _ => None,
         };
-        let (doc, key) = match insert_doc(t.as_ref(), d, stats) {
+        let (doc, key) = match insert_doc(t.as_ref(), d, key.clone(), stats) {
             Ok(v) => v,
             Err(e) => {
                 stats.invalid(&e, rc, old_of(&key).as_ref());
@@ -304,10 +313,22 @@ pub fn insert(ev: &Ev) -> Result<Val> {
     Ok(Val::Datum(stats.into_datum(rc)))
 }
 
+/// Member `key` of an object, read without building a map that is not built yet (a
+/// document inserted from the query's text).
+pub(super) fn member(d: &Datum, key: &str) -> Option<Datum> {
+    d.as_object().and_then(|o| o.field(key))
+}
+
 /// Validates one document to insert, before any write (RethinkDB's `batched_insert`
-/// checks): an object, its primary key (generated when missing) encodable. Returns the
-/// document to store and its key.
-pub(super) fn insert_doc(t: &dyn Table, d: Datum, stats: &mut Stats) -> Result<(Datum, Datum)> {
+/// checks): an object, its primary key (generated when missing) encodable. `given` is
+/// the document's member under the primary key (`member`). Returns the document to
+/// store and its key.
+pub(super) fn insert_doc(
+    t: &dyn Table,
+    d: Datum,
+    given: Option<Datum>,
+    stats: &mut Stats,
+) -> Result<(Datum, Datum)> {
     let Datum::Object(o) = &d else {
         return Err(logic(format!(
             "Expected type OBJECT but found {}.",
@@ -315,8 +336,8 @@ pub(super) fn insert_doc(t: &dyn Table, d: Datum, stats: &mut Stats) -> Result<(
         )));
     };
     let pk = t.primary_key();
-    let (doc, key) = match o.get(pk) {
-        Some(k) => (d.clone(), k.clone()),
+    let (doc, key) = match given {
+        Some(k) => (d.clone(), k),
         None => {
             let k = Datum::from(uuid::Uuid::new_v4().to_string());
             let mut m = (**o).clone();
