@@ -46,6 +46,10 @@ def test_system_tables_are_listed_and_shaped(conn):
     fresh(conn, "shape")
 
 
+@pytest.mark.single_server(
+    "rethinkdb.stats has the answering server's rows only, counting the documents its "
+    "queries read and wrote (RethinkDB's rows are per server holding a replica; "
+    "docs/clustering.md)")
 def test_stats_count_reads_and_writes(conn):
     fresh(conn, "st")
     r.db_create("st").run(conn)
