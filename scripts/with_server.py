@@ -39,7 +39,8 @@ def wait_listening(port, timeout=30):
 
 
 def wait_cluster(ports, timeout=60):
-    """Until every server sees the others and has the founder's catalog."""
+    """Until every server sees the others, has the founder's catalog and shows no issue
+    (as tests/conftest.py's `Cluster.wait_ready`)."""
     from rethinkdb import r  # the driver: only a cluster needs it
     from rethinkdb.errors import ReqlError
     deadline = time.time() + timeout
@@ -48,7 +49,8 @@ def wait_cluster(ports, timeout=60):
             try:
                 with r.connect("127.0.0.1", port, timeout=5) as c:
                     count = r.db("rethinkdb").table("server_config").count().run(c)
-                    if count == len(ports) and "test" in r.db_list().run(c):
+                    if (count == len(ports) and "test" in r.db_list().run(c)
+                            and r.db("rethinkdb").table("current_issues").is_empty().run(c)):
                         break
             except ReqlError:
                 pass

@@ -138,8 +138,9 @@ class Cluster:
         return self
 
     def wait_ready(self, timeout=60):
-        """Until every server sees every other and has the founder's catalog (a joiner
-        knows no users before the catalog's leader has sent it the catalog)."""
+        """Until every server sees every other, has the founder's catalog (a joiner
+        knows no users before the catalog's leader has sent it the catalog) and shows no
+        issue (a `non_transitive_error` lasts until every server's view has spread)."""
         deadline = time.time() + timeout
         pending = list(self.servers)
         while pending:
@@ -147,7 +148,8 @@ class Cluster:
             try:
                 with s.connect(timeout=5) as c:
                     names = r.db("rethinkdb").table("server_config").count().run(c)
-                    if names == len(self.servers) and "test" in r.db_list().run(c):
+                    if (names == len(self.servers) and "test" in r.db_list().run(c)
+                            and r.db("rethinkdb").table("current_issues").is_empty().run(c)):
                         pending.pop(0)
                         continue
             except ReqlError:
