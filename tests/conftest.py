@@ -34,10 +34,15 @@ def pytest_collection_modifyitems(config, items):
         return
     for item in items:
         mark = item.get_closest_marker("single_server")
-        if mark is not None:
+        names = getattr(item, "fixturenames", ())
+        if mark is None and "make_server" in names and "server" not in names:
+            reason = "starts its own single servers (make_server)"
+        elif mark is not None:
             reason = mark.args[0] if mark.args else mark.kwargs.get("reason", "")
-            item.add_marker(pytest.mark.skip(
-                reason="single server only (PONDER_TEST_CLUSTER=%d): %s" % (CLUSTER_SIZE, reason)))
+        else:
+            continue
+        item.add_marker(pytest.mark.skip(
+            reason="single server only (PONDER_TEST_CLUSTER=%d): %s" % (CLUSTER_SIZE, reason)))
 
 
 def free_port():
