@@ -68,12 +68,16 @@ class Server:
         self.proc = None
 
     def start(self):
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--directory", self.directory, "--driver-port", str(self.port),
-             "--http-port", str(self.http_port)]
-            + self.extra,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE if self.log is None else open(self.log, "ab"))
+        log = subprocess.PIPE if self.log is None else open(self.log, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                [BINARY, "serve", "--directory", self.directory, "--driver-port",
+                 str(self.port), "--http-port", str(self.http_port)]
+                + self.extra,
+                stdout=subprocess.DEVNULL, stderr=log)
+        finally:
+            if self.log is not None:
+                log.close()  # the child has its own copy
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
