@@ -4,7 +4,8 @@
 # (tests/java, needs a JDK 17+ and Maven), the web console's checks and its tests in
 # Chromium (tests/console; chromium is installed with apt-get when missing), and
 # RethinkDB's ReQL conformance suite (when ../shared/reql-conformance exists), failing
-# if the suite's pass count drops below the floor in .ci/conformance-floor.
+# if the suite's pass count drops below the floor in .ci/conformance-floor; then a short
+# form of both against a 3-server cluster (floor: .ci/conformance-cluster-floor).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -87,4 +88,17 @@ if [ -f "$SUITE/run.py" ]; then
   PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python scripts/conformance.py "$SUITE" "$FLOOR"
 else
   echo "== ReQL conformance suite skipped: $SUITE not found"
+fi
+
+# The short form of the suites against three joined servers (docs/clustering.md, "The
+# test suites against a cluster"): tables land on servers the client does not talk to.
+echo "== end-to-end tests against a 3-server cluster (short form)"
+PONDER_TEST_CLUSTER=3 PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python -m pytest -q \
+  tests/test_smoke.py tests/test_write_ops.py tests/test_cursors.py tests/test_indexes.py \
+  tests/test_insert_many.py tests/test_point_reads.py
+if [ -f "$SUITE/run.py" ]; then
+  echo "== ReQL conformance files against a 3-server cluster (short form)"
+  PONDER_TEST_CLUSTER=3 PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python \
+    scripts/conformance.py "$SUITE" "$(cat .ci/conformance-cluster-floor)" \
+    --only 'sindex/api.yaml' 'regression/1023.yaml' 'mutation/*' 'selection.yaml'
 fi

@@ -34,6 +34,8 @@ from test_cluster_replicated import three_servers
 from faults import start_ponder
 from faults.fixtures import make_net  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.single_server('starts its own clusters')
+
 # 0: the short form (one fault of each kind); otherwise the long form's length in seconds.
 LONG = int(os.environ.get("PONDER_FAULTS_SECONDS", "0"))
 SEED = int(os.environ.get("PONDER_FAULTS_SEED", "1"))

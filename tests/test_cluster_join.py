@@ -13,6 +13,8 @@ from rethinkdb.errors import ReqlAuthError
 
 from conftest import Server, free_port
 
+pytestmark = pytest.mark.single_server('starts its own clusters')
+
 SYS = r.db("rethinkdb")
 
 

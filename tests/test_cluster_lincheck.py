@@ -17,6 +17,8 @@ from test_cluster_replicated import three_servers
 
 import conftest
 
+pytestmark = pytest.mark.single_server('starts its own clusters')
+
 
 # How long the clients run: 15 s in CI; the long form sets PONDER_LINCHECK_SECONDS.
 SECONDS = int(os.environ.get("PONDER_LINCHECK_SECONDS", "15"))

@@ -16,6 +16,8 @@ from rethinkdb.errors import ReqlAuthError, ReqlError
 
 from test_cluster_join import start, wait_for, names, dirs, procs  # noqa: F401 (fixtures)
 
+pytestmark = pytest.mark.single_server('starts its own clusters')
+
 
 def retrying(f, timeout=20.0):
     """Runs `f` until it does not raise a ReQL error (a leader being elected)."""
@@ -291,3 +293,43 @@ def test_secondary_indexes_of_a_replicated_table(dirs, procs):  # noqa: F811
              .count().run(conn_c), lambda n: n == 5, timeout=20)
     got = retrying(lambda: db.table("t").get_all("t1", index="tags").count().run(conn_c))
     assert got == 13
+
+
+def test_single_server_behaviour_holds_through_a_server_without_the_table(dirs, procs):  # noqa: F811
+    """Differences the single-server suites found when run against a cluster
+    (PONDER_TEST_CLUSTER=3), each checked through a server holding no replica."""
+    (a, b, c), conns = three_servers(dirs, procs)
+    conn = conns[a]
+    db = r.db("test")
+    retrying(lambda: db.table_create("here", replicas=1).run(conn))
+    # One replica on a server other than alpha (placement spreads tables over servers).
+    for n in range(4):
+        name = "away%d" % n
+        res = db.table_create(name, replicas=1).run(conn)
+        # As RethinkDB's table_create, it answers once the table is ready.
+        status = db.table(name).status().run(conn)["status"]
+        assert status["ready_for_writes"] and status["all_replicas_ready"], status
+        if res["config_changes"][0]["new_val"]["shards"][0]["primary_replica"] != "alpha":
+            break
+    else:
+        pytest.fail("no table was placed off alpha")
+    t = db.table(name)
+    t.index_create("k").run(conn)
+    t.index_create("ab", [r.row["a"], r.row["b"]]).run(conn)
+    t.index_wait().run(conn)
+    t.insert([{"id": i, "k": "k%d" % (i % 3), "a": i % 2, "b": i} for i in range(9)]).run(conn)
+    db.table("here").insert([{"id": "k1"}, {"id": "k5"}]).run(conn)
+    # Index reads bounded by r.minval / r.maxval (eq_join checks its index with them).
+    joined = db.table("here").eq_join("id", t, index="k").run(conn)
+    assert sorted(j["right"]["id"] for j in joined) == [1, 4, 7]
+    assert t.get_all(r.minval, index="k").count().run(conn) == 0
+    got = t.between([1, r.minval], [1, r.maxval], index="ab").order_by(index="ab")["id"]
+    assert list(got.run(conn)) == [1, 3, 5, 7]
+    # Documents read through the groups count in this server's stats, as local ones do.
+    tid = t.config()["id"].run(conn)
+    me = conn.server()["id"]
+    stats = r.db("rethinkdb").table("stats").get(["table_server", tid, me])
+    before = stats["query_engine"]["read_docs_total"].run(conn)
+    assert len(list(t.run(conn))) == 9
+    assert len(list(t.get_all("k1", index="k").run(conn))) == 3
+    assert stats["query_engine"]["read_docs_total"].run(conn) >= before + 12

@@ -110,19 +110,23 @@ def test_filter_nested_pattern_and_count(conn):
 
 # --- 4. replica placement on one server --------------------------------------------------
 
-PLACEMENT = ("Can't put 2 replicas on servers with the tag `default` because there are only 1 "
-             "servers with the tag `default`. It's impossible to have more replicas of the "
-             "data than there are servers.")
+def placement_error(servers):
+    """RethinkDB's error for one replica more than there are servers."""
+    return ("Can't put %d replicas on servers with the tag `default` because there are only %d "
+            "servers with the tag `default`. It's impossible to have more replicas of the "
+            "data than there are servers." % (servers + 1, servers))
 
 
 def test_table_create_too_many_replicas(conn):
+    # One replica more than there are servers (one, or PONDER_TEST_CLUSTER's).
+    n = r.db("rethinkdb").table("server_config").count().run(conn)
     with pytest.raises(ReqlOpFailedError) as e:
-        r.table_create("placed", replicas=2).run(conn)
-    assert e.value.message == PLACEMENT
+        r.table_create("placed", replicas=n + 1).run(conn)
+    assert e.value.message == placement_error(n)
     with pytest.raises(ReqlOpFailedError) as e:
-        r.table_create("placed", replicas={"default": 2},
+        r.table_create("placed", replicas={"default": n + 1},
                        primary_replica_tag="default").run(conn)
-    assert e.value.message == PLACEMENT
+    assert e.value.message == placement_error(n)
     with pytest.raises(ReqlOpFailedError, match="only 0 servers with the tag `other`"):
         r.table_create("placed", replicas={"default": 1, "other": 1},
                        primary_replica_tag="default").run(conn)
@@ -135,8 +139,8 @@ def test_table_create_too_many_replicas(conn):
     assert r.table_create("placed", replicas={"default": 1},
                           primary_replica_tag="default").run(conn)["tables_created"] == 1
     with pytest.raises(ReqlOpFailedError) as e:
-        r.table("placed").reconfigure(shards=1, replicas=2).run(conn)
-    assert e.value.message == PLACEMENT
+        r.table("placed").reconfigure(shards=1, replicas=n + 1).run(conn)
+    assert e.value.message == placement_error(n)
     r.table_drop("placed").run(conn)
 
 

@@ -1,5 +1,9 @@
 """The crash harness in its short form: five SIGKILLs under a hard-durability load."""
+import pytest
+
 from crash import run
+
+pytestmark = pytest.mark.single_server('SIGKILLs of one server under load (its own processes)')
 
 
 def test_five_kills_lose_no_acknowledged_write():

@@ -3,9 +3,13 @@ after `sync()`, and everything survives a graceful restart."""
 import threading
 import time
 
+import pytest
 from rethinkdb import r
 
 from conftest import assert_serving
+
+pytestmark = pytest.mark.single_server(
+    'durability of one process across SIGKILL and restarts (its own servers)')
 
 
 def doc_for(w, i):

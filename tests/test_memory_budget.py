@@ -10,6 +10,8 @@ from rethinkdb.errors import ReqlResourceLimitError
 from conftest import BINARY, assert_serving
 from reqlwire import rss_kib
 
+pytestmark = pytest.mark.single_server("one process's memory budget and RSS (its own server)")
+
 BUDGET = "Query exceeded its memory budget of 64 MiB (`--query-memory-mb`)"
 
 

@@ -88,7 +88,24 @@ struct Counted<I> {
 
 const COUNT_STEP: u64 = 256;
 
-impl<I: Iterator<Item = Result<Datum, StoreError>>> Iterator for Counted<I> {
+/// The errors a counted read yields: a local shard's, or a replicated read's.
+trait ToReql {
+    fn to_reql(self) -> ReqlError;
+}
+
+impl ToReql for StoreError {
+    fn to_reql(self) -> ReqlError {
+        store_err(self)
+    }
+}
+
+impl ToReql for ReqlError {
+    fn to_reql(self) -> ReqlError {
+        self
+    }
+}
+
+impl<E: ToReql, I: Iterator<Item = Result<Datum, E>>> Iterator for Counted<I> {
     type Item = reql::Result<Datum>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -98,7 +115,7 @@ impl<I: Iterator<Item = Result<Datum, StoreError>>> Iterator for Counted<I> {
             self.counters.read.fetch_add(self.pending, Relaxed);
             self.pending = 0;
         }
-        Some(item.map_err(store_err))
+        Some(item.map_err(ToReql::to_reql))
     }
 }
 
@@ -204,7 +221,12 @@ impl reql::Table for TableHandle {
         reverse: bool,
     ) -> reql::Result<DatumStream> {
         if let Some(r) = &self.replicated {
-            return Ok(Box::new(r.scan(lower, upper, reverse, self.read_mode)));
+            // Counted as read here, as a point read through the groups is (`get`).
+            return Ok(Box::new(Counted {
+                inner: r.scan(lower, upper, reverse, self.read_mode),
+                counters: self.counters.clone(),
+                pending: 0,
+            }));
         }
         let layout = self.shards.current();
         let mut parts = Vec::with_capacity(layout.shards.len());
@@ -308,7 +330,11 @@ impl reql::Table for TableHandle {
     ) -> reql::Result<DatumStream> {
         if let Some((r, index)) = self.replicated_index(name)? {
             let it = r.index_scan(index, lower, upper, reverse, self.read_mode);
-            return Ok(Box::new(it.map(|e| e.map(|(_, doc)| doc))));
+            return Ok(Box::new(Counted {
+                inner: it.map(|e| e.map(|(_, doc)| doc)),
+                counters: self.counters.clone(),
+                pending: 0,
+            }));
         }
         let idx = self.indexes.ready(name)?;
         let it = self

@@ -479,13 +479,14 @@ impl Cluster {
         } else {
             vec![self.local_record()]
         };
+        let loads = self.other_tables_load(current);
         let servers: Vec<crate::placement::Server> = records
             .into_iter()
             .map(|r| crate::placement::Server {
+                load: loads.get(&r.id).copied().unwrap_or_default(),
                 id: r.id,
                 name: r.name,
                 tags: r.tags,
-                load: crate::placement::Load::default(),
             })
             .collect();
         let request = crate::placement::Request {
@@ -495,6 +496,26 @@ impl Cluster {
             nonvoting_tags: replicas.nonvoting_tags.clone(),
         };
         crate::placement::place(&servers, current, &request)
+    }
+
+    /// Each server's replicas and primaries of the catalog's tables, but for the table
+    /// being placed (`current`, its placement when reconfiguring; one table with that
+    /// placement is left out), so that new tables spread over the servers
+    /// (`placement::add_load`, RethinkDB's `calculate_server_usage`).
+    fn other_tables_load(
+        &self,
+        current: Option<&[crate::placement::ShardPlacement]>,
+    ) -> std::collections::BTreeMap<String, crate::placement::Load> {
+        let mut loads = std::collections::BTreeMap::new();
+        let mut skip = current;
+        for e in self.catalog.read_state().tables.values() {
+            if skip.is_some_and(|c| c == e.placement.as_slice()) {
+                skip = None;
+                continue;
+            }
+            crate::placement::add_load(&mut loads, &e.placement);
+        }
+        loads
     }
 
     /// Where a table's shards are today: every shard on this server.

@@ -20,20 +20,30 @@ use store::Shard;
 use super::indexes::{IndexAnswer, IndexMissing, IndexQuery, ShardIndexes};
 use super::{ReadMode, ReplicatedShard, RouteError};
 
-/// A key bound, its datum as JSON text.
+/// A key bound, its datum as JSON text; a datum holding `r.minval`/`r.maxval` (which
+/// JSON cannot carry: they would arrive as `null`) travels as its range-bound key
+/// encoding (`datum::keys::encode_bound`) instead.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum KeyBound {
     Unbounded,
     Included(String),
     Excluded(String),
+    IncludedKey(Vec<u8>),
+    ExcludedKey(Vec<u8>),
 }
 
 impl KeyBound {
     pub(crate) fn of(b: &Bound<Datum>) -> KeyBound {
         match b {
             Bound::Unbounded => KeyBound::Unbounded,
-            Bound::Included(d) => KeyBound::Included(d.to_json_string()),
-            Bound::Excluded(d) => KeyBound::Excluded(d.to_json_string()),
+            Bound::Included(d) => match sentinel_key(d) {
+                Some(k) => KeyBound::IncludedKey(k),
+                None => KeyBound::Included(d.to_json_string()),
+            },
+            Bound::Excluded(d) => match sentinel_key(d) {
+                Some(k) => KeyBound::ExcludedKey(k),
+                None => KeyBound::Excluded(d.to_json_string()),
+            },
         }
     }
 
@@ -42,8 +52,30 @@ impl KeyBound {
             KeyBound::Unbounded => Bound::Unbounded,
             KeyBound::Included(t) => Bound::Included(parse(t)?),
             KeyBound::Excluded(t) => Bound::Excluded(parse(t)?),
+            KeyBound::IncludedKey(k) => Bound::Included(decode_key(&k)?),
+            KeyBound::ExcludedKey(k) => Bound::Excluded(decode_key(&k)?),
         })
     }
+}
+
+/// The key encoding of a bound holding `r.minval` or `r.maxval` anywhere (a compound
+/// index's `[1, r.minval]`), else `None`: JSON text keeps everything else exactly.
+fn sentinel_key(d: &Datum) -> Option<Vec<u8>> {
+    fn has_sentinel(d: &Datum) -> bool {
+        match d {
+            Datum::MinVal | Datum::MaxVal => true,
+            Datum::Array(items) => items.iter().any(has_sentinel),
+            _ => false,
+        }
+    }
+    if !has_sentinel(d) {
+        return None;
+    }
+    datum::keys::encode_bound(d).ok()
+}
+
+fn decode_key(k: &[u8]) -> Result<Datum, String> {
+    datum::keys::decode(k).ok_or_else(|| "malformed key bound".to_owned())
 }
 
 fn parse(text: String) -> Result<Datum, String> {
@@ -303,6 +335,36 @@ mod tests {
             count(KeyBound::Excluded("9".into()), KeyBound::Unbounded),
             0
         );
+    }
+
+    #[test]
+    fn minval_and_maxval_bounds_survive_the_wire() {
+        let arr = Datum::array;
+        for d in [
+            Datum::MinVal,
+            Datum::MaxVal,
+            arr(vec![Datum::Number(1.0), Datum::MinVal]),
+            arr(vec![Datum::str("a"), arr(vec![Datum::MaxVal])]),
+        ] {
+            for b in [Bound::Included(d.clone()), Bound::Excluded(d.clone())] {
+                let wire = ReadQuery::Count {
+                    lower: KeyBound::of(&b),
+                    upper: KeyBound::Unbounded,
+                };
+                let back = match decode_message::<ReadQuery>(&wire.encode().unwrap()).unwrap() {
+                    ReadQuery::Count { lower, .. } => lower.datum().unwrap(),
+                    _ => panic!("not a count"),
+                };
+                assert_eq!(format!("{back:?}"), format!("{b:?}"));
+            }
+        }
+        // A count of the shard's keys below r.maxval is all of them, not an error.
+        let r = reader();
+        let all = ReadQuery::Count {
+            lower: KeyBound::of(&Bound::Included(Datum::MinVal)),
+            upper: KeyBound::of(&Bound::Included(Datum::MaxVal)),
+        };
+        assert!(matches!(ask(&r, &all), ReadAnswer::Count(10)));
     }
 
     #[test]

@@ -172,8 +172,17 @@ pub fn table_create(ev: &Ev) -> Result<Val> {
         // RethinkDB's `table_generate_config` does.
         replicas: crate::terms::admin::replicas_opt(ev, false)?,
     };
-    ev.ctx.access.table_create(&db, &name, opts).map(Val::Datum)
+    let created = ev.ctx.access.table_create(&db, &name, opts)?;
+    // As RethinkDB's `table_create`, wait for the new table to be ready (its replicas
+    // elected and serving), at most `CREATE_WAIT`; a timeout, or a table dropped
+    // meanwhile, still answers that it was created.
+    let tables = [(db, name)];
+    let _ = wait_until_ready(ev, &tables, "all_replicas_ready", Some(CREATE_WAIT));
+    Ok(Val::Datum(created))
 }
+
+/// How long `table_create` waits for the new table to be ready (RethinkDB's 10 s).
+const CREATE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Parses a `durability` option value with RethinkDB's error.
 pub fn parse_durability(d: &Datum) -> Result<Durability> {
