@@ -232,6 +232,22 @@ impl Hub {
         }
     }
 
+    /// Ends every current subscription with the error `message` (RethinkDB's
+    /// "Changefeed aborted (unavailable)." when a shard's primary is lost); unlike
+    /// `close`, later subscriptions are accepted.
+    pub fn abort_all(&self, message: &str) {
+        let subs = self.subs.read();
+        let all = subs
+            .points
+            .values()
+            .flatten()
+            .chain(&subs.ranges)
+            .chain(subs.eq.values().flat_map(|m| m.values()).flatten());
+        for s in all {
+            s.fail(FeedError::new(message));
+        }
+    }
+
     /// Registers a subscription; changes published from now on reach it. The caller
     /// reads the initial values (if any) before a concurrent write can publish, then
     /// hands them to [`Subscription::set_initial`].
