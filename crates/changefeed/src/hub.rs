@@ -154,6 +154,8 @@ fn offer_in(list: Option<&Vec<Arc<Shared>>>, key: &[u8], old: Option<&Datum>, ne
 #[derive(Default)]
 pub struct Hub {
     listeners: AtomicUsize,
+    /// How many of the listeners relay changes to other servers (`relay_opened`).
+    relays: AtomicUsize,
     closed: AtomicBool,
     next_id: AtomicU64,
     subs: RwLock<Subs>,
@@ -180,6 +182,25 @@ impl Hub {
     /// The number of registered subscriptions.
     pub fn listeners(&self) -> usize {
         self.listeners.load(Ordering::Acquire)
+    }
+
+    /// Notes that a subscription just registered relays changes to another server (a
+    /// remote feed's session), not to a client here; call after registering it.
+    pub fn relay_opened(&self) {
+        self.relays.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Notes that a relay's subscription was dropped; call after dropping it.
+    pub fn relay_closed(&self) {
+        self.relays.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The registered subscriptions that are not relays: the feeds of this server's
+    /// clients (an overestimate while a relay registers or unregisters, never an
+    /// underestimate).
+    pub fn client_listeners(&self) -> usize {
+        let relays = self.relays.load(Ordering::Acquire);
+        self.listeners().saturating_sub(relays)
     }
 
     /// Delivers the change of the document under the encoded key `key` to every

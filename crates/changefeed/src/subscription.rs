@@ -336,6 +336,31 @@ mod tests {
     }
 
     #[test]
+    fn abort_all_ends_every_feed_but_accepts_new_ones() {
+        let hub = Hub::new();
+        let whole = Target::Range {
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+        };
+        let point = Target::Keys(vec![Datum::Number(1.0)]);
+        let mut a = hub
+            .subscribe(req(whole.clone(), Options::default()))
+            .unwrap();
+        let mut b = hub.subscribe(req(point, Options::default())).unwrap();
+        hub.publish(&key(1.0), None, Some(&doc(1.0, 1.0)));
+        hub.abort_all("Changefeed aborted (unavailable).");
+        for s in [&mut a, &mut b] {
+            assert_eq!(drain(s), ["ERR Changefeed aborted (unavailable)."]);
+        }
+        let mut c = hub.subscribe(req(whole, Options::default())).unwrap();
+        hub.publish(&key(2.0), None, Some(&doc(2.0, 1.0)));
+        assert_eq!(
+            drain(&mut c),
+            [r#"{"new_val":{"id":2,"v":1},"old_val":null}"#]
+        );
+    }
+
+    #[test]
     fn range_feed_respects_bounds() {
         let hub = Hub::new();
         let mut s = hub

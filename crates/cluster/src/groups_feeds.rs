@@ -1,7 +1,8 @@
 //! Changefeeds on a replicated table ([`TableFeeds`]): what keeps a server's feeds on
 //! the table fed and ends them when a shard's primary is lost.
 //!
-//! While at least one feed on the table is open here (the table hub has listeners),
+//! While at least one feed on the table is open here (the table hub has listeners that
+//! are not relays to other servers: `Hub::client_listeners`),
 //! the table has one supervisor generation ([`Running`]):
 //!
 //! * per shard this server holds no replica of, a poller: a session on the shard's
@@ -162,7 +163,7 @@ impl Ctx {
     /// registers meanwhile); whether it ended.
     async fn stop_if_idle(&self, running: &Arc<Running>) -> bool {
         let mut state = self.state.lock().await;
-        if self.hub.listeners() == 0 {
+        if self.hub.client_listeners() == 0 {
             end(&mut state, running);
         }
         running.stop.load(Ordering::SeqCst)
@@ -316,7 +317,7 @@ async fn poll(ctx: Ctx, running: Arc<Running>, shard: usize, cursor: Arc<Mutex<C
     };
     let failed = loop {
         if running.stop.load(Ordering::SeqCst)
-            || (ctx.hub.listeners() == 0 && ctx.stop_if_idle(&running).await)
+            || (ctx.hub.client_listeners() == 0 && ctx.stop_if_idle(&running).await)
         {
             break None;
         }
@@ -355,7 +356,7 @@ async fn watch(ctx: Ctx, running: Arc<Running>) {
     loop {
         tokio::time::sleep(WATCH_EVERY).await;
         if running.stop.load(Ordering::SeqCst)
-            || (ctx.hub.listeners() == 0 && ctx.stop_if_idle(&running).await)
+            || (ctx.hub.client_listeners() == 0 && ctx.stop_if_idle(&running).await)
         {
             return;
         }

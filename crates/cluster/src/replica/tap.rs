@@ -110,6 +110,19 @@ struct Session {
     waker: Arc<Notify>,
     ring: Ring,
     used: Instant,
+    /// Dropped after `sub` (fields drop in order): the hub counts it a relay until then.
+    _relay: Relay,
+}
+
+/// A relay's mark on its hub, so that the hub's own server does not count it as one of
+/// its clients' feeds (which keep its pollers running: two servers' sessions on each
+/// other would keep each other's pollers alive for good).
+struct Relay(Arc<changefeed::Hub>);
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.0.relay_closed();
+    }
 }
 
 /// The feed sessions on this replica of one shard.
@@ -201,6 +214,8 @@ impl Taps {
                 });
                 req.waker = waker.clone();
                 let sub = shard.feeds().subscribe(req).map_err(|e| e.message)?;
+                shard.feeds().relay_opened();
+                let relay = Relay(shard.feeds().clone());
                 let mut h = self.ids.build_hasher();
                 // Random (per process) and distinct: a new leader never takes a
                 // session number for one it does not have.
@@ -216,6 +231,7 @@ impl Taps {
                         waker,
                         ring: Ring::new(RING_ENTRIES, RING_BYTES),
                         used: now,
+                        _relay: relay,
                     },
                 );
                 Ok(FeedAnswer::Opened { session })
@@ -407,6 +423,11 @@ mod tests {
         let (t, s) = (Taps::default(), shard());
         put(&s, 1, 0);
         let id = open(&t, &s);
+        // A session is a relay, not a feed of this server's clients.
+        assert_eq!(
+            (s.feeds().listeners(), s.feeds().client_listeners()),
+            (1, 0)
+        );
         let q = FeedQuery::Poll {
             session: id,
             after: 0,
@@ -445,6 +466,7 @@ mod tests {
         ));
         assert!(matches!(poll(&t, &s, id, 2, None), FeedAnswer::Gone(_)));
         assert_eq!(s.feeds().listeners(), 0, "closing unsubscribes");
+        assert_eq!(s.feeds().client_listeners(), 0);
     }
 
     #[test]
