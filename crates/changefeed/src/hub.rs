@@ -94,6 +94,8 @@ pub(crate) struct Shared {
     pub(crate) queue_size: usize,
     pub(crate) state: Mutex<QueueState>,
     pub(crate) waker: Arc<Notify>,
+    /// A relay to another server (`Subscription::mark_relay`).
+    pub(crate) relay: AtomicBool,
 }
 
 impl Shared {
@@ -184,14 +186,13 @@ impl Hub {
         self.listeners.load(Ordering::Acquire)
     }
 
-    /// Notes that a subscription just registered relays changes to another server (a
-    /// remote feed's session), not to a client here; call after registering it.
-    pub fn relay_opened(&self) {
+    /// Counts a relay (`Subscription::mark_relay`, after it registered).
+    pub(crate) fn relay_opened(&self) {
         self.relays.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Notes that a relay's subscription was dropped; call after dropping it.
-    pub fn relay_closed(&self) {
+    /// Uncounts a relay (its subscription unregistered).
+    pub(crate) fn relay_closed(&self) {
         self.relays.fetch_sub(1, Ordering::AcqRel);
     }
 
@@ -253,9 +254,9 @@ impl Hub {
         }
     }
 
-    /// Ends every current subscription with the error `message` (RethinkDB's
-    /// "Changefeed aborted (unavailable)." when a shard's primary is lost); unlike
-    /// `close`, later subscriptions are accepted.
+    /// Ends every current subscription but relays with the error `message`
+    /// (RethinkDB's "Changefeed aborted (unavailable)." when a shard's primary is
+    /// lost); unlike `close`, later subscriptions are accepted.
     pub fn abort_all(&self, message: &str) {
         let subs = self.subs.read();
         let all = subs
@@ -264,7 +265,7 @@ impl Hub {
             .flatten()
             .chain(&subs.ranges)
             .chain(subs.eq.values().flat_map(|m| m.values()).flatten());
-        for s in all {
+        for s in all.filter(|s| !s.relay.load(Ordering::Acquire)) {
             s.fail(FeedError::new(message));
         }
     }
@@ -308,6 +309,7 @@ impl Hub {
                 error: None,
             }),
             waker: req.waker.clone(),
+            relay: AtomicBool::new(false),
         });
         {
             let mut subs = self.subs.write();

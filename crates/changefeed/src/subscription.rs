@@ -264,9 +264,24 @@ impl Subscription {
     }
 }
 
+impl Subscription {
+    /// Marks this subscription as a relay of changes to another server (a remote
+    /// feed's session), not a feed of a client here: `Hub::client_listeners` does not
+    /// count it and `Hub::abort_all` leaves it alone (its own server decides).
+    pub fn mark_relay(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.shared.relay.swap(true, Ordering::AcqRel) {
+            self.hub.relay_opened();
+        }
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.hub.unregister(&self.shared);
+        if self.shared.relay.load(std::sync::atomic::Ordering::Acquire) {
+            self.hub.relay_closed();
+        }
     }
 }
 

@@ -110,19 +110,6 @@ struct Session {
     waker: Arc<Notify>,
     ring: Ring,
     used: Instant,
-    /// Dropped after `sub` (fields drop in order): the hub counts it a relay until then.
-    _relay: Relay,
-}
-
-/// A relay's mark on its hub, so that the hub's own server does not count it as one of
-/// its clients' feeds (which keep its pollers running: two servers' sessions on each
-/// other would keep each other's pollers alive for good).
-struct Relay(Arc<changefeed::Hub>);
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.0.relay_closed();
-    }
 }
 
 /// The feed sessions on this replica of one shard.
@@ -214,8 +201,10 @@ impl Taps {
                 });
                 req.waker = waker.clone();
                 let sub = shard.feeds().subscribe(req).map_err(|e| e.message)?;
-                shard.feeds().relay_opened();
-                let relay = Relay(shard.feeds().clone());
+                // Not a feed of this server's clients: it keeps none of this server's
+                // pollers running (two servers' sessions on each other would keep
+                // each other's alive for good), and this server's aborts spare it.
+                sub.mark_relay();
                 let mut h = self.ids.build_hasher();
                 // Random (per process) and distinct: a new leader never takes a
                 // session number for one it does not have.
@@ -231,7 +220,6 @@ impl Taps {
                         waker,
                         ring: Ring::new(RING_ENTRIES, RING_BYTES),
                         used: now,
-                        _relay: relay,
                     },
                 );
                 Ok(FeedAnswer::Opened { session })
