@@ -94,6 +94,8 @@ pub(crate) struct Shared {
     pub(crate) queue_size: usize,
     pub(crate) state: Mutex<QueueState>,
     pub(crate) waker: Arc<Notify>,
+    /// A relay to another server (`Subscription::mark_relay`).
+    pub(crate) relay: AtomicBool,
 }
 
 impl Shared {
@@ -154,6 +156,8 @@ fn offer_in(list: Option<&Vec<Arc<Shared>>>, key: &[u8], old: Option<&Datum>, ne
 #[derive(Default)]
 pub struct Hub {
     listeners: AtomicUsize,
+    /// How many of the listeners relay changes to other servers (`relay_opened`).
+    relays: AtomicUsize,
     closed: AtomicBool,
     next_id: AtomicU64,
     subs: RwLock<Subs>,
@@ -180,6 +184,24 @@ impl Hub {
     /// The number of registered subscriptions.
     pub fn listeners(&self) -> usize {
         self.listeners.load(Ordering::Acquire)
+    }
+
+    /// Counts a relay (`Subscription::mark_relay`, after it registered).
+    pub(crate) fn relay_opened(&self) {
+        self.relays.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Uncounts a relay (its subscription unregistered).
+    pub(crate) fn relay_closed(&self) {
+        self.relays.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The registered subscriptions that are not relays: the feeds of this server's
+    /// clients (an overestimate while a relay registers or unregisters, never an
+    /// underestimate).
+    pub fn client_listeners(&self) -> usize {
+        let relays = self.relays.load(Ordering::Acquire);
+        self.listeners().saturating_sub(relays)
     }
 
     /// Delivers the change of the document under the encoded key `key` to every
@@ -232,6 +254,22 @@ impl Hub {
         }
     }
 
+    /// Ends every current subscription but relays with the error `message`
+    /// (RethinkDB's "Changefeed aborted (unavailable)." when a shard's primary is
+    /// lost); unlike `close`, later subscriptions are accepted.
+    pub fn abort_all(&self, message: &str) {
+        let subs = self.subs.read();
+        let all = subs
+            .points
+            .values()
+            .flatten()
+            .chain(&subs.ranges)
+            .chain(subs.eq.values().flat_map(|m| m.values()).flatten());
+        for s in all.filter(|s| !s.relay.load(Ordering::Acquire)) {
+            s.fail(FeedError::new(message));
+        }
+    }
+
     /// Registers a subscription; changes published from now on reach it. The caller
     /// reads the initial values (if any) before a concurrent write can publish, then
     /// hands them to [`Subscription::set_initial`].
@@ -271,6 +309,7 @@ impl Hub {
                 error: None,
             }),
             waker: req.waker.clone(),
+            relay: AtomicBool::new(false),
         });
         {
             let mut subs = self.subs.write();

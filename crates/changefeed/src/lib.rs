@@ -14,6 +14,10 @@
 //!   `type` field (`include_types`), `{state: ...}` documents (`include_states`) and
 //!   the initial values (`include_initial`), and squashes changes per document when
 //!   asked. Dropping it unregisters it.
+//! - In cluster mode a subscription may be a relay to another server (a remote feed's
+//!   session on a shard's leader, `Subscription::mark_relay`): `Hub::client_listeners`
+//!   does not count it, and `Hub::abort_all` (RethinkDB's "Changefeed aborted
+//!   (unavailable)." for every feed of the table here) spares it.
 //! - Per-change transformations (`filter`, `map`, `pluck` before `.changes()`) are a
 //!   [`Transform`] evaluated by the publisher on the old and the new value separately;
 //!   a value the transform drops or fails on counts as absent, as in RethinkDB.

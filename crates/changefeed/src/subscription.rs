@@ -264,9 +264,24 @@ impl Subscription {
     }
 }
 
+impl Subscription {
+    /// Marks this subscription as a relay of changes to another server (a remote
+    /// feed's session), not a feed of a client here: `Hub::client_listeners` does not
+    /// count it and `Hub::abort_all` leaves it alone (its own server decides).
+    pub fn mark_relay(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.shared.relay.swap(true, Ordering::AcqRel) {
+            self.hub.relay_opened();
+        }
+    }
+}
+
 impl Drop for Subscription {
     fn drop(&mut self) {
         self.hub.unregister(&self.shared);
+        if self.shared.relay.load(std::sync::atomic::Ordering::Acquire) {
+            self.hub.relay_closed();
+        }
     }
 }
 
@@ -333,6 +348,31 @@ mod tests {
         assert_eq!(hub.listeners(), 1);
         drop(s);
         assert_eq!(hub.listeners(), 0);
+    }
+
+    #[test]
+    fn abort_all_ends_every_feed_but_accepts_new_ones() {
+        let hub = Hub::new();
+        let whole = Target::Range {
+            lower: Bound::Unbounded,
+            upper: Bound::Unbounded,
+        };
+        let point = Target::Keys(vec![Datum::Number(1.0)]);
+        let mut a = hub
+            .subscribe(req(whole.clone(), Options::default()))
+            .unwrap();
+        let mut b = hub.subscribe(req(point, Options::default())).unwrap();
+        hub.publish(&key(1.0), None, Some(&doc(1.0, 1.0)));
+        hub.abort_all("Changefeed aborted (unavailable).");
+        for s in [&mut a, &mut b] {
+            assert_eq!(drain(s), ["ERR Changefeed aborted (unavailable)."]);
+        }
+        let mut c = hub.subscribe(req(whole, Options::default())).unwrap();
+        hub.publish(&key(2.0), None, Some(&doc(2.0, 1.0)));
+        assert_eq!(
+            drain(&mut c),
+            [r#"{"new_val":{"id":2,"v":1},"old_val":null}"#]
+        );
     }
 
     #[test]

@@ -17,8 +17,11 @@
 //! Secondary indexes: every replica keeps its own copy of each index the catalog
 //! defines, registered before its group starts (`index`, `crate::replica::ShardIndexes`).
 //!
-//! What is not here yet (docs/clustering.md, "Integration"): changefeeds on a node
-//! holding no replica of some shard, resharding of replicated tables (refused),
+//! Changefeeds (`groups_feeds.rs`): a node polls the leaders of the shards it holds no
+//! replica of into the table's hub, and ends its feeds when a shard's primary is lost.
+//!
+//! What is not here yet (docs/clustering.md, "Integration"): resharding of replicated
+//! tables (refused),
 //! non-voting replicas (not members), membership changes by `reconfigure`.
 //!
 //! Invariants: the catalog's apply task only opens machines (synchronous) and spawns the
@@ -42,6 +45,8 @@ use crate::replica::{wait_for, Op, ReplicatedShard, RouteError, RoutePolicy, Sha
 #[path = "groups_index.rs"]
 mod index;
 pub(crate) use index::IndexName;
+#[path = "groups_feeds.rs"]
+mod feeds;
 
 /// Where the other servers are: a server id's cluster address, if known.
 pub type Addresses = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -340,6 +345,7 @@ impl TableGroups {
             runtime: self.runtime.clone(),
             wait: self.route.deadline,
             remote,
+            feeds: Default::default(),
         };
         Ok((shards, Arc::new(table)))
     }
@@ -587,6 +593,8 @@ pub struct ReplicatedTable {
     wait: Duration,
     /// Whether this server holds no replica of some shard (reads of those are routed).
     remote: bool,
+    /// The changefeeds on the table here (`groups_feeds.rs`).
+    feeds: feeds::TableFeeds,
 }
 
 impl ReplicatedTable {

@@ -287,19 +287,19 @@ impl reql::Table for TableHandle {
         Ok(self.commit.last_ticket())
     }
     fn subscribe(&self, req: changefeed::Request) -> reql::Result<changefeed::Subscription> {
-        // A changefeed listens to this server's replicas as they apply writes.
-        if self
-            .replicated
-            .as_ref()
-            .is_some_and(|r| r.has_remote_shards())
-        {
-            return Err(op_failed(format!(
-                "Changefeeds on table `{}.{}` are not supported yet on a server that holds \
-                 no replica of one of its shards.",
-                self.db, self.name
-            )));
-        }
-        crate::feeds::subscribe(self, req)
+        let Some(r) = &self.replicated else {
+            return crate::feeds::subscribe(self, req, &[]);
+        };
+        // Pollers of the shards without a replica here, and the initial values they
+        // hold, ready before the feed is registered (`crate::groups`, feeds).
+        let initial = req
+            .options
+            .include_initial
+            .then(|| crate::feeds::initial_read(&req.target));
+        let prepared = r.prepare_feed(self.shards.feeds(), &self.counters, initial)?;
+        let sub = crate::feeds::subscribe(self, req, &prepared.remote);
+        drop(prepared);
+        sub
     }
     fn index_create(&self, name: &str, spec: reql::IndexSpec) -> reql::Result<()> {
         // A replicated table's replicas register and build it as the catalog entry

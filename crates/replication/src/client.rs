@@ -74,7 +74,16 @@ pub enum ClientResponse {
 pub trait ReadService: Send + Sync + 'static {
     /// Answers `query`; an error is a text for the client.
     fn read(&self, query: &[u8]) -> Result<Vec<u8>, String>;
+
+    /// What `query` waits for before it is answered (a long poll: a bounded wait the
+    /// service chooses), or `None` to answer at once (the default).
+    fn ready(&self, _query: &[u8]) -> Option<ReadyWait> {
+        None
+    }
 }
+
+/// A read's wait before its answer ([`ReadService::ready`]).
+pub type ReadyWait = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 /// Time limits of a leader serving client requests.
 #[derive(Debug, Clone, Copy)]
@@ -198,6 +207,9 @@ pub async fn serve_client(
                     | Err(_) => return ClientResponse::NoQuorum,
                     Ok(Err(e)) => return ClientResponse::Failed(e.to_string()),
                 }
+            }
+            if let Some(wait) = service.reader.ready(&query) {
+                wait.await;
             }
             match service.reader.read(&query) {
                 Ok(answer) => ClientResponse::Read(answer),

@@ -80,7 +80,7 @@ mod transfer_tests;
 
 pub use client::{
     leads_now, serve_client, ClientPolicy, ClientRequest, ClientResponse, ClientService,
-    ReadService,
+    ReadService, ReadyWait,
 };
 pub use durability::Durability;
 pub use error::{CodecError, ReplicationError, TransportError};

@@ -20,7 +20,9 @@ mod blocking;
 mod error;
 mod indexes;
 mod read;
+mod ring;
 mod route;
+pub(crate) mod tap;
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -41,6 +43,11 @@ pub(crate) use read::NoReads;
 use read::{docs, ReadAnswer, ReadQuery};
 pub use read::{RangeReader, ShardReader};
 pub use route::{GroupRoute, Reach};
+
+/// A key bound as a routed read carries it.
+pub(crate) fn read_bound(b: &Bound<Datum>) -> read::KeyBound {
+    read::KeyBound::of(b)
+}
 
 /// RethinkDB's `read_mode` of `r.table`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +164,8 @@ impl<T: Transport> ReplicatedShard<T> {
         client: ClientPolicy,
     ) -> Self {
         let range = range_text(shard.range());
+        let mut reader = reader;
+        reader.primary_key = primary_key.to_owned();
         let service = ClientService {
             reader: Arc::new(reader),
             policy: client,

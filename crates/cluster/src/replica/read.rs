@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use store::Shard;
 
 use super::indexes::{IndexAnswer, IndexMissing, IndexQuery, ShardIndexes};
+use super::tap::{FeedAnswer, FeedQuery, Taps};
 use super::{ReadMode, ReplicatedShard, RouteError};
 
 /// A key bound, its datum as JSON text; a datum holding `r.minval`/`r.maxval` (which
@@ -99,6 +100,8 @@ pub(crate) enum ReadQuery {
     Count { lower: KeyBound, upper: KeyBound },
     /// A read of a secondary index (`super::indexes`).
     Index(IndexQuery),
+    /// A changefeed session's request (`super::tap`).
+    Feed(FeedQuery),
 }
 
 impl ReadQuery {
@@ -118,6 +121,7 @@ pub(crate) enum ReadAnswer {
     Docs(Vec<String>),
     Count(u64),
     Index(IndexAnswer),
+    Feed(FeedAnswer),
 }
 
 impl ReadAnswer {
@@ -150,6 +154,10 @@ pub struct ShardReader {
     shard: Arc<Shard>,
     /// The replica's secondary indexes, when it has any.
     indexes: Option<Arc<ShardIndexes>>,
+    /// The documents' primary key field (for feed sessions).
+    pub(crate) primary_key: String,
+    /// Changefeed sessions of servers holding no replica (`super::tap`).
+    taps: Taps,
 }
 
 impl ShardReader {
@@ -158,6 +166,8 @@ impl ShardReader {
         Self {
             shard,
             indexes: None,
+            primary_key: "id".into(),
+            taps: Taps::default(),
         }
     }
 
@@ -166,6 +176,8 @@ impl ShardReader {
         Self {
             shard: indexes.shard().clone(),
             indexes: Some(indexes),
+            primary_key: "id".into(),
+            taps: Taps::default(),
         }
     }
 
@@ -206,6 +218,10 @@ impl ShardReader {
                     IndexMissing::NotFound,
                 ))),
             },
+            ReadQuery::Feed(q) => self
+                .taps
+                .answer(&self.shard, &self.primary_key, q)
+                .map(ReadAnswer::Feed),
         }
     }
 }
@@ -215,6 +231,16 @@ impl ReadService for ShardReader {
         let query: ReadQuery = decode_message(query).map_err(|e| e.to_string())?;
         let answer = self.answer(query)?;
         encode_message(&answer).map_err(|e| e.to_string())
+    }
+
+    fn ready(&self, query: &[u8]) -> Option<replication::ReadyWait> {
+        let Ok(ReadQuery::Feed(q)) = decode_message::<ReadQuery>(query) else {
+            return None;
+        };
+        let (notify, wait) = self.taps.wait(&self.shard, &self.primary_key, &q)?;
+        Some(Box::pin(async move {
+            let _ = tokio::time::timeout(wait, notify.notified()).await;
+        }))
     }
 }
 

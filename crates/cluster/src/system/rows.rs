@@ -269,6 +269,8 @@ fn stats_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
             (
                 "query_engine",
                 obj(vec![
+                    // Ponder's: changefeed pollers of remote shards running here.
+                    ("feed_pollers", num(k.feed_pollers(&e.id))),
                     ("read_docs_per_sec", Datum::Number(tr)),
                     ("read_docs_total", num(r)),
                     ("written_docs_per_sec", Datum::Number(tw)),

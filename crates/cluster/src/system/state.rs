@@ -45,6 +45,8 @@ pub struct TableCounters {
     pub read: AtomicU64,
     /// Documents written.
     pub written: AtomicU64,
+    /// Changefeed pollers running for the table here (`crate::groups`, feeds).
+    pub feed_pollers: AtomicU64,
 }
 
 /// Upper bounds (seconds) of the query latency histogram's buckets, as Prometheus'
@@ -131,6 +133,14 @@ impl Counters {
             ),
             None => (0, 0),
         }
+    }
+
+    /// How many changefeed pollers run for the table with `id` here.
+    pub fn feed_pollers(&self, id: &str) -> u64 {
+        self.tables
+            .lock()
+            .get(id)
+            .map_or(0, |c| c.feed_pollers.load(Ordering::Relaxed))
     }
 
     /// `(read, written)` totals over all tables.
