@@ -179,6 +179,21 @@ fn end(state: &mut Option<Arc<Running>>, running: &Arc<Running>) {
 }
 
 impl ReplicatedTable {
+    /// This table's replicas moved (it is replaced by another `ReplicatedTable`): its
+    /// pollers stop and every feed on `hub` ends with "Changefeed aborted
+    /// (unavailable).", as RethinkDB's feeds end when their primaries change; clients
+    /// resubscribe through the new placement.
+    pub(crate) fn end_feeds(&self, hub: &Arc<Hub>) {
+        let (state, hub) = (self.feeds.state.clone(), hub.clone());
+        self.runtime.spawn(async move {
+            let mut state = state.lock().await;
+            if let Some(running) = state.take() {
+                running.stop.store(true, Ordering::SeqCst);
+            }
+            hub.abort_all(UNAVAILABLE);
+        });
+    }
+
     /// Gets a changefeed on this table ready to be registered on `hub`: the pollers of
     /// remote shards running, and with `initial`, their initial documents cut
     /// consistently with what they publish (see the module note). Hold the answer

@@ -275,6 +275,7 @@ impl Cluster {
             self.doc_cache.clone(),
             feeds,
         )?;
+        r.end_feeds(h.shards.feeds());
         let mut handle = h.clone();
         handle.shards = Arc::new(h.shards.with_shards_like(&e.splits, shards)?);
         handle.replicated = Some(table);
