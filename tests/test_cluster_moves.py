@@ -4,15 +4,31 @@ shrinks back, moves to another server, and comes back to servers that dropped th
 copy (a new incarnation there, never the old copy's Raft node id); a non-voting
 replica receives every write. After each change every acknowledged write is read
 through every server in every `read_mode` (`outdated` once the replica caught up), and
-`table_status` settles with every replica `ready`."""
+`table_status` settles with every replica `ready`.
+
+Linearizability across moves: `ponder-lincheck` records six clients' reads, writes and
+compare-and-set on a 3-replica table (`majority` reads, hard durability) while its
+replicas shrink to one, move, grow back to three (new incarnations on servers that
+left) and a server is killed with SIGKILL and restarted in the middle of a move; the
+history must be linearizable with no acknowledged write lost (20 s in CI; longer with
+PONDER_MOVES_SECONDS)."""
+import os
+import random
+import subprocess
 import threading
 import time
 
+import pytest
 from rethinkdb import r
 from rethinkdb.errors import ReqlError
 
 from test_cluster_join import wait_for, dirs, procs  # noqa: F401 (fixtures)
 from test_cluster_replicated import retrying, three_servers
+from test_cluster_lincheck import lincheck_binary
+
+pytestmark = pytest.mark.single_server('starts its own clusters')
+
+SECONDS = int(os.environ.get("PONDER_MOVES_SECONDS", "20"))
 
 T = r.db("test").table("t")
 
@@ -135,3 +151,60 @@ def test_replicas_grow_shrink_move_and_come_back_under_writes(dirs, procs):  # n
     # The primary is the configured one once settled.
     wait_for(lambda: T.status()["shards"][0]["primary_replicas"].run(conn),
              lambda p: p == [target], timeout=30)
+
+
+def test_moves_under_linearizability_checking(dirs, procs):  # noqa: F811
+    (a, b, c), conns = three_servers(dirs, procs)
+    servers = {"alpha": a, "beta": b, "gamma": c}
+    names = list(servers)
+    history = os.path.join(dirs(), "h.jsonl")
+    run = subprocess.Popen(
+        [lincheck_binary(), "run"]
+        + sum((["--addr", "127.0.0.1:%d" % s.port] for s in (a, b, c)), [])
+        + ["--clients", "6", "--keys", "4", "--ops", "100000000", "--duration", str(SECONDS),
+           "--op-timeout", "3", "--replicas", "3", "--out", history],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    conn = conns[a]
+    table = r.db("test").table("lincheck")
+    wait_for(lambda: "lincheck" in r.db("test").table_list().run(conn), lambda x: x,
+             timeout=30)
+    table.wait(timeout=30).run(conn)
+    rng = random.Random(int(os.environ.get("PONDER_MOVES_SEED", "1")))
+    began = time.time()
+    moves, kills = [], 0
+
+    def place(primary, replicas):
+        res = retrying(lambda: table.config().update({"shards": [
+            {"primary_replica": primary, "replicas": replicas}]}).run(conn), timeout=30)
+        assert res["errors"] == 0, res
+        moves.append((primary, tuple(replicas)))
+
+    while time.time() - began + 6 < SECONDS or kills == 0:
+        # Down to one replica on a random server, then back to all three.
+        one = rng.choice(names)
+        place(one, [one])
+        time.sleep(1.5)
+        primary = rng.choice(names)
+        place(primary, names)
+        if kills == 0 or rng.random() < 0.3:
+            # A server killed while the new copies catch up (never the one this test
+            # talks to), back 2 s later.
+            victim = servers[rng.choice([n for n in names if servers[n] is not a])]
+            time.sleep(0.3)
+            victim.kill9()
+            kills += 1
+            time.sleep(2)
+            victim.start()
+        time.sleep(2)
+    out, _ = run.communicate(timeout=SECONDS + 120)
+    assert run.returncode == 0, out.decode()
+    check = subprocess.run([lincheck_binary(), "check", history], capture_output=True,
+                           timeout=300)
+    report = check.stdout.decode() + check.stderr.decode()
+    assert check.returncode == 0, report
+    assert "OK: linearizable, no acknowledged write lost" in report, report
+    recorded = out.decode()
+    ok = int(recorded.split("operations: ")[1].split(" ok")[0])
+    assert ok > 300, recorded
+    print("%d placements, %d kills;" % (len(moves), kills),
+          recorded.strip().splitlines()[-1], report.strip().splitlines()[-1])
