@@ -141,6 +141,9 @@ impl CatalogState {
                 }
                 if let Some(p) = &changes.placement {
                     new.placement = p.clone();
+                    // Replicas that stay keep their incarnation, decided here against
+                    // the placement the catalog has (never the proposer's view).
+                    crate::placement::carry_incarnations(&old.placement, &mut new.placement);
                 }
                 placed(&new.placement, new.shards)?;
                 if new.splits.len() + 1 != new.shards.max(1) as usize

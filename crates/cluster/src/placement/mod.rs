@@ -144,23 +144,39 @@ impl ShardPlacement {
     }
 }
 
-/// Gives each replica of `new` its incarnation: a server that held a replica of the
-/// same shard in `old` keeps its own, a server placed there anew gets a fresh random
-/// one (so it never reuses the node id of a copy it dropped). With another number of
-/// shards every replica is new.
+/// Proposes a fresh random incarnation for every replica of `new` (the proposer's
+/// part; the catalog then keeps the incarnation of every replica that stays,
+/// [`carry_incarnations`], against the placement it really has).
+pub fn propose_incarnations(new: &mut [ShardPlacement]) {
+    for shard in new.iter_mut() {
+        let servers: Vec<String> = shard.all().cloned().collect();
+        shard.incarnations = servers
+            .into_iter()
+            .map(|s| (s, fresh_incarnation()))
+            .collect();
+    }
+}
+
+/// Gives each replica of `new` its incarnation, deterministically (the catalog's apply
+/// step): a server that holds a replica of the same shard in `old` keeps its own; a
+/// server placed there anew takes the one proposed (`propose_incarnations`: random, so
+/// it never reuses the node id of a copy it dropped, whatever the proposer saw).
+/// With another number of shards every replica is new.
 pub fn carry_incarnations(old: &[ShardPlacement], new: &mut [ShardPlacement]) {
     let same_cut = old.len() == new.len();
     for (i, shard) in new.iter_mut().enumerate() {
         let before = old.get(i).filter(|_| same_cut);
         let servers: Vec<String> = shard.all().cloned().collect();
+        let proposed = std::mem::take(&mut shard.incarnations);
         shard.incarnations = servers
             .into_iter()
-            .map(|s| {
-                let kept = before.and_then(|b| b.incarnation(&s));
-                let inc = kept.unwrap_or_else(fresh_incarnation);
-                (s, inc)
+            .filter_map(|s| {
+                let inc = match before.and_then(|b| b.incarnation(&s)) {
+                    Some(kept) => kept,
+                    None => proposed.get(&s).copied().unwrap_or(0),
+                };
+                (inc != 0).then_some((s, inc))
             })
-            .filter(|(_, inc)| *inc != 0)
             .collect();
     }
 }

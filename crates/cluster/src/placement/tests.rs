@@ -350,6 +350,7 @@ fn incarnations_are_kept_for_staying_replicas_and_fresh_for_new_ones() {
     assert_eq!(made[0].incarnation(&c), None);
     // b leaves, c arrives (non-voting): a keeps 0, c gets a fresh one.
     let mut moved = vec![shard(&[&a], &[&c])];
+    propose_incarnations(&mut moved);
     carry_incarnations(&made, &mut moved);
     assert_eq!(moved[0].incarnation(&a), Some(0));
     let c1 = moved[0].incarnation(&c).unwrap();
@@ -357,11 +358,20 @@ fn incarnations_are_kept_for_staying_replicas_and_fresh_for_new_ones() {
     assert_ne!(moved[0].member(&c), made[0].member(&a));
     // c becomes a voter: same replica, same incarnation.
     let mut voting = vec![shard(&[&a, &c], &[])];
+    propose_incarnations(&mut voting);
     carry_incarnations(&moved, &mut voting);
     assert_eq!(voting[0].incarnation(&c), Some(c1));
     // b comes back: never under its first node id.
     let mut back = vec![shard(&[&a, &b, &c], &[])];
+    propose_incarnations(&mut back);
     carry_incarnations(&voting, &mut back);
+    // A proposer that saw an older placement (b still there) proposes fresh numbers
+    // all the same: what the catalog has decides, and b never gets its old id back.
+    let mut stale = vec![shard(&[&a, &b], &[])];
+    propose_incarnations(&mut stale);
+    carry_incarnations(&moved, &mut stale);
+    assert_ne!(stale[0].member(&b), made[0].member(&b));
+    assert_eq!(stale[0].incarnation(&a), Some(0));
     assert_ne!(back[0].member(&b), made[0].member(&b));
     assert!(replication::same_server(
         back[0].member(&b).unwrap(),

@@ -156,11 +156,13 @@ impl Cluster {
                 None => None,
             },
         };
-        // Replicas that stay keep their incarnation; new ones get theirs (every node's
-        // groups follow the recorded placement: `crate::groups`, the leaders' moves).
+        // Fresh incarnations proposed for every replica; the catalog keeps those of the
+        // replicas that stay, against the placement it has when it applies this (this
+        // server's view may be behind). Every node's groups follow the recorded
+        // placement: `crate::groups`, the leaders' moves.
         let mut changes = changes;
         if let Some(p) = changes.placement.as_mut() {
-            crate::placement::carry_incarnations(&old.placement, p);
+            crate::placement::propose_incarnations(p);
         }
         let out = g
             .apply(CatalogCommand::AlterTable {
