@@ -31,17 +31,40 @@ def lincheck_binary():
     return path
 
 
+def start_lincheck(servers, history, seconds):
+    """`ponder-lincheck run`: six clients on four keys of a 3-replica table over
+    `servers` for `seconds`, recording to `history`."""
+    return subprocess.Popen(
+        [lincheck_binary(), "run"]
+        + sum((["--addr", "127.0.0.1:%d" % s.port] for s in servers), [])
+        + ["--clients", "6", "--keys", "4", "--ops", "100000000", "--duration", str(seconds),
+           "--op-timeout", "3", "--replicas", "3", "--out", history],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def check_history(run, history, seconds, at_least):
+    """Waits for `run`, checks its history (linearizable, nothing acknowledged lost,
+    at least `at_least` operations ok) and returns the figures' line."""
+    out, _ = run.communicate(timeout=seconds + 120)
+    assert run.returncode == 0, out.decode()
+    check = subprocess.run([lincheck_binary(), "check", history], capture_output=True,
+                           timeout=300)
+    report = check.stdout.decode() + check.stderr.decode()
+    assert check.returncode == 0, report
+    assert "OK: linearizable, no acknowledged write lost" in report, report
+    recorded = out.decode()
+    assert "recorded" in recorded, recorded
+    ok = int(recorded.split("operations: ")[1].split(" ok")[0])
+    assert ok > at_least, recorded
+    return recorded.strip().splitlines()[-1] + " " + report.strip().splitlines()[-1]
+
+
 def test_a_replicated_table_stays_linearizable_when_its_primary_is_killed(dirs, procs):  # noqa: F811
     (a, b, c), conns = three_servers(dirs, procs)
     servers = {"alpha": a, "beta": b, "gamma": c}
     conn = conns[b]
     history = os.path.join(dirs(), "h.jsonl")
-    run = subprocess.Popen(
-        [lincheck_binary(), "run"]
-        + sum((["--addr", "127.0.0.1:%d" % s.port] for s in (a, b, c)), [])
-        + ["--clients", "6", "--keys", "4", "--ops", "100000000", "--duration", str(SECONDS),
-           "--op-timeout", "3", "--replicas", "3", "--out", history],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run = start_lincheck((a, b, c), history, SECONDS)
     # Once the clients run (the table exists and is ready everywhere), kill its primary.
     wait_for(lambda: "lincheck" in r.db("test").table_list().run(conn), lambda x: x,
              timeout=30)
@@ -62,17 +85,6 @@ def test_a_replicated_table_stays_linearizable_when_its_primary_is_killed(dirs, 
         victim.start()
         if victim is b:
             conn = b.connect()
-    out, _ = run.communicate(timeout=SECONDS + 120)
-    assert run.returncode == 0, out.decode()
-    check = subprocess.run([lincheck_binary(), "check", history], capture_output=True,
-                           timeout=300)
-    report = check.stdout.decode() + check.stderr.decode()
-    assert check.returncode == 0, report
-    assert "OK: linearizable, no acknowledged write lost" in report, report
-    recorded = out.decode()
-    assert "recorded" in recorded, recorded
     # Enough happened to mean something: operations before, during and after the kill.
-    ok = int(recorded.split("operations: ")[1].split(" ok")[0])
-    assert ok > 500, recorded
-    print("%d kills;" % kills, recorded.strip().splitlines()[-1],
-          report.strip().splitlines()[-1])
+    line = check_history(run, history, SECONDS, at_least=500)
+    print("%d kills;" % kills, line)

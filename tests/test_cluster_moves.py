@@ -14,7 +14,6 @@ history must be linearizable with no acknowledged write lost (20 s in CI; longer
 PONDER_MOVES_SECONDS)."""
 import os
 import random
-import subprocess
 import threading
 import time
 
@@ -24,7 +23,7 @@ from rethinkdb.errors import ReqlError
 
 from test_cluster_join import wait_for, dirs, procs  # noqa: F401 (fixtures)
 from test_cluster_replicated import retrying, three_servers
-from test_cluster_lincheck import lincheck_binary
+from test_cluster_lincheck import check_history, start_lincheck
 
 pytestmark = pytest.mark.single_server('starts its own clusters')
 
@@ -158,12 +157,7 @@ def test_moves_under_linearizability_checking(dirs, procs):  # noqa: F811
     servers = {"alpha": a, "beta": b, "gamma": c}
     names = list(servers)
     history = os.path.join(dirs(), "h.jsonl")
-    run = subprocess.Popen(
-        [lincheck_binary(), "run"]
-        + sum((["--addr", "127.0.0.1:%d" % s.port] for s in (a, b, c)), [])
-        + ["--clients", "6", "--keys", "4", "--ops", "100000000", "--duration", str(SECONDS),
-           "--op-timeout", "3", "--replicas", "3", "--out", history],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run = start_lincheck((a, b, c), history, SECONDS)
     conn = conns[a]
     table = r.db("test").table("lincheck")
     wait_for(lambda: "lincheck" in r.db("test").table_list().run(conn), lambda x: x,
@@ -196,15 +190,5 @@ def test_moves_under_linearizability_checking(dirs, procs):  # noqa: F811
             time.sleep(2)
             victim.start()
         time.sleep(2)
-    out, _ = run.communicate(timeout=SECONDS + 120)
-    assert run.returncode == 0, out.decode()
-    check = subprocess.run([lincheck_binary(), "check", history], capture_output=True,
-                           timeout=300)
-    report = check.stdout.decode() + check.stderr.decode()
-    assert check.returncode == 0, report
-    assert "OK: linearizable, no acknowledged write lost" in report, report
-    recorded = out.decode()
-    ok = int(recorded.split("operations: ")[1].split(" ok")[0])
-    assert ok > 300, recorded
-    print("%d placements, %d kills;" % (len(moves), kills),
-          recorded.strip().splitlines()[-1], report.strip().splitlines()[-1])
+    line = check_history(run, history, SECONDS, at_least=300)
+    print("%d placements, %d kills;" % (len(moves), kills), line)
