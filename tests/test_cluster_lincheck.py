@@ -33,11 +33,14 @@ def lincheck_binary():
 
 def start_lincheck(servers, history, seconds):
     """`ponder-lincheck run`: six clients on four keys of a 3-replica table over
-    `servers` for `seconds`, recording to `history`."""
+    `servers` for `seconds` (a long run: a key per 40 s, so that no key's history
+    outgrows the checker), recording to `history`."""
+    keys = max(4, seconds // 40)
     return subprocess.Popen(
         [lincheck_binary(), "run"]
         + sum((["--addr", "127.0.0.1:%d" % s.port] for s in servers), [])
-        + ["--clients", "6", "--keys", "4", "--ops", "100000000", "--duration", str(seconds),
+        + ["--clients", "6", "--keys", str(keys), "--ops", "100000000",
+           "--duration", str(seconds),
            "--op-timeout", "3", "--replicas", "3", "--out", history],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
@@ -47,8 +50,8 @@ def check_history(run, history, seconds, at_least):
     at least `at_least` operations ok) and returns the figures' line."""
     out, _ = run.communicate(timeout=seconds + 120)
     assert run.returncode == 0, out.decode()
-    check = subprocess.run([lincheck_binary(), "check", history], capture_output=True,
-                           timeout=300)
+    check = subprocess.run([lincheck_binary(), "check", "--max-cache-mb", "4096", history],
+                           capture_output=True, timeout=600)
     report = check.stdout.decode() + check.stderr.decode()
     assert check.returncode == 0, report
     assert "OK: linearizable, no acknowledged write lost" in report, report
