@@ -168,8 +168,11 @@ def test_moves_under_linearizability_checking(dirs, procs):  # noqa: F811
     moves, kills = [], 0
 
     def place(primary, replicas):
-        res = retrying(lambda: table.config().update({"shards": [
-            {"primary_replica": primary, "replicas": replicas}]}).run(conn), timeout=30)
+        # A server just restarted may not be connected again yet: asked again.
+        res = wait_for(lambda: retrying(lambda: table.config().update({"shards": [
+            {"primary_replica": primary, "replicas": replicas}]}).run(conn), timeout=30),
+            lambda res: res["errors"] == 0 or "is not connected" not in res["first_error"],
+            timeout=30)
         assert res["errors"] == 0, res
         moves.append((primary, tuple(replicas)))
 
