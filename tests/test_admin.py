@@ -73,6 +73,15 @@ def test_config_writes_take_effect(conn):
     res = r.db("cw").table("a").config().update({"durability": "soft"}).run(conn)
     assert res["replaced"] == 1
     assert r.db("cw").table("a").config()["durability"].run(conn) == "soft"
+    # write_acks is recorded as written, and reported back
+    assert r.db("cw").table("a").config()["write_acks"].run(conn) == "majority"
+    res = r.db("cw").table("a").config().update({"write_acks": "single"}).run(conn)
+    assert res["replaced"] == 1
+    assert r.db("cw").table("a").config()["write_acks"].run(conn) == "single"
+    res = r.db("cw").table("a").config().update({"write_acks": "all"}).run(conn)
+    assert res["errors"] == 1
+    assert res["first_error"] == 'In `write_acks`: Expected "single" or "majority", got: "all"'
+    assert r.db("cw").table("a").config()["write_acks"].run(conn) == "single"
     # rename a table through table_config
     res = r.db("rethinkdb").table("table_config").filter({"db": "cw", "name": "a"}).update({"name": "b"}).run(conn)
     assert res["replaced"] == 1

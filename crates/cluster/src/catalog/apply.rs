@@ -64,6 +64,10 @@ pub(crate) struct TableEntry {
     pub(crate) name: String,
     pub(crate) primary_key: String,
     pub(crate) durability: Durability,
+    /// `table_config`'s `write_acks`: `true` for `"single"`, `false` for `"majority"`.
+    /// Recorded and reported; writes are acknowledged by a majority either way
+    /// (docs/clustering.md, "write_acks").
+    pub(crate) single_ack: bool,
     pub(crate) shards: u32,
     pub(crate) replicas: u32,
     /// Where the shards are cut: `shards - 1` primary-key values (`crate::shards`).
@@ -167,6 +171,7 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
         ("name", Datum::str(&e.name)),
         ("primary_key", Datum::str(&e.primary_key)),
         ("durability", Datum::str(e.durability.as_str())),
+        ("write_acks", Datum::str(write_acks_str(e.single_ack))),
         ("shards", Datum::from(e.shards as f64)),
         ("replicas", Datum::from(e.replicas as f64)),
         ("split_points", Datum::array(e.splits.clone())),
@@ -239,6 +244,24 @@ fn parse_placement(d: &Datum) -> Vec<crate::placement::ShardPlacement> {
         .unwrap_or_default()
 }
 
+/// `write_acks` as RethinkDB writes it.
+pub(crate) fn write_acks_str(single_ack: bool) -> &'static str {
+    if single_ack {
+        "single"
+    } else {
+        "majority"
+    }
+}
+
+/// `Some(single_ack)` for RethinkDB's two `write_acks` values.
+pub(crate) fn parse_write_acks(s: &str) -> Option<bool> {
+    match s {
+        "single" => Some(true),
+        "majority" => Some(false),
+        _ => None,
+    }
+}
+
 pub(crate) fn parse_table(d: &Datum) -> TableEntry {
     let s = |v: &Datum, f: &str| {
         v.get(f)
@@ -281,6 +304,7 @@ pub(crate) fn parse_table(d: &Datum) -> TableEntry {
         name: s(d, "name"),
         primary_key: s(d, "primary_key"),
         durability: Durability::parse(&s(d, "durability")).unwrap_or(Durability::Hard),
+        single_ack: parse_write_acks(&s(d, "write_acks")) == Some(true),
         // The shards served are the ones the split points make (records of builds that
         // only recorded a count served one).
         shards: splits.len() as u32 + 1,

@@ -65,6 +65,7 @@ fn commands() -> Vec<CatalogCommand> {
             changes: TableChanges {
                 name: Some("u".into()),
                 durability: Some("soft".into()),
+                write_acks: Some("single".into()),
                 shards: Some(2),
                 split_points: Some(vec![json!("80")]),
                 ..Default::default()
@@ -137,6 +138,7 @@ fn each_command_applies_persists_and_reloads() {
             CatalogCommand::AlterTable { .. } => {
                 let t = &st.tables[&("e".into(), "u".into())];
                 assert_eq!(t.durability, Durability::Soft);
+                assert!(t.single_ack);
                 assert_eq!((t.shards, t.splits.clone()), (2, vec![Datum::str("80")]));
                 assert_eq!(st.tables.len(), 1);
             }

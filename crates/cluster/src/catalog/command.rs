@@ -29,6 +29,9 @@ pub struct TableDef {
     pub primary_key: String,
     /// `"hard"` or `"soft"`.
     pub durability: String,
+    /// `"single"` or `"majority"` (none: `"majority"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_acks: Option<String>,
     /// The recorded number of shards.
     pub shards: u32,
     /// The recorded number of replicas.
@@ -51,6 +54,7 @@ impl TableDef {
             name: name.into(),
             primary_key: "id".into(),
             durability: "hard".into(),
+            write_acks: None,
             shards: 1,
             replicas: 1,
             split_points: vec![],
@@ -71,6 +75,9 @@ pub struct TableChanges {
     /// `"hard"` or `"soft"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub durability: Option<String>,
+    /// `"single"` or `"majority"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_acks: Option<String>,
     /// The recorded number of shards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<u32>,

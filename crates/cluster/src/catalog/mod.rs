@@ -30,7 +30,9 @@ use store::{CacheBudget, GroupCommit};
 use crate::table::{store_err, TableHandle};
 
 pub use apply::Outcome;
-pub(crate) use apply::{db_record, message, Catalog, CatalogGuard, TableEntry};
+pub(crate) use apply::{
+    db_record, message, parse_write_acks, write_acks_str, Catalog, CatalogGuard, TableEntry,
+};
 pub use apply::{FORMAT_VERSION, SYSTEM_DB};
 pub use command::{CatalogCommand, Credentials, IndexDefSpec, TableChanges, TableDef};
 pub use machine::{space_kinds, CatalogEffects, CatalogMachine, CATALOG_KIND, USERS_KIND};
@@ -336,6 +338,7 @@ impl Cluster {
             name: e.name.clone(),
             primary_key: e.primary_key.clone(),
             durability: e.durability.as_str().to_string(),
+            write_acks: e.single_ack.then(|| write_acks_str(true).to_string()),
             shards: e.shards,
             replicas: e.replicas,
             split_points: e.splits.iter().map(datum::to_json_value).collect(),
@@ -438,7 +441,7 @@ impl Cluster {
         m.insert(k("name"), Datum::str(&e.name));
         m.insert(k("primary_key"), Datum::str(&e.primary_key));
         m.insert(k("shards"), crate::system::shards_config(self, e, false));
-        m.insert(k("write_acks"), Datum::str("majority"));
+        m.insert(k("write_acks"), Datum::str(write_acks_str(e.single_ack)));
         m.insert(k("write_hook"), Datum::Null);
         Datum::object(m)
     }
@@ -625,6 +628,7 @@ impl reql::TableAccess for Cluster {
             name: name.to_string(),
             primary_key: opts.primary_key,
             durability: opts.durability,
+            single_ack: false,
             shards: opts.shards,
             replicas: opts.replicas.total(),
             splits: crate::shards::uuid_splits(opts.shards as usize),

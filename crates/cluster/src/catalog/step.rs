@@ -14,6 +14,10 @@ use super::apply::{CatalogState, DbEntry, IndexDef, Outcome, TableEntry, SYSTEM_
 use super::command::{CatalogCommand, TableDef};
 use crate::auth::{Perms, User, ADMIN};
 
+fn single_ack(s: &str) -> reql::Result<bool> {
+    super::apply::parse_write_acks(s).ok_or_else(|| op_failed(format!("Unknown write_acks `{s}`.")))
+}
+
 fn durability(s: &str) -> reql::Result<Durability> {
     Durability::parse(s).ok_or_else(|| op_failed(format!("Unknown durability `{s}`.")))
 }
@@ -129,6 +133,9 @@ impl CatalogState {
                 }
                 if let Some(d) = &changes.durability {
                     new.durability = durability(d)?;
+                }
+                if let Some(w) = &changes.write_acks {
+                    new.single_ack = single_ack(w)?;
                 }
                 if let Some(s) = changes.shards {
                     new.shards = s;
@@ -349,6 +356,7 @@ impl CatalogState {
             name: t.name.clone(),
             primary_key: t.primary_key.clone(),
             durability: durability(&t.durability)?,
+            single_ack: t.write_acks.as_deref().map_or(Ok(false), single_ack)?,
             shards: t.shards,
             replicas: t.replicas,
             placement: placed(&t.placement, t.shards)?.to_vec(),

@@ -15,6 +15,8 @@ pub(crate) struct TableAlter {
     pub(crate) db: Option<String>,
     pub(crate) name: Option<String>,
     pub(crate) durability: Option<Durability>,
+    /// `write_acks`: `Some(true)` for `"single"`.
+    pub(crate) single_ack: Option<bool>,
     pub(crate) shards: Option<u32>,
     pub(crate) replicas: Option<u32>,
     /// Cut the shards anew from the data's distribution even if their number stays.
@@ -133,6 +135,9 @@ impl Cluster {
             name: a.name,
             db_id,
             durability: a.durability.map(|d| d.as_str().to_string()),
+            write_acks: a
+                .single_ack
+                .map(|s| crate::catalog::write_acks_str(s).to_string()),
             shards: a.shards,
             replicas: a.replicas,
             split_points: reshard

@@ -298,10 +298,11 @@ const TABLE_KEYS: &[&str] = &[
     "write_hook",
 ];
 
-fn check_write_acks(d: &Datum) -> R {
-    match d.as_str() {
-        Some("single" | "majority") => Ok(()),
-        _ => Err(format!(
+/// `write_acks`: `true` for `"single"`.
+fn write_acks_of(d: &Datum) -> Result<bool, String> {
+    match d.as_str().and_then(crate::catalog::parse_write_acks) {
+        Some(single) => Ok(single),
+        None => Err(format!(
             "In `write_acks`: Expected \"single\" or \"majority\", got: {}",
             d.to_pretty_string()
         )),
@@ -326,7 +327,7 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
     // `shards` left as it was: nothing to re-place (a rename of a replicated table must
     // not move its replicas).
     let same_shards = field(new, "shards")? == field(old, "shards")?;
-    check_write_acks(field(new, "write_acks")?)?;
+    let single_ack = write_acks_of(field(new, "write_acks")?)?;
     let durability = durability_of(field(new, "durability")?)?;
     // As in RethinkDB: the field may be left as it is, not changed.
     let old_hook = old.get("write_hook").cloned().unwrap_or(Datum::Null);
@@ -343,6 +344,7 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
             db: Some(db),
             name: Some(name),
             durability: Some(durability),
+            single_ack: Some(single_ack),
             shards: (!same_shards).then_some(shards),
             replicas: (!same_shards).then_some(replicas),
             rebalance: false,
@@ -384,9 +386,11 @@ fn table_config_insert(t: &SystemTable, key: &Datum, new: &Datum) -> R {
         Some(s) => shards_of(t, s).map(|(n, r, _)| (n, r))?,
         None => (1, 1),
     };
-    if let Some(w) = new.get("write_acks") {
-        check_write_acks(w)?;
-    }
+    let single_ack = new
+        .get("write_acks")
+        .map(write_acks_of)
+        .transpose()?
+        .unwrap_or(false);
     no_extra(new, TABLE_KEYS)?;
     t.cluster.create_table_with_id(TableEntry {
         id: id.to_string(),
@@ -394,6 +398,7 @@ fn table_config_insert(t: &SystemTable, key: &Datum, new: &Datum) -> R {
         name,
         primary_key,
         durability: durability.unwrap_or(Durability::Hard),
+        single_ack,
         shards,
         replicas,
         splits: crate::shards::uuid_splits(shards as usize),
