@@ -56,13 +56,14 @@ REFUSAL = re.compile(r"^Cannot perform (read|write): (primary replica for shard 
                      r"with the secondary replicas)")
 
 
-def start_lincheck(addrs, seconds, history):
-    """`ponder-lincheck run` against every address, for `seconds`."""
+def start_lincheck(addrs, seconds, history, replicas=3):
+    """`ponder-lincheck run` against every address, for `seconds`, on a table of
+    `replicas` replicas."""
     return subprocess.Popen(
         [lincheck_binary(), "run"]
         + sum((["--addr", "%s:%d" % a] for a in addrs), [])
         + ["--clients", "6", "--keys", str(KEYS), "--ops", "100000000", "--duration", str(seconds),
-           "--op-timeout", "3", "--replicas", "3", "--seed", str(SEED), "--out", history],
+           "--op-timeout", "3", "--replicas", str(replicas), "--seed", str(SEED), "--out", history],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
