@@ -172,6 +172,7 @@ def test_unreachable_target_resets_the_client(make_proxy):
     dead_port = s.getsockname()[1]
     s.close()
     p = make_proxy("127.0.0.1", dead_port)
-    with client(p) as c:
-        with pytest.raises((ConnectionResetError, BrokenPipeError)):
+    # The reset may come before connect() has returned on a loaded machine.
+    with pytest.raises((ConnectionResetError, BrokenPipeError)):
+        with client(p) as c:
             roundtrip(c)

@@ -708,6 +708,33 @@ impl ReplicatedTable {
             })
             .collect()
     }
+
+    /// Each shard's leader's view of its replication (`table_status`), for the shards
+    /// in `shards`, asked concurrently: `None` where no leader answered within `limit`.
+    pub(crate) fn leader_views(
+        &self,
+        shards: &[usize],
+        limit: Duration,
+    ) -> Vec<Option<replication::Progress>> {
+        let slots: Vec<_> = shards.iter().map(|&i| self.slots.get(i).cloned()).collect();
+        let asked = wait_for(&self.runtime, async move {
+            let tasks: Vec<_> = slots
+                .into_iter()
+                .map(|slot| {
+                    tokio::spawn(async move {
+                        let rs = slot.as_ref()?.get()?;
+                        tokio::time::timeout(limit, rs.progress()).await.ok()?.ok()
+                    })
+                })
+                .collect();
+            let mut views = Vec::with_capacity(tasks.len());
+            for t in tasks {
+                views.push(t.await.ok().flatten());
+            }
+            views
+        });
+        asked.unwrap_or_else(|| vec![None; shards.len()])
+    }
 }
 
 /// The routing's read mode for ReQL's.

@@ -39,6 +39,9 @@ pub enum ClientRequest {
         /// The encoded read.
         query: Vec<u8>,
     },
+    /// The leader's view of replication: how far each member's log matches its own
+    /// (what only the leader knows; `table_status` asks it from any server).
+    Progress,
 }
 
 /// The answer to a [`ClientRequest`].
@@ -55,6 +58,8 @@ pub enum ClientResponse {
     },
     /// The read's answer.
     Read(Vec<u8>),
+    /// The answer to [`ClientRequest::Progress`].
+    Progress(Progress),
     /// This node is not the leader (nothing was appended); the leader it knows of.
     NotLeader {
         /// The leader this node knows of, if any.
@@ -68,6 +73,36 @@ pub enum ClientResponse {
     Lost(String),
     /// The read failed on the leader (the text says why).
     Failed(String),
+}
+
+/// A leader's view of its group's replication.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The leader (the member that answered).
+    pub leader: NodeId,
+    /// Each other member's last log index known to match the leader's (none yet).
+    pub matched: Vec<(NodeId, Option<u64>)>,
+    /// The leader's last log index.
+    pub last: Option<u64>,
+}
+
+impl Progress {
+    /// What `raft` knows of its followers (nothing unless it leads).
+    pub fn of(raft: &Raft) -> Progress {
+        let m = raft.metrics().borrow().clone();
+        Progress {
+            leader: m.id,
+            matched: m
+                .replication
+                .map(|r| {
+                    r.into_iter()
+                        .map(|(n, l)| (n, l.map(|l| l.index)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            last: m.last_log_index,
+        }
+    }
 }
 
 /// Turns a group's read query bytes into answer bytes, on the node's local state.
@@ -216,6 +251,7 @@ pub async fn serve_client(
                 Err(why) => ClientResponse::Failed(why),
             }
         }
+        ClientRequest::Progress => ClientResponse::Progress(Progress::of(raft)),
     }
 }
 
@@ -292,6 +328,11 @@ mod tests {
             matches!(answer, ClientResponse::NotLeader { leader: None }),
             "{answer:?}"
         );
+        let answer = serve_client(&raft, &s, ClientRequest::Progress).await;
+        assert!(
+            matches!(answer, ClientResponse::NotLeader { leader: None }),
+            "{answer:?}"
+        );
         assert_eq!(raft.metrics().borrow().last_log_index, None);
         raft.shutdown().await.unwrap();
     }
@@ -336,6 +377,20 @@ mod tests {
             matches!(answer, RaftResponse::Client(ClientResponse::Applied { .. })),
             "{answer:?}"
         );
+        // The leader's view: itself, no other member, its last entry (the initial
+        // membership, its first blank entry, the put).
+        let answer = router
+            .handle(GroupId(1), RaftRequest::Client(ClientRequest::Progress))
+            .await;
+        let RaftResponse::Client(ClientResponse::Progress(p)) = answer else {
+            panic!("{answer:?}");
+        };
+        assert_eq!(
+            (p.leader, p.last),
+            (1, raft.metrics().borrow().last_log_index)
+        );
+        assert!(p.last.is_some_and(|l| l >= 2), "{p:?}");
+        assert!(p.matched.iter().all(|(n, _)| *n == 1), "{p:?}");
         raft.shutdown().await.unwrap();
     }
 

@@ -79,7 +79,7 @@ mod tests;
 mod transfer_tests;
 
 pub use client::{
-    leads_now, serve_client, ClientPolicy, ClientRequest, ClientResponse, ClientService,
+    leads_now, serve_client, ClientPolicy, ClientRequest, ClientResponse, ClientService, Progress,
     ReadService, ReadyWait,
 };
 pub use durability::Durability;

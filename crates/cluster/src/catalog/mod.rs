@@ -29,6 +29,10 @@ use store::{CacheBudget, GroupCommit};
 
 use crate::table::{store_err, TableHandle};
 
+/// How long `table_status` waits for a shard's leader's view of its replication before
+/// it shows what this server knows.
+const LEADER_VIEW_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub use apply::Outcome;
 pub(crate) use apply::{
     db_record, message, parse_write_acks, write_acks_str, Catalog, CatalogGuard, TableEntry,
@@ -307,6 +311,20 @@ impl Cluster {
     pub(crate) fn group_members(&self, id: &str) -> Option<Vec<crate::groups::Local>> {
         let h = self.handles.read().get(id).cloned()?;
         h.replicated.as_ref().map(|r| r.members())
+    }
+
+    /// The leaders' views of replication of shards `shards` of replicated table `id`
+    /// (`crate::groups::ReplicatedTable::leader_views`).
+    pub(crate) fn leader_views(
+        &self,
+        id: &str,
+        shards: &[usize],
+    ) -> Vec<Option<replication::Progress>> {
+        let h = self.handles.read().get(id).cloned();
+        match h.as_ref().and_then(|h| h.replicated.as_ref()) {
+            Some(r) => r.leader_views(shards, LEADER_VIEW_WAIT),
+            None => vec![None; shards.len()],
+        }
     }
 
     fn handle_of(&self, db: &str, name: &str) -> Option<Arc<TableHandle>> {

@@ -355,6 +355,14 @@ impl<T: Transport> ReplicatedShard<T> {
         }
     }
 
+    /// The leader's view of the group's replication (`table_status`).
+    pub(crate) async fn progress(&self) -> Result<replication::Progress, RouteError> {
+        match self.route.route(Op::Read, ClientRequest::Progress).await? {
+            ClientResponse::Progress(p) => Ok(p),
+            _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
+        }
+    }
+
     /// Answers `query` from this server's replica (`outdated`) or the leader's.
     async fn answer(&self, mode: ReadMode, query: &ReadQuery) -> Result<ReadAnswer, RouteError> {
         if mode == ReadMode::Outdated && self.shard.is_some() {

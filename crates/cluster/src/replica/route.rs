@@ -312,7 +312,9 @@ impl<T: Transport> GroupRoute<T> {
                     })
                 }
                 ClientResponse::Failed(why) => return Err(RouteError::ReadFailed(why)),
-                answer @ (ClientResponse::Applied { .. } | ClientResponse::Read(_)) => {
+                answer @ (ClientResponse::Applied { .. }
+                | ClientResponse::Read(_)
+                | ClientResponse::Progress(_)) => {
                     self.remember(Some(target));
                     return Ok(answer);
                 }

@@ -3,9 +3,11 @@
 //! `disconnected` when its server is not connected, `waiting_for_primary` while the
 //! group has no leader, `backfilling` while the leader sees it lagging (only the leader
 //! knows each follower's progress), `ready` otherwise, and every replica is
-//! `transitioning` while this server's member of the group has not started. A shard this
-//! server holds no replica of is shown from the placement and the servers' connectivity
-//! alone.
+//! `transitioning` while this server's member of the group has not started. Where this
+//! server does not lead a shard (a follower, or no replica here), the leader's view is
+//! asked of it (`ClientRequest::Progress`, at most a second); without an answer the
+//! shard is shown from what this server knows (its member's leader, else the
+//! placement) and the servers' connectivity.
 //!
 //! The readiness flags follow RethinkDB's implications: writes ⇒ reads ⇒ outdated
 //! reads; every shard must have a connected primary for reads and writes, and at least
@@ -35,18 +37,25 @@ pub(crate) struct Known {
     pub(crate) last: Option<u64>,
 }
 
+impl From<replication::Progress> for Known {
+    fn from(p: replication::Progress) -> Self {
+        Known {
+            leader: Some(p.leader),
+            matched: Some(p.matched.into_iter().collect()),
+            last: p.last,
+        }
+    }
+}
+
 impl Known {
     fn of(raft: &Raft) -> Self {
-        let m = raft.metrics().borrow().clone();
-        let leading = m.current_leader == Some(m.id);
+        let leader = raft.metrics().borrow().current_leader;
+        let p = replication::Progress::of(raft);
+        let leading = leader == Some(p.leader);
         Known {
-            leader: m.current_leader,
-            matched: m.replication.filter(|_| leading).map(|r| {
-                r.into_iter()
-                    .map(|(n, l)| (n, l.map(|l| l.index)))
-                    .collect()
-            }),
-            last: m.last_log_index.filter(|_| leading),
+            leader,
+            matched: leading.then(|| p.matched.into_iter().collect()),
+            last: p.last.filter(|_| leading),
         }
     }
 }
@@ -132,12 +141,28 @@ pub(crate) fn row(c: &Cluster, e: &TableEntry, members: &[Local], uuids: bool, d
     let mut shards = Vec::new();
     let (mut writes, mut outdated, mut all_ready) = (true, true, true);
     let mut raft_leader = Datum::Null;
-    for (i, place) in e.placement.iter().enumerate() {
-        let (known, starting) = match members.get(i) {
+    let mut known: Vec<(Option<Known>, bool)> = (0..e.placement.len())
+        .map(|i| match members.get(i) {
             Some(Local::Member(raft)) => (Some(Known::of(raft)), false),
             Some(Local::Starting) => (None, true),
             Some(Local::Client) | None => (None, false),
-        };
+        })
+        .collect();
+    // Only a shard's leader knows how far each replica is: where this server is not
+    // it (a follower, or no replica here), the leader is asked.
+    let ask: Vec<usize> = (known.iter().enumerate())
+        .filter(|(_, (k, starting))| !starting && k.as_ref().is_none_or(|k| k.matched.is_none()))
+        .map(|(i, _)| i)
+        .collect();
+    if !ask.is_empty() {
+        for (&i, view) in ask.iter().zip(c.leader_views(&e.id, &ask)) {
+            if let Some(p) = view {
+                known[i].0 = Some(Known::from(p));
+            }
+        }
+    }
+    for (place, (known, starting)) in e.placement.iter().zip(known) {
+        let i = shards.len();
         let (primary, states) = shard(place, known.as_ref(), starting, &connected);
         writes &= primary.is_some();
         outdated &= states.iter().any(|(_, s)| *s != "disconnected");
