@@ -23,6 +23,8 @@ mod feeds;
 mod format_tests;
 pub mod groups;
 mod index;
+#[cfg(test)]
+mod insert_chunk_tests;
 pub mod moves;
 pub mod placement;
 pub mod replica;

@@ -198,6 +198,50 @@ impl Sharded {
         f(layout.owner(&encode(key)?))
     }
 
+    /// Applies a chunk of operations (`store::Shard::apply_many`), with the layout held
+    /// as `apply_on` holds it: each shard's operations as one batch, the shards one after
+    /// another (a chunk holds one shard's stripes at a time, as feed registration and
+    /// backfills lock shard by shard). Answers in the operations' order.
+    pub(crate) fn apply_many(
+        &self,
+        ops: Vec<store::ChunkOp>,
+    ) -> Vec<Result<store::Applied, StoreError>> {
+        let layout: RwLockReadGuard<'_, Arc<Layout>> = self.layout.read_recursive();
+        if let [only] = layout.shards.as_slice() {
+            return only.apply_many(ops);
+        }
+        let mut out: Vec<Option<Result<store::Applied, StoreError>>> =
+            (0..ops.len()).map(|_| None).collect();
+        let mut parts: Vec<(Vec<usize>, Vec<store::ChunkOp>)> = layout
+            .shards
+            .iter()
+            .map(|_| (Vec::new(), Vec::new()))
+            .collect();
+        for (at, op) in ops.into_iter().enumerate() {
+            match encode(&op.0) {
+                Ok(k) => {
+                    let (ats, part) = &mut parts[layout.owner_index(&k)];
+                    ats.push(at);
+                    part.push(op);
+                }
+                Err(e) => out[at] = Some(Err(e)),
+            }
+        }
+        for (shard, (ats, part)) in layout.shards.iter().zip(parts) {
+            if part.is_empty() {
+                continue;
+            }
+            for (at, answer) in ats.into_iter().zip(shard.apply_many(part)) {
+                out[at] = Some(answer);
+            }
+        }
+        out.into_iter()
+            .map(|a| {
+                a.unwrap_or_else(|| Err(StoreError::Corrupt("a write was not answered".into())))
+            })
+            .collect()
+    }
+
     /// The shard owning `key` now (reads).
     pub(crate) fn owner(&self, key: &Datum) -> Result<Arc<Shard>, StoreError> {
         let layout = self.layout.read_recursive();

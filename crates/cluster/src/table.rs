@@ -49,6 +49,19 @@ fn store_change(change: Change) -> StoreChange {
 }
 
 impl TableHandle {
+    /// A local shard's answer to a write as `apply` answers it.
+    fn local_applied(&self, applied: Result<store::Applied, StoreError>) -> reql::Result<Applied> {
+        match applied.map_err(store_err)? {
+            store::Applied::Done((old, new, ticket)) => {
+                if ticket.is_some() {
+                    self.counters.written.fetch_add(1, Relaxed);
+                }
+                Ok(Applied::Done(old, new, ticket))
+            }
+            store::Applied::Conflict(now) => Ok(Applied::Conflict(now)),
+        }
+    }
+
     /// A replicated write's outcome as `apply` answers it.
     fn replicated_applied(&self, applied: store::Applied) -> Applied {
         match applied {
@@ -71,6 +84,7 @@ pub fn store_err(e: StoreError) -> ReqlError {
             internal(format!("Corrupt document in storage: {m}")).nondeterministic()
         }
         StoreError::Storage(e) => op_failed(format!("Storage failure: {e}")).nondeterministic(),
+        StoreError::StorageText(m) => op_failed(format!("Storage failure: {m}")).nondeterministic(),
         StoreError::NotDurable(m) => {
             op_failed(format!("Write could not be made durable: {m}")).nondeterministic()
         }
@@ -177,7 +191,13 @@ impl reql::Table for TableHandle {
     }
     fn apply_all(&self, ops: Vec<WriteOp>) -> Vec<reql::Result<Applied>> {
         let Some(r) = &self.replicated else {
-            return ops.into_iter().map(|op| self.apply(op)).collect();
+            // One engine batch per shard (`store::Shard::apply_many`).
+            let ops = ops
+                .into_iter()
+                .map(|op| (op.key, op.expect, store_change(op.change)))
+                .collect();
+            let answers = self.shards.apply_many(ops);
+            return answers.into_iter().map(|a| self.local_applied(a)).collect();
         };
         let layout = self.shards.current();
         let mut out: Vec<Option<reql::Result<Applied>>> = Vec::with_capacity(ops.len());
@@ -271,17 +291,8 @@ impl reql::Table for TableHandle {
         }
         let applied = self
             .shards
-            .apply_on(&op.key, |shard| shard.apply(&op.key, op.expect, change))
-            .map_err(store_err)?;
-        match applied {
-            store::Applied::Done((old, new, ticket)) => {
-                if ticket.is_some() {
-                    self.counters.written.fetch_add(1, Relaxed);
-                }
-                Ok(Applied::Done(old, new, ticket))
-            }
-            store::Applied::Conflict(now) => Ok(Applied::Conflict(now)),
-        }
+            .apply_on(&op.key, |shard| shard.apply(&op.key, op.expect, change));
+        self.local_applied(applied)
     }
     fn sync_ticket(&self) -> reql::Result<Ticket> {
         Ok(self.commit.last_ticket())

@@ -24,7 +24,8 @@ mod reader;
 mod validate;
 pub use reader::{JsonReader, TextMark};
 pub(crate) use validate::{
-    count_in_member_string, find_member, member, plain_object_end, validate_canonical,
+    count_in_member_string, find_member, member, plain_object_end, validate_canonical, value_at,
+    IdMember,
 };
 
 /// Nesting beyond this is left to serde (whose own limit is 128): as deep as a stored

@@ -12,6 +12,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use crate::array::Array;
+use crate::fast::IdMember;
 
 /// A shared, immutable string.
 pub type Str = Arc<str>;
@@ -39,6 +40,9 @@ pub struct Object {
     /// For text read by `JsonReader::plain_object` (no array or pseudo-type inside):
     /// how many levels of objects it nests, itself included; 0 when not known.
     levels: u32,
+    /// For such text: where its member `id` is (noted by the same validating pass), so
+    /// that an insert reads its primary key without scanning the text again.
+    id: IdMember,
 }
 
 impl Default for Object {
@@ -60,16 +64,18 @@ impl Object {
             map: OnceLock::new(),
             raw: Some(raw),
             levels: 0,
+            id: IdMember::Unknown,
         }
     }
 
     /// A lazy object from text that `fast::plain_object_end` accepted, nesting `levels`
     /// levels of objects.
-    pub(crate) fn plain(raw: Bytes, levels: u32) -> Object {
+    pub(crate) fn plain(raw: Bytes, levels: u32, id: IdMember) -> Object {
         Object {
             map: OnceLock::new(),
             raw: Some(raw),
             levels,
+            id,
         }
     }
 
@@ -126,12 +132,18 @@ impl Object {
         // Built first, so that an unbuilt map only ever comes from validated text.
         self.map_ref();
         self.raw = Some(raw);
+        self.id = IdMember::Unknown;
     }
 
     /// One member's value, read from the text without building the map when the map
     /// is not built yet (a query that reads a field or two of each document).
     pub fn field(&self, key: &str) -> Option<Datum> {
         match (self.map.get(), &self.raw) {
+            (None, Some(raw)) if key == "id" => match self.id {
+                IdMember::Unknown => crate::fast::member(raw, key),
+                IdMember::Absent => None,
+                IdMember::At(at) => crate::fast::value_at(raw, at as usize),
+            },
             (None, Some(raw)) => crate::fast::member(raw, key),
             _ => self.map_ref().get(key).cloned(),
         }
@@ -218,6 +230,7 @@ impl From<BTreeMap<Str, Datum>> for Object {
             map: OnceLock::from(map),
             raw: None,
             levels: 0,
+            id: IdMember::Unknown,
         }
     }
 }

@@ -20,7 +20,8 @@ impl Shard {
     }
 
     /// Runs `f` while no write to `key` (to any key, when `None`) can apply or publish.
-    /// Stripes are always taken in ascending order, and writers hold one at a time, so
+    /// Stripes are always taken in ascending order, and writers hold one at a time (a
+    /// chunk's writes, `Shard::apply_many`, several of one shard in ascending order), so
     /// this cannot deadlock with them.
     pub fn quiesce<R>(&self, key: Option<&Datum>, f: impl FnOnce() -> R) -> Result<R, StoreError> {
         match key {
@@ -41,7 +42,8 @@ impl Shard {
 
 /// Runs `f` while no write to any shard of `shards` can apply or publish (a range feed's
 /// registration over a table of several shards). Shards are locked in order, each in
-/// ascending stripe order; writers hold one stripe at a time, so this cannot deadlock.
+/// ascending stripe order; writers hold one stripe at a time, or a chunk's stripes of one
+/// shard in ascending order (`Shard::apply_many`), so this cannot deadlock.
 pub fn quiesce_all<R>(shards: &[Arc<Shard>], f: impl FnOnce() -> R) -> R {
     let _all: Vec<_> = shards
         .iter()

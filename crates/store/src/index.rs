@@ -775,8 +775,9 @@ impl crate::Shard {
             let mut stripes: Vec<usize> = pks.iter().map(|k| Self::stripe_index(k)).collect();
             stripes.sort_unstable();
             stripes.dedup();
-            // Ascending order: the only multi-lock holders (backfills) cannot deadlock,
-            // and writers hold one stripe at a time.
+            // Ascending order, as the other multi-lock holders (chunks of writes,
+            // `Shard::apply_many`; feed registration) take them: no deadlock; single
+            // writes hold one stripe at a time.
             let guards: Vec<_> = stripes
                 .iter()
                 .filter_map(|&i| self.locks.get(i).map(|m| m.lock()))

@@ -10,6 +10,9 @@
 //! - `GroupCommit`: every write gets a ticket after it is applied; one background thread
 //!   fsyncs the engine for all waiting writers at once, so hard-durability throughput
 //!   grows with concurrency. Soft writes are flushed within `SOFT_FLUSH_INTERVAL`.
+//! - `Shard::apply_many` (`write_many.rs`): a chunk of operations with distinct keys
+//!   (a bulk insert's) decided one by one as `apply` decides them, committed as one
+//!   batch with one ticket.
 //!
 //! - `ShardMachine` (`replica.rs`, `replica_codec.rs`): a shard replicated on Raft, its
 //!   write operations log entries applied through the same write path as a local write
@@ -32,6 +35,7 @@ mod shard;
 mod spaces;
 mod unkeyed;
 mod write;
+mod write_many;
 
 pub use cache::CacheBudget;
 pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
@@ -43,6 +47,7 @@ pub use replica_codec::{decode_reply, encode_command, ReplyError};
 pub use sample::split_sorted;
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};
 pub use unkeyed::{NoKeys, Unkeyed};
+pub use write_many::ChunkOp;
 
 /// Errors of the store layer.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +55,10 @@ pub enum StoreError {
     /// The storage engine failed.
     #[error("storage error: {0}")]
     Storage(#[from] storage::StorageError),
+    /// The storage engine failed, as its error's text: the same failure answered to
+    /// each write of a chunk after the first (`Shard::apply_many`).
+    #[error("storage error: {0}")]
+    StorageText(String),
     /// A stored document could not be decoded.
     #[error("corrupt document: {0}")]
     Corrupt(String),

@@ -175,7 +175,7 @@ impl Shard {
 
     /// The in-memory side effects of a committed write, under its stripe lock (and the
     /// index list's read lock, `indexes`).
-    fn after_commit(
+    pub(crate) fn after_commit(
         &self,
         k: &[u8],
         indexes: &[Arc<SecondaryIndex>],

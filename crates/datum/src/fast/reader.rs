@@ -98,12 +98,13 @@ impl<'a> JsonReader<'a> {
         self.p.ws();
         let from = self.p.i;
         let left = self.p.limit.saturating_sub(self.p.depth);
-        let (end, levels) = super::plain_object_end(self.p.b, from, left)?;
+        let (end, levels, id) = super::plain_object_end(self.p.b, from, left)?;
         let text = self.p.b.get(from..end)?;
         self.p.i = end;
         Some(Datum::Object(Arc::new(Object::plain(
             Bytes::copy_from_slice(text),
             levels,
+            id,
         ))))
     }
 
@@ -237,6 +238,28 @@ mod tests {
             assert_eq!(r.canonical_since(m), Some(&b",1"[..]));
             assert_eq!(r.close(b']'), Some(()));
             assert!(!r.p.canonical);
+        }
+    }
+
+    /// The member `id` noted by the validating pass answers `field("id")` as a scan of
+    /// the text does: first, last, absent, only nested, and beside `id`-like keys.
+    #[test]
+    fn a_plain_objects_id_is_read_where_validation_noted_it() {
+        for text in [
+            r#"{"id":"a","z":1}"#,
+            r#"{"a":{"id":3},"id":{"x":"y"}}"#,
+            r#"{"a":{"id":3},"b":2}"#,
+            r#"{"i":1,"ic":2,"id0":3}"#,
+            r#"{"i":1,"id":-2.5,"ida":3}"#,
+            r#"{}"#,
+        ] {
+            let mut r = JsonReader::new(text.as_bytes(), 8);
+            let got = r.plain_object().expect(text);
+            let scanned = crate::fast::member(text.as_bytes(), "id");
+            let o = got.as_object().unwrap();
+            assert_eq!(o.field("id"), scanned, "{text}");
+            assert!(!o.is_built(), "{text}");
+            assert_eq!(o.field("a"), crate::fast::member(text.as_bytes(), "a"));
         }
     }
 

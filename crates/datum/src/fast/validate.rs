@@ -27,6 +27,7 @@ pub(crate) fn validate_canonical(bytes: &[u8]) -> bool {
         limit: MAX_DEPTH,
         plain: false,
         deepest: 0,
+        id_at: None,
     };
     v.value().is_some() && v.i == bytes.len()
 }
@@ -37,7 +38,11 @@ pub(crate) fn validate_canonical(bytes: &[u8]) -> bool {
 /// any depth (so no pseudo-type and nothing a query compiler would read as a term).
 /// `None` when it is not one (or not UTF-8). Such text can be kept undecoded
 /// (`Object::plain`), as `validate_canonical`'s is.
-pub(crate) fn plain_object_end(bytes: &[u8], from: usize, limit: u32) -> Option<(usize, u32)> {
+pub(crate) fn plain_object_end(
+    bytes: &[u8],
+    from: usize,
+    limit: u32,
+) -> Option<(usize, u32, IdMember)> {
     if bytes.get(from) != Some(&b'{') {
         return None;
     }
@@ -48,11 +53,37 @@ pub(crate) fn plain_object_end(bytes: &[u8], from: usize, limit: u32) -> Option<
         limit: limit.min(MAX_DEPTH),
         plain: true,
         deepest: 0,
+        id_at: None,
     };
     v.value()?;
     // The validator reads strings as bytes: UTF-8 is checked on the object's text.
     std::str::from_utf8(bytes.get(from..v.i)?).ok()?;
-    Some((v.i, v.deepest))
+    let id = match v.id_at {
+        Some(at) => IdMember::At(u32::try_from(at - from).ok()?),
+        None => IdMember::Absent,
+    };
+    Some((v.i, v.deepest, id))
+}
+
+/// Where an object's top-level member `id` (the default primary key) is, noted while
+/// `plain_object_end` validated its text, so that an insert reading its primary key
+/// does not scan the document a second time (`Object::field`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IdMember {
+    /// Not noted (text from elsewhere).
+    Unknown,
+    /// The object has no member `id`.
+    Absent,
+    /// The member's value starts at this offset of the object's text.
+    At(u32),
+}
+
+/// The value that starts at `at` in canonical object text (as `member` decodes it).
+pub(crate) fn value_at(bytes: &[u8], at: usize) -> Option<Datum> {
+    let mut p = Parser::new(bytes);
+    p.i = at;
+    p.depth = 1;
+    p.value()
 }
 
 /// Where the value of member `key` starts in object text that `validate_canonical`
@@ -67,6 +98,7 @@ pub(crate) fn find_member(bytes: &[u8], key: &str) -> Option<usize> {
         limit: MAX_DEPTH,
         plain: false,
         deepest: 0,
+        id_at: None,
     };
     v.expect(b'{')?;
     if v.peek()? == b'}' {
@@ -137,6 +169,7 @@ pub(crate) fn count_in_member_string(bytes: &[u8], key: &str, b: u8) -> Option<u
         limit: MAX_DEPTH,
         plain: false,
         deepest: 0,
+        id_at: None,
     };
     v.expect(b'"')?;
     // The validator's own scan: it ends the literal at the first unescaped quote and
@@ -158,6 +191,8 @@ struct Validator<'a> {
     plain: bool,
     /// The deepest level reached.
     deepest: u32,
+    /// Where the outermost object's member `id` starts, once its key was read.
+    id_at: Option<usize>,
 }
 
 /// A key's text between its quotes, and whether it holds escapes.
@@ -342,6 +377,10 @@ impl<'a> Validator<'a> {
                 }
                 last = Some(k);
                 self.expect(b':')?;
+                // An escaped key's text holds a backslash, so it never matches here.
+                if self.depth == 1 && k.text == b"id" {
+                    self.id_at = Some(self.i);
+                }
                 self.value()?;
                 match self.peek()? {
                     b',' => self.i += 1,

@@ -1,7 +1,8 @@
 //! `insert` of many documents (an array or a stream) without a write hook: the
 //! documents are validated in order and their first writes applied a chunk at a time
 //! (`Table::apply_all`), so that a replicated table proposes a chunk's writes together
-//! instead of waiting for each commit before proposing the next; each document's
+//! instead of waiting for each commit before proposing the next, and a local one commits
+//! them as one storage batch per shard (`store::Shard::apply_many`); each document's
 //! outcome is then recorded in order, as inserting one by one records it.
 //!
 //! Invariants: a chunk holds at most `CHUNK` documents and distinct primary keys (a
