@@ -286,6 +286,7 @@ mod tests {
             voting: vec![A.into(), B.into(), C.into()],
             nonvoting: vec![],
             incarnations: Default::default(),
+            lineage: Default::default(),
         }
     }
 
