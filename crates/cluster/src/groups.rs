@@ -167,12 +167,18 @@ impl TableGroups {
         Ok(Arc::new(shard))
     }
 
-    /// The voters of a shard as route candidates (those whose address is known now).
+    /// The voters of a shard as route candidates. A voter whose address is not known
+    /// yet (its server not connected again after a restart) stays a candidate with no
+    /// address: the cluster transport dials a node's server where membership knows it
+    /// (`replication::Resolving`), so the route reaches it once it is connected.
     fn candidates(&self, place: &ShardPlacement) -> Vec<(NodeId, Node)> {
         place
             .voting
             .iter()
-            .filter_map(|v| Some((place.member(v)?, Node::new((self.addresses)(v)?))))
+            .filter_map(|v| {
+                let address = (self.addresses)(v).unwrap_or_default();
+                Some((place.member(v)?, Node::new(address)))
+            })
             .collect()
     }
 
@@ -275,8 +281,7 @@ impl TableGroups {
                 let member = None;
                 self.settle(
                     group,
-                    &e.id,
-                    i,
+                    (&e.id, i, &place.lineage.abandoned),
                     retiring,
                     range,
                     (&cache, &commit),
@@ -286,6 +291,14 @@ impl TableGroups {
                 continue;
             };
             let prefix = prefix_of(&e.id, i, inc);
+            let me_id = replication::member_id(&self.me, inc).ok();
+            let seeds = place.lineage.seed.is_some() && place.lineage.seed == me_id;
+            if seeds {
+                // This epoch's group starts from this server's abandoned copy (before
+                // its machine opens on the copied documents).
+                seed_from_abandoned(&*engine, &e.id, i, &prefix, &self.me, place)
+                    .map_err(|e| store::StoreError::Corrupt(e.to_string()))?;
+            }
             let machine = ShardMachine::open(
                 engine.clone(),
                 ReplicaOptions {
@@ -312,20 +325,26 @@ impl TableGroups {
                 // Only the replicas a table was made with start its group; any later
                 // replica is added by the group's leader (a fresh copy that started a
                 // group of its own would split the shard in two).
-                bootstrap: (place.primary == self.me && inc == 0).then(|| {
-                    place
-                        .voting
-                        .iter()
-                        .map(|v| (v.clone(), place.member(v)))
-                        .collect()
-                }),
+                // A repaired shard's seed starts its new group alone: the others join
+                // it empty (a voter without the documents must never lead it).
+                bootstrap: if seeds {
+                    Some(vec![(self.me.clone(), me_id)])
+                } else {
+                    (place.primary == self.me && inc == 0 && place.lineage.epoch == 0).then(|| {
+                        place
+                            .voting
+                            .iter()
+                            .map(|v| (v.clone(), place.member(v)))
+                            .collect()
+                    })
+                },
                 indexes: ix,
                 slot: slot.clone(),
+                seeds,
             };
             self.settle(
                 group,
-                &e.id,
-                i,
+                (&e.id, i, &place.lineage.abandoned),
                 retiring,
                 range,
                 (&cache, &commit),
@@ -354,12 +373,13 @@ impl TableGroups {
     /// `retiring` one after the other (each opened if it is not, kept until its group
     /// no longer counts it as a voter, then removed with its storage), then starts
     /// `start`'s member, unless `wanted` was cleared meanwhile (a newer placement).
+    /// A copy whose node id is `abandoned` (a member of a group an emergency repair
+    /// replaced) is dropped at once, never opened.
     #[allow(clippy::too_many_arguments)]
     fn settle(
         &self,
         group: GroupId,
-        table: &str,
-        shard: usize,
+        (table, shard, abandoned): (&str, usize, &[NodeId]),
         retiring: Vec<u64>,
         range: store::KeyRange,
         (cache, commit): (&CacheBudget, &Arc<GroupCommit>),
@@ -377,6 +397,7 @@ impl TableGroups {
         let (addresses, policy, client) = (self.addresses.clone(), self.route, self.client);
         let me = self.me.clone();
         let (table, cache, commit) = (table.to_owned(), cache.clone(), commit.clone());
+        let abandoned = abandoned.to_vec();
         let lock = self.settling.lock().entry(group).or_default().clone();
         self.runtime.spawn(async move {
             let _turn = lock.lock().await;
@@ -401,6 +422,23 @@ impl TableGroups {
                 }
             }
             for (id, inc) in leaving {
+                if abandoned.contains(&id) {
+                    let dropped = match inc {
+                        None => host.remove(group).await,
+                        Some(inc) => replication::drop_group_storage(
+                            &*host.engine(),
+                            &prefix_of(&table, shard, inc),
+                        ),
+                    };
+                    if let Err(e) = dropped {
+                        tracing::warn!("group {group}: could not drop an abandoned copy: {e}");
+                        return;
+                    }
+                    tracing::info!(
+                        "group {group}: this server's abandoned copy (node {id}) dropped"
+                    );
+                    continue;
+                }
                 if let Some(inc) = inc {
                     let prefix = prefix_of(&table, shard, inc);
                     let range = range.clone();
@@ -435,6 +473,9 @@ impl TableGroups {
             if let Some(voters) = &start.bootstrap {
                 bootstrap(&host, group, voters, &addresses, policy.deadline).await;
             }
+            if start.seeds {
+                seal(&host, group, &member.raft, policy.deadline).await;
+            }
             let rs = ReplicatedShard::indexed(
                 group,
                 member.raft,
@@ -468,6 +509,52 @@ impl TableGroups {
     }
 }
 
+/// Copies the documents of this server's most advanced abandoned copy of shard `shard`
+/// of table `table` (`place.lineage.abandoned`) into the new copy under `prefix`,
+/// unless that copy has applied something already (it was seeded and started before a
+/// restart) or there is none (an erased shard starts empty). A copy cut short by a
+/// crash is overwritten by the next attempt (the new copy has applied nothing yet).
+fn seed_from_abandoned(
+    engine: &dyn storage::Engine,
+    table: &str,
+    shard: usize,
+    prefix: &str,
+    me: &str,
+    place: &ShardPlacement,
+) -> Result<(), replication::HostError> {
+    if replication::applied_log_id(engine, prefix)?.is_some() {
+        return Ok(());
+    }
+    let mut best: Option<(Option<u64>, String)> = None;
+    for inc in stored_incarnations(engine, table, shard) {
+        let Ok(id) = replication::member_id(me, inc) else {
+            continue;
+        };
+        if !place.lineage.abandoned.contains(&id) {
+            continue;
+        }
+        let old = prefix_of(table, shard, inc);
+        let applied = replication::applied_log_id(engine, &old)?.map(|l| l.index);
+        if best.as_ref().is_none_or(|(b, _)| applied > *b) {
+            best = Some((applied, old));
+        }
+    }
+    let Some((_, old)) = best else {
+        return Ok(());
+    };
+    let kind = store::DOCS.to_string();
+    let spaces = replication::state_spaces(engine, &old, std::slice::from_ref(&kind))?;
+    let Some(docs) = spaces.into_iter().next() else {
+        return Ok(());
+    };
+    if !engine.space_names()?.contains(&docs) {
+        return Ok(());
+    }
+    let copied = replication::seed(engine, prefix, &[(kind, docs)], 1 << 20)?;
+    tracing::info!("table {table} shard {shard}: {copied} documents seeded from an abandoned copy");
+    Ok(())
+}
+
 /// What starting this server's member of a shard's group needs.
 struct Start {
     inc: u64,
@@ -479,6 +566,32 @@ struct Start {
     bootstrap: Option<Vec<(String, Option<NodeId>)>>,
     indexes: Arc<ShardIndexes>,
     slot: Arc<OnceLock<ReplicatedShard<SharedTransport>>>,
+    /// It starts a repaired shard's group from the documents seeded into it: they must
+    /// become a snapshot (`seal`) before anyone joins.
+    seeds: bool,
+}
+
+/// Makes a seeded group's state a snapshot and purges its log behind it (unless its
+/// log was purged already), so every member that joins receives the seeded documents
+/// by snapshot instead of replaying a log that lacks them. Tried until it succeeds or
+/// the member closes.
+async fn seal(
+    host: &Host<SharedTransport>,
+    group: GroupId,
+    raft: &replication::Raft,
+    wait: Duration,
+) {
+    loop {
+        if raft.metrics().borrow().purged.is_some() {
+            return;
+        }
+        match host.seal_seed(group, wait).await {
+            Ok(()) => return,
+            Err(replication::HostError::NotOpen(_)) => return,
+            Err(e) => tracing::warn!("group {group}: could not seal its seeded documents: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Opens a copy of `group` that this server no longer holds a replica of (node `id`,
