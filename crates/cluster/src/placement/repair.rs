@@ -117,7 +117,10 @@ pub fn repair(
         };
         out.push(shard);
     }
-    if !rolled_back && !(erasable && erase) {
+    // RethinkDB's rule: refused only when nothing could be rolled back and nothing
+    // may be erased.
+    let erased = erasable && erase;
+    if !rolled_back && !erased {
         return Err(if erasable {
             Refused::NoReplicas
         } else {
@@ -235,7 +238,7 @@ mod tests {
     fn the_old_primary_seeds_and_non_voters_vote_when_no_voter_is_left() {
         let old = shard(&[A, B, C], &[D]);
         let p = repair(
-            &[old.clone()],
+            std::slice::from_ref(&old),
             &up(&[A, D]),
             false,
             &mut |_| None,
@@ -260,7 +263,7 @@ mod tests {
         let lost = shard(&[C], &[]);
         let avail = up(&[A, B]);
         let r = repair(
-            &[healthy.clone()],
+            std::slice::from_ref(&healthy),
             &avail,
             true,
             &mut |_| None,
