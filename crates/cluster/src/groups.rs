@@ -20,9 +20,14 @@
 //! Changefeeds (`groups_feeds.rs`): a node polls the leaders of the shards it holds no
 //! replica of into the table's hub, and ends its feeds when a shard's primary is lost.
 //!
+//! Emergency repair (docs/clustering.md, "Emergency repair"): a repaired shard's group
+//! is new (fresh incarnations, `ShardPlacement::lineage`): its seed copies its
+//! server's abandoned copy's documents before its machine opens, starts the group alone
+//! and seals them as a snapshot; a copy whose node id the lineage abandons is dropped
+//! at once wherever it is found, never opened.
+//!
 //! What is not here yet (docs/clustering.md, "Integration"): resharding of replicated
-//! tables (refused),
-//! non-voting replicas (not members), membership changes by `reconfigure`.
+//! tables (refused).
 //!
 //! Invariants: the catalog's apply task only opens machines (synchronous) and spawns the
 //! groups' start on the runtime, never waits for them; a write waits for its shard's
@@ -47,6 +52,8 @@ mod index;
 pub(crate) use index::IndexName;
 #[path = "groups_feeds.rs"]
 mod feeds;
+#[path = "groups_repair.rs"]
+mod repair;
 
 /// Where the other servers are: a server id's cluster address, if known.
 pub type Addresses = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -296,7 +303,7 @@ impl TableGroups {
             if seeds {
                 // This epoch's group starts from this server's abandoned copy (before
                 // its machine opens on the copied documents).
-                seed_from_abandoned(&*engine, &e.id, i, &prefix, &self.me, place)
+                repair::seed_from_abandoned(&*engine, &e.id, i, &prefix, &self.me, place)
                     .map_err(|e| store::StoreError::Corrupt(e.to_string()))?;
             }
             let machine = ShardMachine::open(
@@ -474,7 +481,7 @@ impl TableGroups {
                 bootstrap(&host, group, voters, &addresses, policy.deadline).await;
             }
             if start.seeds {
-                seal(&host, group, &member.raft, policy.deadline).await;
+                repair::seal(&host, group, &member.raft, policy.deadline).await;
             }
             let rs = ReplicatedShard::indexed(
                 group,
@@ -509,52 +516,6 @@ impl TableGroups {
     }
 }
 
-/// Copies the documents of this server's most advanced abandoned copy of shard `shard`
-/// of table `table` (`place.lineage.abandoned`) into the new copy under `prefix`,
-/// unless that copy has applied something already (it was seeded and started before a
-/// restart) or there is none (an erased shard starts empty). A copy cut short by a
-/// crash is overwritten by the next attempt (the new copy has applied nothing yet).
-fn seed_from_abandoned(
-    engine: &dyn storage::Engine,
-    table: &str,
-    shard: usize,
-    prefix: &str,
-    me: &str,
-    place: &ShardPlacement,
-) -> Result<(), replication::HostError> {
-    if replication::applied_log_id(engine, prefix)?.is_some() {
-        return Ok(());
-    }
-    let mut best: Option<(Option<u64>, String)> = None;
-    for inc in stored_incarnations(engine, table, shard) {
-        let Ok(id) = replication::member_id(me, inc) else {
-            continue;
-        };
-        if !place.lineage.abandoned.contains(&id) {
-            continue;
-        }
-        let old = prefix_of(table, shard, inc);
-        let applied = replication::applied_log_id(engine, &old)?.map(|l| l.index);
-        if best.as_ref().is_none_or(|(b, _)| applied > *b) {
-            best = Some((applied, old));
-        }
-    }
-    let Some((_, old)) = best else {
-        return Ok(());
-    };
-    let kind = store::DOCS.to_string();
-    let spaces = replication::state_spaces(engine, &old, std::slice::from_ref(&kind))?;
-    let Some(docs) = spaces.into_iter().next() else {
-        return Ok(());
-    };
-    if !engine.space_names()?.contains(&docs) {
-        return Ok(());
-    }
-    let copied = replication::seed(engine, prefix, &[(kind, docs)], 1 << 20)?;
-    tracing::info!("table {table} shard {shard}: {copied} documents seeded from an abandoned copy");
-    Ok(())
-}
-
 /// What starting this server's member of a shard's group needs.
 struct Start {
     inc: u64,
@@ -569,29 +530,6 @@ struct Start {
     /// It starts a repaired shard's group from the documents seeded into it: they must
     /// become a snapshot (`seal`) before anyone joins.
     seeds: bool,
-}
-
-/// Makes a seeded group's state a snapshot and purges its log behind it (unless its
-/// log was purged already), so every member that joins receives the seeded documents
-/// by snapshot instead of replaying a log that lacks them. Tried until it succeeds or
-/// the member closes.
-async fn seal(
-    host: &Host<SharedTransport>,
-    group: GroupId,
-    raft: &replication::Raft,
-    wait: Duration,
-) {
-    loop {
-        if raft.metrics().borrow().purged.is_some() {
-            return;
-        }
-        match host.seal_seed(group, wait).await {
-            Ok(()) => return,
-            Err(replication::HostError::NotOpen(_)) => return,
-            Err(e) => tracing::warn!("group {group}: could not seal its seeded documents: {e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// Opens a copy of `group` that this server no longer holds a replica of (node `id`,
