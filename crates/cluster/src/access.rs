@@ -93,7 +93,7 @@ impl Cluster {
         crate::catalog::db_record(SYSTEM_DB, &system_id(SYSTEM_DB))
     }
 
-    fn no_table(db: &str, name: &str) -> ReqlError {
+    pub(crate) fn no_table(db: &str, name: &str) -> ReqlError {
         op_failed(format!("Table `{db}.{name}` does not exist."))
     }
 
@@ -287,7 +287,7 @@ impl Cluster {
     }
 }
 
-fn special() -> ReqlError {
+pub(crate) fn special() -> ReqlError {
     op_failed("Database `rethinkdb` is special; you can't configure the tables in it.")
 }
 
@@ -442,6 +442,16 @@ impl TableAccess for UserAccess {
         self.require(Perm::Config, Some(db), Some(name))?;
         self.cluster
             .reconfigure_table(db, name, shards, replicas, dry_run)
+    }
+    fn emergency_repair(
+        &self,
+        db: &str,
+        name: &str,
+        erase: bool,
+        dry_run: bool,
+    ) -> reql::Result<Datum> {
+        self.require(Perm::Config, Some(db), Some(name))?;
+        self.cluster.repair_table(db, name, erase, dry_run)
     }
     fn rebalance(&self, db: &str, name: &str) -> reql::Result<Datum> {
         self.require(Perm::Config, Some(db), Some(name))?;

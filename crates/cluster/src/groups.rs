@@ -20,9 +20,14 @@
 //! Changefeeds (`groups_feeds.rs`): a node polls the leaders of the shards it holds no
 //! replica of into the table's hub, and ends its feeds when a shard's primary is lost.
 //!
+//! Emergency repair (docs/clustering.md, "Emergency repair"): a repaired shard's group
+//! is new (fresh incarnations, `ShardPlacement::lineage`): its seed copies its
+//! server's abandoned copy's documents before its machine opens, starts the group alone
+//! and seals them as a snapshot; a copy whose node id the lineage abandons is dropped
+//! at once wherever it is found, never opened.
+//!
 //! What is not here yet (docs/clustering.md, "Integration"): resharding of replicated
-//! tables (refused),
-//! non-voting replicas (not members), membership changes by `reconfigure`.
+//! tables (refused).
 //!
 //! Invariants: the catalog's apply task only opens machines (synchronous) and spawns the
 //! groups' start on the runtime, never waits for them; a write waits for its shard's
@@ -47,6 +52,8 @@ mod index;
 pub(crate) use index::IndexName;
 #[path = "groups_feeds.rs"]
 mod feeds;
+#[path = "groups_repair.rs"]
+mod repair;
 
 /// Where the other servers are: a server id's cluster address, if known.
 pub type Addresses = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -167,12 +174,18 @@ impl TableGroups {
         Ok(Arc::new(shard))
     }
 
-    /// The voters of a shard as route candidates (those whose address is known now).
+    /// The voters of a shard as route candidates. A voter whose address is not known
+    /// yet (its server not connected again after a restart) stays a candidate with no
+    /// address: the cluster transport dials a node's server where membership knows it
+    /// (`replication::Resolving`), so the route reaches it once it is connected.
     fn candidates(&self, place: &ShardPlacement) -> Vec<(NodeId, Node)> {
         place
             .voting
             .iter()
-            .filter_map(|v| Some((place.member(v)?, Node::new((self.addresses)(v)?))))
+            .filter_map(|v| {
+                let address = (self.addresses)(v).unwrap_or_default();
+                Some((place.member(v)?, Node::new(address)))
+            })
             .collect()
     }
 
@@ -275,8 +288,7 @@ impl TableGroups {
                 let member = None;
                 self.settle(
                     group,
-                    &e.id,
-                    i,
+                    (&e.id, i, &place.lineage.abandoned),
                     retiring,
                     range,
                     (&cache, &commit),
@@ -286,6 +298,14 @@ impl TableGroups {
                 continue;
             };
             let prefix = prefix_of(&e.id, i, inc);
+            let me_id = replication::member_id(&self.me, inc).ok();
+            let seeds = place.lineage.seed.is_some() && place.lineage.seed == me_id;
+            if seeds {
+                // This epoch's group starts from this server's abandoned copy (before
+                // its machine opens on the copied documents).
+                repair::seed_from_abandoned(&*engine, &e.id, i, &prefix, &self.me, place)
+                    .map_err(|e| store::StoreError::Corrupt(e.to_string()))?;
+            }
             let machine = ShardMachine::open(
                 engine.clone(),
                 ReplicaOptions {
@@ -312,20 +332,26 @@ impl TableGroups {
                 // Only the replicas a table was made with start its group; any later
                 // replica is added by the group's leader (a fresh copy that started a
                 // group of its own would split the shard in two).
-                bootstrap: (place.primary == self.me && inc == 0).then(|| {
-                    place
-                        .voting
-                        .iter()
-                        .map(|v| (v.clone(), place.member(v)))
-                        .collect()
-                }),
+                // A repaired shard's seed starts its new group alone: the others join
+                // it empty (a voter without the documents must never lead it).
+                bootstrap: if seeds {
+                    Some(vec![(self.me.clone(), me_id)])
+                } else {
+                    (place.primary == self.me && inc == 0 && place.lineage.epoch == 0).then(|| {
+                        place
+                            .voting
+                            .iter()
+                            .map(|v| (v.clone(), place.member(v)))
+                            .collect()
+                    })
+                },
                 indexes: ix,
                 slot: slot.clone(),
+                seeds,
             };
             self.settle(
                 group,
-                &e.id,
-                i,
+                (&e.id, i, &place.lineage.abandoned),
                 retiring,
                 range,
                 (&cache, &commit),
@@ -354,12 +380,13 @@ impl TableGroups {
     /// `retiring` one after the other (each opened if it is not, kept until its group
     /// no longer counts it as a voter, then removed with its storage), then starts
     /// `start`'s member, unless `wanted` was cleared meanwhile (a newer placement).
+    /// A copy whose node id is `abandoned` (a member of a group an emergency repair
+    /// replaced) is dropped at once, never opened.
     #[allow(clippy::too_many_arguments)]
     fn settle(
         &self,
         group: GroupId,
-        table: &str,
-        shard: usize,
+        (table, shard, abandoned): (&str, usize, &[NodeId]),
         retiring: Vec<u64>,
         range: store::KeyRange,
         (cache, commit): (&CacheBudget, &Arc<GroupCommit>),
@@ -377,6 +404,7 @@ impl TableGroups {
         let (addresses, policy, client) = (self.addresses.clone(), self.route, self.client);
         let me = self.me.clone();
         let (table, cache, commit) = (table.to_owned(), cache.clone(), commit.clone());
+        let abandoned = abandoned.to_vec();
         let lock = self.settling.lock().entry(group).or_default().clone();
         self.runtime.spawn(async move {
             let _turn = lock.lock().await;
@@ -401,6 +429,23 @@ impl TableGroups {
                 }
             }
             for (id, inc) in leaving {
+                if abandoned.contains(&id) {
+                    let dropped = match inc {
+                        None => host.remove(group).await,
+                        Some(inc) => replication::drop_group_storage(
+                            &*host.engine(),
+                            &prefix_of(&table, shard, inc),
+                        ),
+                    };
+                    if let Err(e) = dropped {
+                        tracing::warn!("group {group}: could not drop an abandoned copy: {e}");
+                        return;
+                    }
+                    tracing::info!(
+                        "group {group}: this server's abandoned copy (node {id}) dropped"
+                    );
+                    continue;
+                }
                 if let Some(inc) = inc {
                     let prefix = prefix_of(&table, shard, inc);
                     let range = range.clone();
@@ -434,6 +479,9 @@ impl TableGroups {
             };
             if let Some(voters) = &start.bootstrap {
                 bootstrap(&host, group, voters, &addresses, policy.deadline).await;
+            }
+            if start.seeds {
+                repair::seal(&host, group, &member.raft, policy.deadline).await;
             }
             let rs = ReplicatedShard::indexed(
                 group,
@@ -479,6 +527,9 @@ struct Start {
     bootstrap: Option<Vec<(String, Option<NodeId>)>>,
     indexes: Arc<ShardIndexes>,
     slot: Arc<OnceLock<ReplicatedShard<SharedTransport>>>,
+    /// It starts a repaired shard's group from the documents seeded into it: they must
+    /// become a snapshot (`seal`) before anyone joins.
+    seeds: bool,
 }
 
 /// Opens a copy of `group` that this server no longer holds a replica of (node `id`,

@@ -380,6 +380,16 @@ pub trait TableAccess: Send + Sync {
         replicas: &Replicas,
         dry_run: bool,
     ) -> Result<Datum>;
+    /// `reconfigure(emergency_repair=...)` of one table: its shards that lost a quorum
+    /// of their voting replicas keep their available replicas only (`erase`: a shard
+    /// with none is recreated empty), unless `dry_run`; the result is `reconfigure`'s.
+    /// A store without replicas never needs repair.
+    fn emergency_repair(&self, db: &str, name: &str, erase: bool, dry_run: bool) -> Result<Datum> {
+        let _ = (db, name, erase, dry_run);
+        Err(crate::error::op_failed(
+            "This table doesn't need to be repaired.",
+        ))
+    }
     /// `rebalance` of one table: its shards cut anew where the data's distribution says.
     /// Returns the table's status change `{old_val, new_val}`.
     fn rebalance(&self, db: &str, name: &str) -> Result<Datum>;

@@ -198,6 +198,22 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
                     .map(|(s, i)| (datum::Str::from(s.as_str()), Datum::from(*i as f64)));
                 fields.push(("incarnations", Datum::object(incs.collect())));
             }
+            if !p.lineage.is_original() {
+                // Node ids use all 64 bits: written as decimal strings.
+                let id = |n: &u64| Datum::str(&n.to_string());
+                let l = &p.lineage;
+                fields.push((
+                    "lineage",
+                    Datum::from_pairs([
+                        ("epoch", Datum::from(l.epoch as f64)),
+                        ("seed", l.seed.as_ref().map_or(Datum::Null, id)),
+                        (
+                            "abandoned",
+                            Datum::array(l.abandoned.iter().map(id).collect()),
+                        ),
+                    ]),
+                ));
+            }
             Datum::from_pairs(fields)
         });
         pairs.push(("placement", Datum::array(shards.collect())));
@@ -238,6 +254,7 @@ fn parse_placement(d: &Datum) -> Vec<crate::placement::ShardPlacement> {
                                 .collect()
                         })
                         .unwrap_or_default(),
+                    lineage: p.get("lineage").map(parse_lineage).unwrap_or_default(),
                 })
                 .collect()
         })
@@ -259,6 +276,20 @@ pub(crate) fn parse_write_acks(s: &str) -> Option<bool> {
         "single" => Some(true),
         "majority" => Some(false),
         _ => None,
+    }
+}
+
+/// A shard's `lineage` (its emergency repairs).
+fn parse_lineage(d: &Datum) -> crate::placement::Lineage {
+    let id = |x: &Datum| x.as_str().and_then(|s| s.parse::<u64>().ok());
+    crate::placement::Lineage {
+        epoch: d.get("epoch").and_then(Datum::as_f64).unwrap_or(0.0) as u64,
+        seed: d.get("seed").and_then(id),
+        abandoned: d
+            .get("abandoned")
+            .and_then(Datum::as_array)
+            .map(|a| a.iter().filter_map(id).collect())
+            .unwrap_or_default(),
     }
 }
 

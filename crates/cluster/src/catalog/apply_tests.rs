@@ -438,3 +438,34 @@ fn records_of_earlier_builds_move_to_id_keys() {
     let again = Catalog::open(e.clone(), "").unwrap();
     assert_eq!(*again.read_state(), *c.read_state());
 }
+
+#[test]
+fn a_repaired_placement_survives_its_record() {
+    use crate::placement::{Lineage, ShardPlacement};
+    let a = "00000000-0000-4000-8000-00000000000a".to_string();
+    let e = TableEntry {
+        id: "t1".into(),
+        db: "d".into(),
+        name: "t".into(),
+        primary_key: "id".into(),
+        durability: Durability::Hard,
+        shards: 1,
+        replicas: 1,
+        splits: vec![],
+        indexes: Default::default(),
+        hook: None,
+        placement: vec![ShardPlacement {
+            primary: a.clone(),
+            voting: vec![a.clone()],
+            nonvoting: vec![],
+            incarnations: [(a.clone(), 9)].into(),
+            // Node ids use all 64 bits: they must come back exactly.
+            lineage: Lineage {
+                epoch: 2,
+                seed: Some(u64::MAX - 1),
+                abandoned: vec![1, 0xFFFF_FFFF_0000_0003],
+            },
+        }],
+    };
+    assert_eq!(parse_table(&table_record(&e)).placement, e.placement);
+}

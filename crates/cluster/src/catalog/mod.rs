@@ -548,6 +548,7 @@ impl Cluster {
             voting: vec![id],
             nonvoting: vec![],
             incarnations: Default::default(),
+            lineage: Default::default(),
         };
         vec![shard; shards.max(1) as usize]
     }
@@ -815,6 +816,16 @@ impl reql::TableAccess for Cluster {
         dry_run: bool,
     ) -> reql::Result<Datum> {
         self.reconfigure_table(db, name, shards, replicas, dry_run)
+    }
+
+    fn emergency_repair(
+        &self,
+        db: &str,
+        name: &str,
+        erase: bool,
+        dry_run: bool,
+    ) -> reql::Result<Datum> {
+        self.repair_table(db, name, erase, dry_run)
     }
 
     fn rebalance(&self, db: &str, name: &str) -> reql::Result<Datum> {

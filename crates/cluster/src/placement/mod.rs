@@ -28,6 +28,7 @@ use reql::error::op_failed;
 use reql::ReqlError;
 
 mod pick;
+pub mod repair;
 #[cfg(test)]
 mod tests;
 
@@ -112,6 +113,36 @@ pub struct ShardPlacement {
     /// (`replication::member_id`). Set by [`carry_incarnations`].
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub incarnations: BTreeMap<String, u64>,
+    /// What emergency repairs made of this shard's group (`repair`): none for a shard
+    /// never repaired.
+    #[serde(default, skip_serializing_if = "Lineage::is_original")]
+    pub lineage: Lineage,
+}
+
+/// The emergency repairs of one shard's group (`reconfigure(emergency_repair=...)`):
+/// each repair starts a new group of new members, seeded by one of them, and abandons
+/// every member of the groups before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Lineage {
+    /// How many repairs the shard went through (0: its group is the one the table was
+    /// made with).
+    #[serde(default)]
+    pub epoch: u64,
+    /// The Raft node id of the member that starts this epoch's group (from its
+    /// server's copy of the group before, if it has one; empty for an erased shard).
+    #[serde(default)]
+    pub seed: Option<replication::NodeId>,
+    /// The node ids of every member of the earlier epochs' groups: a copy of one is
+    /// dropped at once wherever it is found, never opened to vote or serve.
+    #[serde(default)]
+    pub abandoned: Vec<replication::NodeId>,
+}
+
+impl Lineage {
+    /// Never repaired.
+    pub fn is_original(&self) -> bool {
+        self.epoch == 0 && self.seed.is_none() && self.abandoned.is_empty()
+    }
 }
 
 impl ShardPlacement {
@@ -162,10 +193,20 @@ pub fn propose_incarnations(new: &mut [ShardPlacement]) {
 /// server placed there anew takes the one proposed (`propose_incarnations`: random, so
 /// it never reuses the node id of a copy it dropped, whatever the proposer saw).
 /// With another number of shards every replica is new.
+///
+/// An emergency repair (`new`'s epoch one past `old`'s) keeps every proposed
+/// incarnation (all fresh: the repaired group is new); any other change of a shard
+/// keeps its lineage.
 pub fn carry_incarnations(old: &[ShardPlacement], new: &mut [ShardPlacement]) {
     let same_cut = old.len() == new.len();
     for (i, shard) in new.iter_mut().enumerate() {
         let before = old.get(i).filter(|_| same_cut);
+        if let Some(b) = before {
+            if shard.lineage.epoch == b.lineage.epoch + 1 && !shard.incarnations.is_empty() {
+                continue;
+            }
+            shard.lineage = b.lineage.clone();
+        }
         let servers: Vec<String> = shard.all().cloned().collect();
         let proposed = std::mem::take(&mut shard.incarnations);
         shard.incarnations = servers
@@ -182,7 +223,7 @@ pub fn carry_incarnations(old: &[ShardPlacement], new: &mut [ShardPlacement]) {
 }
 
 /// A random incarnation whose low half (what a node id keeps) is not 0.
-fn fresh_incarnation() -> u64 {
+pub fn fresh_incarnation() -> u64 {
     let (a, _) = uuid::Uuid::new_v4().as_u64_pair();
     (a & 0xFFFF_FFFF).max(1)
 }
@@ -276,6 +317,7 @@ pub fn place(
                 voting: ids(&c.voting),
                 nonvoting: ids(&c.nonvoting),
                 incarnations: BTreeMap::new(),
+                lineage: Default::default(),
             })
         })
         .collect()

@@ -286,6 +286,7 @@ fn reconfigure_keeps_the_data_where_it_is() {
         voting: vec!["s2".into(), "s4".into()],
         nonvoting: vec![],
         incarnations: Default::default(),
+        lineage: Default::default(),
     }];
     // Same shape: nothing moves, the primary stays.
     let p = place(&s, Some(&current), &Request::count(1, 2)).unwrap();
@@ -343,6 +344,7 @@ fn incarnations_are_kept_for_staying_replicas_and_fresh_for_new_ones() {
         voting: voting.iter().map(|s| (*s).clone()).collect(),
         nonvoting: nonvoting.iter().map(|s| (*s).clone()).collect(),
         incarnations: Default::default(),
+        lineage: Default::default(),
     };
     // Made with the table: incarnation 0, recorded as nothing.
     let made = vec![shard(&[&a, &b], &[])];
@@ -378,4 +380,41 @@ fn incarnations_are_kept_for_staying_replicas_and_fresh_for_new_ones() {
         made[0].member(&b).unwrap()
     ));
     assert!(back[0].same_servers(&shard(&[&a, &b, &c], &[])));
+}
+
+#[test]
+fn a_repair_keeps_its_fresh_incarnations_and_later_moves_keep_its_lineage() {
+    let a = "00000000-0000-4000-8000-00000000000a".to_string();
+    let b = "00000000-0000-4000-8000-00000000000b".to_string();
+    let made = vec![ShardPlacement {
+        primary: a.clone(),
+        voting: vec![a.clone(), b.clone()],
+        ..Default::default()
+    }];
+    // The repair's placement (epoch one past the catalog's): its numbers are kept,
+    // a's too although a stays.
+    let mut repaired =
+        super::repair::repair(&made, &|s: &str| s == a, false, &mut |_| None, &mut || 77).unwrap();
+    carry_incarnations(&made, &mut repaired);
+    assert_eq!(repaired[0].incarnation(&a), Some(77));
+    assert_eq!(repaired[0].lineage.epoch, 1);
+    // A later reconfigure (proposed without a lineage) keeps the lineage and a's
+    // incarnation; b comes back fresh, never as a member of the abandoned group.
+    let mut grown = vec![ShardPlacement {
+        primary: a.clone(),
+        voting: vec![a.clone(), b.clone()],
+        ..Default::default()
+    }];
+    propose_incarnations(&mut grown);
+    carry_incarnations(&repaired, &mut grown);
+    assert_eq!(grown[0].lineage, repaired[0].lineage);
+    assert_eq!(grown[0].incarnation(&a), Some(77));
+    let b_now = grown[0].member(&b).unwrap();
+    assert!(!grown[0].lineage.abandoned.contains(&b_now));
+    // A stale repair (the catalog is at epoch 1 already) is no repair: lineage kept.
+    let mut stale =
+        super::repair::repair(&made, &|s: &str| s == a, false, &mut |_| None, &mut || 5).unwrap();
+    carry_incarnations(&grown, &mut stale);
+    assert_eq!(stale[0].lineage, repaired[0].lineage);
+    assert_eq!(stale[0].incarnation(&a), Some(77));
 }

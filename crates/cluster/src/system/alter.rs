@@ -23,6 +23,8 @@ pub(crate) struct TableAlter {
     pub(crate) rebalance: bool,
     /// Which servers hold each shard (a replicated catalog's tables).
     pub(crate) placement: Option<Vec<crate::placement::ShardPlacement>>,
+    /// `placement` is an emergency repair's: its incarnations are the repair's own.
+    pub(crate) repair: bool,
 }
 
 impl Cluster {
@@ -166,7 +168,7 @@ impl Cluster {
         // server's view may be behind). Every node's groups follow the recorded
         // placement: `crate::groups`, the leaders' moves.
         let mut changes = changes;
-        if let Some(p) = changes.placement.as_mut() {
+        if let Some(p) = changes.placement.as_mut().filter(|_| !a.repair) {
             crate::placement::propose_incarnations(p);
         }
         let out = g

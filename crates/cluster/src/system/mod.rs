@@ -15,6 +15,7 @@
 mod alter;
 mod feeds;
 mod issues;
+mod repair;
 mod rows;
 mod servers;
 mod state;

@@ -311,6 +311,7 @@ mod tests {
             voting: vec![A.into(), B.into(), C.into()],
             nonvoting: vec![],
             incarnations: Default::default(),
+            lineage: Default::default(),
         }
     }
 

@@ -281,6 +281,7 @@ fn shards_of(t: &SystemTable, d: &Datum) -> Result<(u32, u32, Vec<ShardPlacement
             voting: ids(&voting),
             nonvoting: ids(&nonvoting),
             incarnations: Default::default(),
+            lineage: Default::default(),
         });
     }
     Ok((items.len() as u32, replicas, placement))
@@ -350,6 +351,7 @@ fn table_config_update(t: &SystemTable, old: &Datum, new: &Datum) -> R {
             rebalance: false,
             // The servers named, where the catalog records placements.
             placement: (!same_shards && c.is_replicated()).then_some(placement),
+            repair: false,
         },
     )
 }

@@ -9,7 +9,7 @@
 use datum::Datum;
 
 use crate::access::Replicas;
-use crate::error::{logic, op_failed, Result, WithFrame};
+use crate::error::{logic, Result, WithFrame};
 use crate::eval::{describe, Ev};
 use crate::value::{SingleSel, Val};
 
@@ -204,20 +204,25 @@ pub fn reconfigure(ev: &Ev) -> Result<Val> {
             if whole_db {
                 return Err(logic("Can't emergency repair an entire database at once; instead you should run `reconfigure()` on each table individually."));
             }
-            match rep.as_str() {
-                Some("unsafe_rollback" | "unsafe_rollback_or_erase") => {}
+            let erase = match rep.as_str() {
+                Some("unsafe_rollback") => false,
+                Some("unsafe_rollback_or_erase") => true,
                 _ => {
                     return Err(logic(
                         "`emergency_repair` should be \"unsafe_rollback\" or \"unsafe_rollback_or_erase\"",
                     ))
                 }
-            }
+            };
             if ev.opt_datum("shards")?.is_some() || ev.opt_datum("replicas")?.is_some() {
                 return Err(logic(
                     "In emergency repair mode, you can't specify shards, replicas, etc.",
                 ));
             }
-            return Err(op_failed("This table doesn't need to be repaired."));
+            let mut results = Vec::new();
+            for (db, name) in &tables {
+                results.push(ev.ctx.access.emergency_repair(db, name, erase, dry_run)?);
+            }
+            return Ok(Val::Datum(reconfigured(&results, dry_run)));
         }
     }
     let shards = match ev.opt_datum("shards")? {
@@ -238,17 +243,22 @@ pub fn reconfigure(ev: &Ev) -> Result<Val> {
                 .reconfigure(db, name, shards, &replicas, dry_run)?,
         );
     }
+    Ok(Val::Datum(reconfigured(&results, dry_run)))
+}
+
+/// `reconfigure`'s answer from each table's result.
+fn reconfigured(results: &[Datum], dry_run: bool) -> Datum {
     let mut pairs = vec![
         (
             "reconfigured",
             Datum::from(if dry_run { 0 } else { results.len() }),
         ),
-        ("config_changes", concat(&results, "config_changes")),
+        ("config_changes", concat(results, "config_changes")),
     ];
     if !dry_run {
-        pairs.push(("status_changes", concat(&results, "status_changes")));
+        pairs.push(("status_changes", concat(results, "status_changes")));
     }
-    Ok(Val::Datum(Datum::from_pairs(pairs)))
+    Datum::from_pairs(pairs)
 }
 
 /// REBALANCE: each table's shards cut anew at the quantiles of its data.

@@ -5,7 +5,9 @@
 //!
 //! Invariants: only a group's leader changes its membership, one change per group per
 //! round, each bounded by [`CHANGE_TIMEOUT`]; a learner is added without waiting for it
-//! to catch up (a server that is away must not hold up the round).
+//! to catch up (a server that is away must not hold up the round); the seed of a
+//! repaired shard's group changes nothing until its log was purged behind the seeded
+//! documents' snapshot.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,6 +36,12 @@ pub(super) async fn round(
             };
             let m = member.raft.metrics().borrow().clone();
             if m.current_leader != Some(m.id) {
+                continue;
+            }
+            // A repaired shard's seed adds no one before its seeded documents are a
+            // snapshot (`cluster::groups`: a member that replayed the log from its
+            // start would lack them).
+            if place.lineage.seed == Some(m.id) && m.purged.is_none() {
                 continue;
             }
             let membership = m.membership_config.membership();
