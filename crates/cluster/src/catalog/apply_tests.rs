@@ -449,6 +449,7 @@ fn a_repaired_placement_survives_its_record() {
         name: "t".into(),
         primary_key: "id".into(),
         durability: Durability::Hard,
+        single_ack: false,
         shards: 1,
         replicas: 1,
         splits: vec![],
