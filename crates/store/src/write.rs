@@ -205,4 +205,4 @@ impl Shard {
 
 #[cfg(test)]
 #[path = "write_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -8,25 +8,8 @@ use changefeed::{Options, Request};
 use storage::{Engine, Faulty, Memory};
 
 use super::*;
-use crate::index::IndexFn;
-use crate::unkeyed::{NoKeys, Unkeyed};
+use crate::write::tests::{doc, Field};
 use crate::{GroupCommit, SecondaryIndex};
-
-/// Indexes field `v`.
-struct Field;
-
-impl IndexFn for Field {
-    fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, NoKeys> {
-        let v = doc.get("v").ok_or(NoKeys::Failed("no field".into()))?;
-        datum::keys::encode_secondary(v)
-            .map(|k| vec![k])
-            .map_err(|_| NoKeys::Unkeyable(Unkeyed::of(v)))
-    }
-}
-
-fn doc(id: u32, v: u32) -> Datum {
-    datum::from_json_slice(format!("{{\"id\":{id},\"v\":{v}}}").as_bytes()).unwrap()
-}
 
 fn key(id: u32) -> Datum {
     Datum::Number(f64::from(id))

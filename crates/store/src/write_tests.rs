@@ -6,8 +6,8 @@ use crate::index::IndexFn;
 use crate::unkeyed::{NoKeys, Unkeyed};
 use storage::BatchOp;
 
-/// Indexes field `v`.
-struct Field;
+/// Indexes field `v` (also `crate::write_many`'s tests').
+pub(crate) struct Field;
 
 impl IndexFn for Field {
     fn keys(&self, doc: &Datum) -> Result<Vec<Vec<u8>>, NoKeys> {
@@ -18,7 +18,7 @@ impl IndexFn for Field {
     }
 }
 
-fn doc(id: u32, v: u32) -> Datum {
+pub(crate) fn doc(id: u32, v: u32) -> Datum {
     datum::from_json_slice(format!("{{\"id\":{id},\"v\":{v}}}").as_bytes()).unwrap()
 }
 
