@@ -9,6 +9,7 @@ data on each. A table that keeps its quorum "doesn't need to be repaired"; a tab
 whose only replica died is refused by `unsafe_rollback` and erased (empty, writable)
 by `unsafe_rollback_or_erase`."""
 import os
+import signal
 
 import pytest
 from rethinkdb import r
@@ -171,3 +172,47 @@ def test_emergency_repair_rolls_back_and_erases(dirs, procs):  # noqa: F811
                  lambda got: got == sorted(acked), timeout=30)
     for c in conns.values():
         assert retrying(lambda: ids("t", c, read_mode="majority")) == sorted(acked)
+
+
+def test_the_replica_that_applied_the_most_is_kept(dirs, procs):  # noqa: F811
+    """Of the replicas left, the repair keeps the data of the one that applied the most
+    of the old group's log, whatever its place in the configuration."""
+    servers, conns = five_servers(dirs, procs)
+    conn = conns["epsilon"]
+    m = r.db("test").table("m")
+    retrying(lambda: r.db("test").table_create("m", replicas=1).run(conn))
+    # Four voters (a quorum is three): alpha (primary), beta, delta, gamma.
+    retrying(lambda: m.config().update({"shards": [{
+        "primary_replica": "alpha", "replicas": ["alpha", "beta", "delta", "gamma"],
+        "nonvoting_replicas": []}]}).run(conn))
+    retrying(lambda: m.wait(wait_for="all_replicas_ready", timeout=30).run(conn), timeout=40)
+    assert replicas(m, conn) == [["alpha", "beta", "delta", "gamma"]]
+    early = ["e%02d" % i for i in range(50)]
+    assert retrying(lambda: m.insert([{"id": k} for k in early]).run(conn))["inserted"] == 50
+    wait_for(lambda: ids("m", conns["beta"], read_mode="outdated"), lambda g: g == early,
+             timeout=20)
+    # beta misses the later writes (paused, briefly enough to stay connected).
+    os.kill(servers["beta"].proc.pid, signal.SIGSTOP)
+    try:
+        late = ["l%02d" % i for i in range(50)]
+        res = retrying(lambda: m.insert([{"id": k} for k in late]).run(conn))
+        assert res["inserted"] == 50, res
+        wait_for(lambda: ids("m", conns["delta"], read_mode="outdated"),
+                 lambda g: g == sorted(early + late), timeout=20)
+        servers["alpha"].kill9()
+        servers["gamma"].kill9()
+    finally:
+        os.kill(servers["beta"].proc.pid, signal.SIGCONT)
+    # beta and delta are left: two of four voters, no quorum. beta comes first in the
+    # configuration, but delta applied more: delta's copy is kept.
+    wait_for(lambda: names(conn), lambda n: n == ["beta", "delta", "epsilon"], timeout=20)
+    res = retrying(lambda: repair(m, conn, "unsafe_rollback"), timeout=30)
+    assert res["reconfigured"] == 1, res
+    new = res["config_changes"][0]["new_val"]["shards"]
+    assert new == [{"primary_replica": "delta", "replicas": ["beta", "delta"],
+                    "nonvoting_replicas": []}], new
+    retrying(lambda: m.wait(wait_for="all_replicas_ready", timeout=30).run(conn), timeout=40)
+    for c in (conn, conns["beta"], conns["delta"]):
+        assert retrying(lambda: ids("m", c)) == sorted(early + late)
+    wait_for(lambda: ids("m", conns["beta"], read_mode="outdated"),
+             lambda g: g == sorted(early + late), timeout=20)

@@ -760,6 +760,18 @@ impl ReplicatedTable {
             .collect()
     }
 
+    /// How far each of `members` (`(shard, member)`) has applied its shard's log, asked
+    /// concurrently: `None` where a member did not answer within `limit`.
+    pub(crate) fn applied_by(
+        &self,
+        members: &[(usize, NodeId)],
+        limit: Duration,
+    ) -> Vec<Option<u64>> {
+        self.ask_shards(members.to_vec(), move |slot, m| async move {
+            slot.get()?.applied_by(m, limit).await
+        })
+    }
+
     /// Each shard's leader's view of its replication (`table_status`), for the shards
     /// in `shards`, asked concurrently: `None` where no leader answered within `limit`.
     pub(crate) fn leader_views(
@@ -767,24 +779,40 @@ impl ReplicatedTable {
         shards: &[usize],
         limit: Duration,
     ) -> Vec<Option<replication::Progress>> {
-        let slots: Vec<_> = shards.iter().map(|&i| self.slots.get(i).cloned()).collect();
+        let asks = shards.iter().map(|&i| (i, ())).collect();
+        self.ask_shards(asks, move |slot, ()| async move {
+            let rs = slot.get()?;
+            tokio::time::timeout(limit, rs.progress()).await.ok()?.ok()
+        })
+    }
+
+    /// `ask` of each `(shard, argument)` of `asks`, run concurrently on the runtime and
+    /// waited for here (a synchronous caller); `None` for a shard that does not exist.
+    fn ask_shards<A, R, F>(
+        &self,
+        asks: Vec<(usize, A)>,
+        ask: impl Fn(Arc<OnceLock<ReplicatedShard<SharedTransport>>>, A) -> F,
+    ) -> Vec<Option<R>>
+    where
+        R: Send + 'static,
+        F: std::future::Future<Output = Option<R>> + Send + 'static,
+    {
+        let n = asks.len();
+        let futures: Vec<Option<F>> = (asks.into_iter())
+            .map(|(i, a)| self.slots.get(i).cloned().map(|slot| ask(slot, a)))
+            .collect();
         let asked = wait_for(&self.runtime, async move {
-            let tasks: Vec<_> = slots
-                .into_iter()
-                .map(|slot| {
-                    tokio::spawn(async move {
-                        let rs = slot.as_ref()?.get()?;
-                        tokio::time::timeout(limit, rs.progress()).await.ok()?.ok()
-                    })
-                })
-                .collect();
-            let mut views = Vec::with_capacity(tasks.len());
+            let tasks: Vec<_> = futures.into_iter().map(|f| f.map(tokio::spawn)).collect();
+            let mut answers = Vec::with_capacity(tasks.len());
             for t in tasks {
-                views.push(t.await.ok().flatten());
+                answers.push(match t {
+                    Some(t) => t.await.ok().flatten(),
+                    None => None,
+                });
             }
-            views
+            answers
         });
-        asked.unwrap_or_else(|| vec![None; shards.len()])
+        asked.unwrap_or_else(|| (0..n).map(|_| None).collect())
     }
 }
 

@@ -42,6 +42,9 @@ pub enum ClientRequest {
     /// The leader's view of replication: how far each member's log matches its own
     /// (what only the leader knows; `table_status` asks it from any server).
     Progress,
+    /// How far this member has applied its log: any member answers, leader or not (an
+    /// emergency repair keeps the replica that has applied the most).
+    Position,
 }
 
 /// The answer to a [`ClientRequest`].
@@ -60,6 +63,8 @@ pub enum ClientResponse {
     Read(Vec<u8>),
     /// The answer to [`ClientRequest::Progress`].
     Progress(Progress),
+    /// The answer to [`ClientRequest::Position`]: the member's last applied log index.
+    Position(Option<u64>),
     /// This node is not the leader (nothing was appended); the leader it knows of.
     NotLeader {
         /// The leader this node knows of, if any.
@@ -201,6 +206,9 @@ pub async fn serve_client(
     request: ClientRequest,
 ) -> ClientResponse {
     let policy = &service.policy;
+    if let ClientRequest::Position = request {
+        return position(raft);
+    }
     if let Some(refusal) = refuse_unless_leading(raft, policy).await {
         return refusal;
     }
@@ -252,7 +260,13 @@ pub async fn serve_client(
             }
         }
         ClientRequest::Progress => ClientResponse::Progress(Progress::of(raft)),
+        ClientRequest::Position => position(raft),
     }
+}
+
+/// How far `raft` has applied its log.
+fn position(raft: &Raft) -> ClientResponse {
+    ClientResponse::Position(raft.metrics().borrow().last_applied.map(|l| l.index))
 }
 
 #[cfg(test)]
@@ -331,6 +345,12 @@ mod tests {
         let answer = serve_client(&raft, &s, ClientRequest::Progress).await;
         assert!(
             matches!(answer, ClientResponse::NotLeader { leader: None }),
+            "{answer:?}"
+        );
+        // Any member says how far it applied.
+        let answer = serve_client(&raft, &s, ClientRequest::Position).await;
+        assert!(
+            matches!(answer, ClientResponse::Position(None)),
             "{answer:?}"
         );
         assert_eq!(raft.metrics().borrow().last_log_index, None);

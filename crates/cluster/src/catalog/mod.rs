@@ -30,7 +30,7 @@ use store::{CacheBudget, GroupCommit};
 use crate::table::{store_err, TableHandle};
 
 /// How long `table_status` waits for a shard's leader's view of its replication before
-/// it shows what this server knows.
+/// it shows what this server knows (and an emergency repair for each replica's answer).
 const LEADER_VIEW_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 pub use apply::Outcome;
@@ -324,6 +324,20 @@ impl Cluster {
         match h.as_ref().and_then(|h| h.replicated.as_ref()) {
             Some(r) => r.leader_views(shards, LEADER_VIEW_WAIT),
             None => vec![None; shards.len()],
+        }
+    }
+
+    /// How far each `(shard, member)` of replicated table `id` applied its shard's log
+    /// (`crate::groups::ReplicatedTable::applied_by`; `None`: no answer).
+    pub(crate) fn applied_by(
+        &self,
+        id: &str,
+        members: &[(usize, replication::NodeId)],
+    ) -> Vec<Option<u64>> {
+        let h = self.handles.read().get(id).cloned();
+        match h.as_ref().and_then(|h| h.replicated.as_ref()) {
+            Some(r) => r.applied_by(members, LEADER_VIEW_WAIT),
+            None => vec![None; members.len()],
         }
     }
 

@@ -6,8 +6,9 @@
 //! A shard needs repair when at most half of its voting replicas are on available
 //! servers (its group cannot commit). Rolled back, it keeps the replicas on available
 //! servers only (non-voting ones vote when no voter is left); its primary and seed is
-//! the old primary if it is available, else the first available voter, else the first
-//! available non-voting replica. A shard with no available replica is erased (only with
+//! the kept voter whose replica applied the most of the old group's log (each is asked;
+//! among equals, or when none answered, the old primary if it is kept, else the first
+//! kept voter). A shard with no available replica is erased (only with
 //! `unsafe_rollback_or_erase`): one replica on the server the caller chooses, empty.
 //!
 //! Invariants: a repaired shard's group is a new group: every kept replica gets a fresh
@@ -15,9 +16,6 @@
 //! the node id of the member that starts the group alone (and copies its server's old
 //! copy's documents), and every member of the old group (and of earlier epochs) is
 //! abandoned. A shard that keeps its quorum is returned as it was.
-//!
-//! Departs from RethinkDB: the seed is chosen by role (primary first), not by comparing
-//! how much data each available replica holds.
 
 use super::{Lineage, ShardPlacement};
 
@@ -76,12 +74,26 @@ pub fn need(place: &ShardPlacement, available: &dyn Fn(&str) -> bool) -> Need {
     }
 }
 
-/// The repaired placement of a table placed as `old`. `erase` allows erasing shards
-/// with no available replica; `erase_on` names the server an erased shard is recreated
-/// on (none: it is left as it is); `fresh` draws a new incarnation (never 0).
+/// [`repair_ranked`] knowing nothing of how far each replica applied its log.
 pub fn repair(
     old: &[ShardPlacement],
     available: &dyn Fn(&str) -> bool,
+    erase: bool,
+    erase_on: &mut dyn FnMut(usize) -> Option<String>,
+    fresh: &mut dyn FnMut() -> u64,
+) -> Result<Vec<ShardPlacement>, Refused> {
+    repair_ranked(old, available, &|_, _| None, erase, erase_on, fresh)
+}
+
+/// The repaired placement of a table placed as `old`. `applied(shard, server)` says how
+/// far that server's replica of the shard applied its log, where it answered; `erase`
+/// allows erasing shards with no available replica; `erase_on` names the server an
+/// erased shard is recreated on (none: it is left as it is); `fresh` draws a new
+/// incarnation (never 0).
+pub fn repair_ranked(
+    old: &[ShardPlacement],
+    available: &dyn Fn(&str) -> bool,
+    applied: &dyn Fn(usize, &str) -> Option<u64>,
     erase: bool,
     erase_on: &mut dyn FnMut(usize) -> Option<String>,
     fresh: &mut dyn FnMut() -> u64,
@@ -100,11 +112,13 @@ pub fn repair(
                 if voting.is_empty() {
                     voting = std::mem::take(&mut nonvoting);
                 }
-                let primary = if voting.contains(&place.primary) {
-                    place.primary.clone()
-                } else {
-                    voting.first().cloned().unwrap_or_default()
-                };
+                // The replica that applied the most (one that did not answer counts
+                // least); among equals the old primary, then the first.
+                let rank = |s: &String| (applied(i, s), *s == place.primary);
+                let primary = (voting.iter().enumerate())
+                    .max_by(|(ia, a), (ib, b)| rank(a).cmp(&rank(b)).then(ib.cmp(ia)))
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or_default();
                 renewed(place, primary, voting, nonvoting, fresh)
             }
             Need::Erase => {
@@ -192,6 +206,37 @@ mod tests {
     const B: &str = "00000000-0000-4000-8000-00000000000b";
     const C: &str = "00000000-0000-4000-8000-00000000000c";
     const D: &str = "00000000-0000-4000-8000-00000000000d";
+    const E: &str = "00000000-0000-4000-8000-00000000000e";
+
+    /// The primary the repair of a shard of voters A (primary) to E chooses, with `up`
+    /// available and `applied` their answers.
+    fn chosen(up_: &[&str], applied: &[(&str, u64)]) -> String {
+        let old = shard(&[A, B, C, D, E], &[]);
+        let applied = |i: usize, s: &str| {
+            assert_eq!(i, 0);
+            applied.iter().find(|(x, _)| *x == s).map(|(_, n)| *n)
+        };
+        let none = &mut |_| None;
+        let p = repair_ranked(&[old], &up(up_), &applied, false, none, &mut counter());
+        let p = p.unwrap().remove(0);
+        assert_eq!(p.lineage.seed, p.member(&p.primary));
+        p.primary
+    }
+
+    #[test]
+    fn the_replica_that_applied_the_most_seeds_the_new_group() {
+        assert_eq!(chosen(&[B, C], &[(B, 5), (C, 9)]), C);
+        assert_eq!(chosen(&[B, C], &[(B, 9), (C, 5)]), B);
+        // One that did not answer counts least.
+        assert_eq!(chosen(&[B, C], &[(C, 0)]), C);
+        // Among equals, or with no answer, the old primary, else the first voter.
+        assert_eq!(chosen(&[A, C], &[(A, 7), (C, 7)]), A);
+        assert_eq!(chosen(&[C, A], &[]), A);
+        assert_eq!(chosen(&[B, C], &[(B, 7), (C, 7)]), B);
+        assert_eq!(chosen(&[B, C], &[]), B);
+        // More data wins over the old primary.
+        assert_eq!(chosen(&[A, D], &[(A, 3), (D, 4)]), D);
+    }
 
     #[test]
     fn a_shard_needs_repair_once_its_voters_lost_their_quorum() {

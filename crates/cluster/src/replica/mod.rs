@@ -363,6 +363,15 @@ impl<T: Transport> ReplicatedShard<T> {
         }
     }
 
+    /// How far member `member` has applied the group's log (`None`: it did not say
+    /// within `limit`, or has applied nothing).
+    pub(crate) async fn applied_by(&self, member: NodeId, limit: Duration) -> Option<u64> {
+        match self.route.ask(member, ClientRequest::Position, limit).await {
+            Some(ClientResponse::Position(applied)) => applied,
+            _ => None,
+        }
+    }
+
     /// Answers `query` from this server's replica (`outdated`) or the leader's.
     async fn answer(&self, mode: ReadMode, query: &ReadQuery) -> Result<ReadAnswer, RouteError> {
         if mode == ReadMode::Outdated && self.shard.is_some() {

@@ -13,6 +13,7 @@
 //! (a read is then asked of the new leader, a write is indeterminate at once).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use replication::{
     serve_client, ClientRequest, ClientResponse, ClientService, Command, GroupId, Node, NodeId,
@@ -192,6 +193,32 @@ impl<T: Transport> GroupRoute<T> {
         }
     }
 
+    /// Sends `request` to member `target` itself (this node's or another's), once; `None`
+    /// when it did not answer within `limit`.
+    pub async fn ask(
+        &self,
+        target: NodeId,
+        request: ClientRequest,
+        limit: Duration,
+    ) -> Option<ClientResponse> {
+        let here = self
+            .raft
+            .as_ref()
+            .filter(|r| r.metrics().borrow().id == target);
+        if let Some(raft) = here {
+            let serve = serve_client(raft, &self.service, request);
+            return tokio::time::timeout(limit, serve).await.ok();
+        }
+        let node = self.address_of(target)?;
+        let call = self
+            .transport
+            .call(target, &node, self.group, RaftRequest::Client(request));
+        match tokio::time::timeout(limit, call).await {
+            Ok(Ok(RaftResponse::Client(answer))) => Some(answer),
+            _ => None,
+        }
+    }
+
     /// Sends `request` to the group's leader (this node or another) until one answers,
     /// within the policy's deadline and redirect limit.
     pub async fn route(
@@ -314,7 +341,8 @@ impl<T: Transport> GroupRoute<T> {
                 ClientResponse::Failed(why) => return Err(RouteError::ReadFailed(why)),
                 answer @ (ClientResponse::Applied { .. }
                 | ClientResponse::Read(_)
-                | ClientResponse::Progress(_)) => {
+                | ClientResponse::Progress(_)
+                | ClientResponse::Position(_)) => {
                     self.remember(Some(target));
                     return Ok(answer);
                 }

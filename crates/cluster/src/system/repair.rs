@@ -14,7 +14,9 @@ use datum::Datum;
 use reql::error::op_failed;
 
 use super::SYSTEM_DB;
-use crate::placement::repair::{repair, Refused};
+use std::collections::HashMap;
+
+use crate::placement::repair::{need, repair_ranked, Need, Refused};
 use crate::Cluster;
 
 impl Cluster {
@@ -47,9 +49,30 @@ impl Cluster {
                 .and_then(|p| p.into_iter().next())
                 .map(|p| p.primary)
         };
+        // Each available replica of a shard to roll back says how far it applied.
+        let asks: Vec<(usize, String, replication::NodeId)> = (e.placement.iter().enumerate())
+            .filter(|(_, p)| need(p, &available) == Need::Rollback)
+            .flat_map(|(i, p)| {
+                (p.all().filter(|s| available(s)))
+                    .filter_map(move |s| Some((i, s.clone(), p.member(s)?)))
+            })
+            .collect();
+        let members: Vec<_> = asks.iter().map(|(i, _, m)| (*i, *m)).collect();
+        let answers = self.applied_by(&e.id, &members);
+        let applied: HashMap<(usize, &str), u64> = (asks.iter().zip(answers))
+            .filter_map(|((i, s, _), a)| Some(((*i, s.as_str()), a?)))
+            .collect();
+        let applied = |i: usize, s: &str| applied.get(&(i, s)).copied();
         let mut fresh = crate::placement::fresh_incarnation;
-        let placement = repair(&e.placement, &available, erase, &mut erase_on, &mut fresh)
-            .map_err(|r| op_failed(r.message()))?;
+        let placement = repair_ranked(
+            &e.placement,
+            &available,
+            &applied,
+            erase,
+            &mut erase_on,
+            &mut fresh,
+        )
+        .map_err(|r| op_failed(r.message()))?;
         let old_cfg = super::table_config_row(self, &e, false);
         let old_status = super::table_status_row(self, &e, false);
         let mut ne = e.clone();
