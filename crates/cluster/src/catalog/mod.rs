@@ -309,8 +309,7 @@ impl Cluster {
     /// The Raft members on this server of the table `id`'s shards, when it is
     /// replicated (`table_status`).
     pub(crate) fn group_members(&self, id: &str) -> Option<Vec<crate::groups::Local>> {
-        let h = self.handles.read().get(id).cloned()?;
-        h.replicated.as_ref().map(|r| r.members())
+        self.replicated_table(id).map(|r| r.members())
     }
 
     /// The leaders' views of replication of shards `shards` of replicated table `id`
@@ -320,8 +319,7 @@ impl Cluster {
         id: &str,
         shards: &[usize],
     ) -> Vec<Option<replication::Progress>> {
-        let h = self.handles.read().get(id).cloned();
-        match h.as_ref().and_then(|h| h.replicated.as_ref()) {
+        match self.replicated_table(id) {
             Some(r) => r.leader_views(shards, LEADER_VIEW_WAIT),
             None => vec![None; shards.len()],
         }
@@ -334,11 +332,15 @@ impl Cluster {
         id: &str,
         members: &[(usize, replication::NodeId)],
     ) -> Vec<Option<u64>> {
-        let h = self.handles.read().get(id).cloned();
-        match h.as_ref().and_then(|h| h.replicated.as_ref()) {
+        match self.replicated_table(id) {
             Some(r) => r.applied_by(members, LEADER_VIEW_WAIT),
             None => vec![None; members.len()],
         }
+    }
+
+    /// The groups of replicated table `id` on this server.
+    fn replicated_table(&self, id: &str) -> Option<Arc<crate::groups::ReplicatedTable>> {
+        self.handles.read().get(id)?.replicated.clone()
     }
 
     fn handle_of(&self, db: &str, name: &str) -> Option<Arc<TableHandle>> {
