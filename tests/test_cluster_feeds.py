@@ -5,7 +5,13 @@ server, in order, with `include_initial` (whole table and one document) and with
 `squash`; closing the feeds stops that server's poller (`feed_pollers` in
 `rethinkdb.stats`). After kill -9 of one of the two replicas the shard has no primary:
 the feeds on the remote server and on the surviving replica end with RethinkDB's
-`Changefeed aborted (unavailable).` instead of hanging."""
+`Changefeed aborted (unavailable).` instead of hanging. Many point feeds with
+`include_initial` opened one after another on one connection of that server, while
+the documents change, each see their document's changes exactly once after its
+initial value."""
+import threading
+import time
+
 import pytest
 from rethinkdb import r
 from rethinkdb.errors import ReqlOpFailedError
@@ -113,3 +119,65 @@ def test_feeds_through_a_server_without_a_replica(dirs, procs):  # noqa: F811
     ends_unavailable(remote)
     ends_unavailable(local)
     wait_for(lambda: pollers(out), lambda n: n == 0, timeout=WAIT)
+
+
+def test_many_initial_point_feeds_on_one_connection_under_writes(dirs, procs):  # noqa: F811
+    """Each `get(k).changes(include_initial=True)` through the server holding no replica
+    cuts its initial value against the changes its server's poller publishes. Before, it
+    waited for the poller's long poll (up to 500 ms with no change) to come back: 300
+    feeds took minutes and looked like a hung connection. Now the feeds' initial values
+    and changes must chain without overlap or gap while a writer updates the documents."""
+    servers, conns = three_servers(dirs, procs)
+    holders, outsider = placed_on_two(servers, conns)
+    t = r.db("test").table("f")
+    keys = list(range(10))
+    retrying(lambda: t.insert([{"id": k, "v": 0} for k in keys]).run(conns[holders[0]]))
+    out = outsider.connect()
+
+    stop = threading.Event()
+    writes = {"n": 0}
+
+    def writer():
+        conn = holders[0].connect()
+        try:
+            for n in range(2000):  # bounded; stopped once every feed is open
+                if stop.is_set():
+                    return
+                t.get(keys[n % len(keys)]).update({"v": r.row["v"] + 1}).run(conn)
+                writes["n"] += 1
+        finally:
+            conn.close()
+
+    feeds = []
+
+    def open_feeds(n):
+        for i in range(n):
+            k = keys[i % len(keys)]
+            feed = t.get(k).changes(include_initial=True).run(out)
+            feeds.append((k, feed, feed.next(wait=WAIT)["new_val"]))
+
+    # With no change to answer, the poller's long poll lasts its whole wait: a feed
+    # that waited for it again (0.5 s each, 60 s for these) fails here. Not a speed
+    # check: the bound is many times what the feeds take.
+    began = time.monotonic()
+    open_feeds(120)
+    opened = time.monotonic() - began
+    assert opened < 40, opened
+    # Then under writes: initial values cut between changes.
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
+    open_feeds(150)
+    stop.set()
+    w.join(60)
+    assert not w.is_alive()
+    assert writes["n"] > 0
+    final = {d["id"]: d["v"] for d in t.run(conns[holders[0]], read_mode="majority")}
+    for k, feed, first in feeds:
+        v = first["v"]
+        while v < final[k]:
+            c = feed.next(wait=WAIT)
+            assert c["old_val"] == {"id": k, "v": v}, (k, v, c)
+            assert c["new_val"] == {"id": k, "v": v + 1}, (k, v, c)
+            v += 1
+        feed.close()
+    out.close()

@@ -20,7 +20,8 @@
 //! closes (checked before each poll, so within one poll's wait), closing their sessions.
 //!
 //! Initial values of remote shards: `prepare` locks each poller's cursor (the poller
-//! publishes only under it), has the leader cut a snapshot in the session's numbering
+//! publishes only under it, and does not hold it while its long poll waits on the
+//! leader, so a cut never waits for that poll), has the leader cut a snapshot in the session's numbering
 //! (its last change `c`), publishes the session's changes up to `c`, and only then is
 //! the feed registered on the hub (with the local shards quiesced, `crate::feeds`), the
 //! cursors still locked: changes up to `c` are in the initial values and were published
@@ -136,14 +137,15 @@ impl Ctx {
         self.table.slots.get(i)
     }
 
-    /// Publishes a poll's changes to the local hub.
+    /// Publishes a poll's changes that the cursor has not published yet to the local hub.
     fn publish(&self, pk: &str, answer: FeedAnswer, cursor: &mut Cursor) -> Result<(), String> {
         match answer {
             FeedAnswer::Changes { last, changes } => {
-                for (key, old, new) in changes_of(pk, &changes)? {
+                let skip = unpublished(cursor.pos, last, changes.len())?;
+                for (key, old, new) in changes_of(pk, &changes[skip..])? {
                     self.hub.publish(&key, old.as_ref(), new.as_ref());
                 }
-                cursor.pos = last;
+                cursor.pos = cursor.pos.max(last);
                 Ok(())
             }
             FeedAnswer::Gone(why) => Err(why),
@@ -168,6 +170,22 @@ impl Ctx {
         }
         running.stop.load(Ordering::SeqCst)
     }
+}
+
+/// How many of a poll answer's `len` changes, numbered up to `last`, the cursor at `pos`
+/// published already (an answer to a poll that a snapshot's polls overtook starts
+/// before `pos`); an answer starting after `pos + 1` would leave a gap (pure).
+fn unpublished(pos: u64, last: u64, len: usize) -> Result<usize, String> {
+    let count = u64::try_from(len).map_err(|_| "a poll answer too long")?;
+    let before_first = last
+        .checked_sub(count)
+        .ok_or("a poll answer numbered below zero")?;
+    if before_first > pos {
+        return Err(format!(
+            "a poll answer starts after change {before_first}, this server has {pos}"
+        ));
+    }
+    Ok(usize::try_from(pos - before_first).map_or(len, |skip| skip.min(len)))
 }
 
 /// Marks `running` stopped and forgets it if it is current.
@@ -336,17 +354,24 @@ async fn poll(ctx: Ctx, running: Arc<Running>, shard: usize, cursor: Arc<Mutex<C
         {
             break None;
         }
+        let (session, after) = {
+            let c = cursor.lock().await;
+            (c.session, c.pos)
+        };
+        let q = FeedQuery::Poll {
+            session,
+            after,
+            upto: None,
+            wait_ms: POLL_WAIT_MS,
+        };
+        // The cursor is not held while the leader waits for a change: a new feed's
+        // `prepare` takes it at once and its snapshot's polls overtake this one, whose
+        // answer then holds changes published already (`unpublished` skips them).
+        let answer = rs.feed(q).await.map_err(|e| e.to_reql().message);
         let mut c = cursor.lock().await;
         if running.stop.load(Ordering::SeqCst) {
             break None;
         }
-        let q = FeedQuery::Poll {
-            session: c.session,
-            after: c.pos,
-            upto: None,
-            wait_ms: POLL_WAIT_MS,
-        };
-        let answer = rs.feed(q).await.map_err(|e| e.to_reql().message);
         if let Err(why) = answer.and_then(|a| ctx.publish(rs.primary_key(), a, &mut c)) {
             break Some(why);
         }
@@ -401,6 +426,20 @@ async fn watch(ctx: Ctx, running: Arc<Running>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_overtaken_by_a_snapshot_publishes_only_what_is_new() {
+        // Changes 4..=6 after change 3: all new.
+        assert_eq!(unpublished(3, 6, 3), Ok(0));
+        // A long poll after 1 answered 2..=6 while a snapshot published up to 4.
+        assert_eq!(unpublished(4, 6, 5), Ok(3));
+        // Nothing new, or nothing at all.
+        assert_eq!(unpublished(6, 6, 5), Ok(5));
+        assert_eq!(unpublished(6, 4, 0), Ok(0));
+        // A gap (change 4 missing) or a malformed answer is an error, never skipped.
+        assert!(unpublished(3, 8, 3).is_err());
+        assert!(unpublished(3, 2, 5).is_err());
+    }
 
     #[test]
     fn an_outage_counts_from_its_first_observation_and_resets() {

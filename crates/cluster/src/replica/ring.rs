@@ -3,9 +3,12 @@
 //!
 //! Invariants: the entries are numbered `acked + 1 ..= last` without a hole; a poll
 //! "after `x`" acknowledges (drops) everything up to `x`, so a poll answer lost on the
-//! way is asked again and answered the same; the ring never holds more than its entry
-//! and byte caps: a push past them breaks it for good (the poller fell behind, its
-//! feeds end), it never drops a change silently.
+//! way is asked again and answered the same; a poll after a number already
+//! acknowledged (a long poll overtaken by the polls of a snapshot, which its poller no
+//! longer waits for) is answered from the first change not acknowledged: its answer's
+//! numbers say which changes it holds, and the poller skips those it has; the ring
+//! never holds more than its entry and byte caps: a push past them breaks it for good
+//! (the poller fell behind, its feeds end), it never drops a change silently.
 
 use std::collections::VecDeque;
 
@@ -81,14 +84,15 @@ impl Ring {
         self.entries.push_back(change);
     }
 
-    /// Whether there is a change after `after`.
+    /// Whether there is a change after `after` not acknowledged yet.
     pub(crate) fn has_after(&self, after: u64) -> bool {
-        self.broken || self.last() > after
+        self.broken || self.last() > after.max(self.acked)
     }
 
-    /// Acknowledges everything up to `after`, then answers the changes after it (at
-    /// most up to `upto`, at most `max_entries` of them and, past the first,
-    /// `max_bytes` of text): the number of the last one answered, and the changes.
+    /// Acknowledges everything up to `after`, then answers the changes after it (after
+    /// the last acknowledged one if that is later; at most up to `upto`, at most
+    /// `max_entries` of them and, past the first, `max_bytes` of text): the number of
+    /// the last one answered, and the changes, which end at that number.
     pub(crate) fn poll(
         &mut self,
         after: u64,
@@ -99,9 +103,10 @@ impl Ring {
         if self.broken {
             return Err(Behind::Overflow);
         }
-        if after < self.acked || after > self.last() {
+        if after > self.last() {
             return Err(Behind::Position);
         }
+        let after = after.max(self.acked);
         while self.acked < after {
             if let Some(c) = self.entries.pop_front() {
                 self.bytes -= size_of(&c);
@@ -148,12 +153,18 @@ mod tests {
         assert_eq!((last, got), (2, vec![c(1), c(2)]));
         let (last, got) = r.poll(2, None, 10, 1 << 20).unwrap();
         assert_eq!((last, got), (5, vec![c(3), c(4), c(5)]));
-        // 0..2 are acknowledged now.
-        assert_eq!(r.poll(1, None, 10, 1 << 20), Err(Behind::Position));
+        // 0..2 are acknowledged now: a poll after 1 (overtaken) is answered after 2.
+        assert_eq!(
+            r.poll(1, None, 10, 1 << 20).unwrap(),
+            (5, vec![c(3), c(4), c(5)])
+        );
         assert_eq!(r.poll(6, None, 10, 1 << 20), Err(Behind::Position));
         let (last, got) = r.poll(5, None, 10, 1 << 20).unwrap();
         assert_eq!((last, got.len()), (5, 0));
         assert!(!r.has_after(5));
+        // An overtaken poll does not wait for acknowledged changes.
+        assert!(!r.has_after(1));
+        assert_eq!(r.poll(1, None, 10, 1 << 20).unwrap(), (5, vec![]));
         r.push(c(6));
         assert!(r.has_after(5));
     }
