@@ -50,6 +50,8 @@ use crate::replica::{wait_for, Op, ReplicatedShard, RouteError, RoutePolicy, Sha
 #[path = "groups_index.rs"]
 mod index;
 pub(crate) use index::IndexName;
+#[path = "groups_chunks.rs"]
+mod chunks;
 #[path = "groups_feeds.rs"]
 mod feeds;
 #[path = "groups_repair.rs"]
@@ -668,62 +670,6 @@ impl ReplicatedTable {
             Some(r) => r.map_err(|e| e.to_reql()),
             None => Err(RouteError::CommitUnknown("the server is stopping".into()).to_reql()),
         }
-    }
-
-    /// Applies several writes to distinct keys, `(shard, key, expect, change)` each, all
-    /// proposed at once so that they share the groups' Raft rounds and fsyncs (one by
-    /// one, each waits for its commit before the next is proposed); each answer as
-    /// `apply` gives it, in the order of `ops`. The caller bounds how many there are.
-    pub(crate) fn apply_all(
-        &self,
-        ops: Vec<(usize, Datum, Option<Version>, StoreChange)>,
-    ) -> Vec<reql::Result<Applied>> {
-        let count = ops.len();
-        let mut jobs = Vec::with_capacity(count);
-        let mut out: Vec<Option<reql::Result<Applied>>> = Vec::with_capacity(count);
-        for (i, (shard, key, expect, change)) in ops.into_iter().enumerate() {
-            match self.slot(shard) {
-                Ok(slot) => {
-                    jobs.push((i, slot, key, expect, change));
-                    out.push(None);
-                }
-                Err(e) => out.push(Some(Err(e))),
-            }
-        }
-        let wait = self.wait;
-        let answers = wait_for(&self.runtime, async move {
-            let mut set = tokio::task::JoinSet::new();
-            for (i, slot, key, expect, change) in jobs {
-                set.spawn(async move {
-                    let rs = Self::route(&slot, wait, Op::Write).await;
-                    let answer = match rs {
-                        Ok(rs) => rs.apply(&key, expect, &change).await,
-                        Err(e) => Err(e),
-                    };
-                    (i, answer)
-                });
-            }
-            let mut answers = Vec::with_capacity(set.len());
-            while let Some(joined) = set.join_next().await {
-                // A task that panicked leaves its write's outcome unknown (no answer).
-                if let Ok(answer) = joined {
-                    answers.push(answer);
-                }
-            }
-            answers
-        });
-        for (i, answer) in answers.unwrap_or_default() {
-            if let Some(slot) = out.get_mut(i) {
-                *slot = Some(answer.map_err(|e| e.to_reql()));
-            }
-        }
-        out.into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    Err(RouteError::CommitUnknown("the server is stopping".into()).to_reql())
-                })
-            })
-            .collect()
     }
 
     /// How many shards the table has.

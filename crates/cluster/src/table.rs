@@ -88,6 +88,7 @@ pub fn store_err(e: StoreError) -> ReqlError {
         StoreError::NotDurable(m) => {
             op_failed(format!("Write could not be made durable: {m}")).nondeterministic()
         }
+        StoreError::Refused(m) => op_failed(m).nondeterministic(),
     }
 }
 

@@ -72,6 +72,16 @@ impl WriteBatch {
         self.set(space, key.into(), None);
     }
 
+    /// Adds every op of `other` (each replacing an earlier op on its key, as `put` and
+    /// `delete` do).
+    pub fn extend(&mut self, other: WriteBatch) {
+        for (space, ops) in other.spaces {
+            for (key, value) in ops {
+                self.set(&space, key, value);
+            }
+        }
+    }
+
     /// Number of distinct `(space, key)` ops.
     pub fn len(&self) -> usize {
         self.len
@@ -132,5 +142,42 @@ impl WriteBatch {
     /// Consumes the batch into its per-space op maps.
     pub(crate) fn into_spaces(self) -> Vec<(String, SpaceOps)> {
         self.spaces
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extend_adds_ops_and_later_ones_replace_earlier() {
+        let mut a = WriteBatch::new();
+        a.put("s", b"k".to_vec(), b"1".to_vec());
+        a.put("s", b"x".to_vec(), b"1".to_vec());
+        let mut b = WriteBatch::new();
+        b.delete("s", b"k".to_vec());
+        b.put("t", b"y".to_vec(), b"2".to_vec());
+        a.extend(b);
+        assert_eq!(a.len(), 3);
+        let ops: Vec<_> = a.iter().collect();
+        assert_eq!(
+            ops,
+            vec![
+                BatchOp::Delete {
+                    space: "s",
+                    key: b"k"
+                },
+                BatchOp::Put {
+                    space: "s",
+                    key: b"x",
+                    value: b"1"
+                },
+                BatchOp::Put {
+                    space: "t",
+                    key: b"y",
+                    value: b"2"
+                },
+            ]
+        );
     }
 }

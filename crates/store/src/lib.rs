@@ -16,7 +16,8 @@
 //!
 //! - `ShardMachine` (`replica.rs`, `replica_codec.rs`): a shard replicated on Raft, its
 //!   write operations log entries applied through the same write path as a local write
-//!   (`write.rs`: the pure `plan`, then the commit, then the in-memory effects); its
+//!   (`write.rs`: the pure `plan`, then the commit, then the in-memory effects), a
+//!   chunk of them as one entry (`replica_chunk.rs`, through `write_many.rs`); its
 //!   secondary indexes added and built by each replica (`replica_index.rs`).
 //!
 //! Invariant: a ticket is marked durable only after an `Engine::persist` that started
@@ -28,6 +29,7 @@ mod feeds;
 mod index;
 mod range;
 mod replica;
+mod replica_chunk;
 mod replica_codec;
 mod replica_index;
 mod sample;
@@ -43,6 +45,7 @@ pub use feeds::quiesce_all;
 pub use index::{track_entries, EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use range::KeyRange;
 pub use replica::{space_kinds, ReplicaIndex, ReplicaOptions, ShardMachine, DOCS};
+pub use replica_chunk::{decode_chunk_reply, encode_chunk, encode_op, CHUNK_FORMAT};
 pub use replica_codec::{decode_reply, encode_command, ReplyError};
 pub use sample::split_sorted;
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};
@@ -68,4 +71,8 @@ pub enum StoreError {
     /// Durability could not be established (the engine failed to persist).
     #[error("write could not be made durable: {0}")]
     NotDurable(String),
+    /// A replicated chunk refused one operation: the engine could not hold its writes
+    /// (`Commit::admit`); nothing of it was written.
+    #[error("{0}")]
+    Refused(String),
 }

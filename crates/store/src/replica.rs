@@ -126,7 +126,7 @@ impl ShardMachine {
     }
 
     /// Why the command's key cannot be written here, if it cannot.
-    fn refuse_key(&self, key: &[u8]) -> Option<String> {
+    pub(crate) fn refuse_key(&self, key: &[u8]) -> Option<String> {
         // The encoding of a primary key a local write accepts, and no other bytes.
         let canonical = datum::keys::decode(key).and_then(|d| datum::keys::encode_primary(&d).ok());
         if canonical.as_deref() != Some(key) {
@@ -142,11 +142,7 @@ impl ShardMachine {
         expect: Option<Version>,
         change: StoreChange,
     ) -> Result<Result<crate::Applied, String>, StorageError> {
-        let mut commit = EntryCommit {
-            ctx,
-            batch: WriteBatch::new(),
-            refused: None,
-        };
+        let mut commit = EntryCommit::new(ctx);
         let applied =
             datum::work::unwatched(|| self.shard.apply_encoded(key, expect, change, &mut commit));
         match (applied, commit.refused) {
@@ -165,6 +161,9 @@ impl StateMachine for ShardMachine {
     }
 
     fn apply(&mut self, ctx: &mut ApplyCtx<'_>, command: &[u8]) -> Result<Vec<u8>, StorageError> {
+        if crate::replica_chunk::is_chunk(command) {
+            return self.apply_chunk(ctx, command);
+        }
         let outcome = match decode_command(command) {
             Err(why) => Err(why),
             Ok((key, expect, change)) => match self.refuse_key(&key) {
@@ -198,10 +197,20 @@ impl StateMachine for ShardMachine {
 /// The replicated commit: the staged writes go into the entry's batch, checked against
 /// the engine's limits first (a refusal is then the machine's answer, the same on every
 /// replica, and the entry commits no write), and are committed with the entry.
-struct EntryCommit<'c, 'a> {
+pub(crate) struct EntryCommit<'c, 'a> {
     ctx: &'c mut ApplyCtx<'a>,
-    batch: WriteBatch,
+    pub(crate) batch: WriteBatch,
     refused: Option<String>,
+}
+
+impl<'c, 'a> EntryCommit<'c, 'a> {
+    pub(crate) fn new(ctx: &'c mut ApplyCtx<'a>) -> Self {
+        EntryCommit {
+            ctx,
+            batch: WriteBatch::new(),
+            refused: None,
+        }
+    }
 }
 
 impl Commit for EntryCommit<'_, '_> {

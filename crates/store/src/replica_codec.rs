@@ -18,7 +18,7 @@ use crate::StoreError;
 
 /// One write operation as a log entry.
 #[derive(Debug, Serialize, Deserialize)]
-struct Command {
+pub(crate) struct Command {
     key: Vec<u8>,
     expect: Option<u64>,
     change: Change,
@@ -33,7 +33,7 @@ enum Change {
 
 /// The answer to a command.
 #[derive(Debug, Serialize, Deserialize)]
-enum Reply {
+pub(crate) enum Reply {
     Done {
         old: Option<String>,
         new: Option<String>,
@@ -61,6 +61,16 @@ pub fn encode_command(
     expect: Option<Version>,
     change: &StoreChange,
 ) -> Result<Vec<u8>, StoreError> {
+    let command = command_of(key, expect, change)?;
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The command of a write operation, for an entry of its own or a chunk's.
+pub(crate) fn command_of(
+    key: &Datum,
+    expect: Option<Version>,
+    change: &StoreChange,
+) -> Result<Command, StoreError> {
     let key =
         datum::keys::encode_primary(key).map_err(|e| StoreError::Key(e.message().to_string()))?;
     let change = match change {
@@ -68,12 +78,11 @@ pub fn encode_command(
         StoreChange::Put(d) => Change::Put(d.to_json_string()),
         StoreChange::Delete => Change::Delete,
     };
-    let command = Command {
+    Ok(Command {
         key,
         expect: expect.map(|v| v.0),
         change,
-    };
-    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+    })
 }
 
 /// A decoded command: encoded key, expected version, change.
@@ -82,6 +91,11 @@ pub(crate) type Decoded = (Vec<u8>, Option<Version>, StoreChange);
 /// Decodes a command; `Err` says why it is refused.
 pub(crate) fn decode_command(bytes: &[u8]) -> Result<Decoded, String> {
     let c: Command = decode_record(bytes).map_err(|e| format!("malformed command: {e}"))?;
+    decoded(c)
+}
+
+/// A command's operation, checked; `Err` says why it is refused.
+pub(crate) fn decoded(c: Command) -> Result<Decoded, String> {
     let change = match c.change {
         Change::Keep => StoreChange::Keep,
         Change::Delete => StoreChange::Delete,
@@ -104,26 +118,35 @@ fn text(d: Option<&Datum>) -> Option<String> {
 /// Encodes the machine's answer (the ticket of a local write has no place in it:
 /// a replicated write is durable once its entry is committed).
 pub(crate) fn encode_reply(outcome: Result<&Applied, &str>) -> Result<Vec<u8>, String> {
-    let reply = match outcome {
+    encode_message(&reply_of(outcome)).map_err(|e| e.to_string())
+}
+
+/// The reply to an operation with this outcome.
+pub(crate) fn reply_of(outcome: Result<&Applied, &str>) -> Reply {
+    match outcome {
         Ok(Applied::Done((old, new, _))) => Reply::Done {
             old: text(old.as_ref()),
             new: text(new.as_ref()),
         },
         Ok(Applied::Conflict(current)) => Reply::Conflict(text(current.as_ref())),
         Err(why) => Reply::Refused(why.to_owned()),
-    };
-    encode_message(&reply).map_err(|e| e.to_string())
+    }
 }
 
 /// Decodes a replicated write's reply into the outcome `Shard::apply` would give
 /// (with no ticket).
 pub fn decode_reply(bytes: &[u8]) -> Result<Applied, ReplyError> {
-    let malformed = |e: String| ReplyError::Malformed(e);
+    let reply = decode_message::<Reply>(bytes).map_err(|e| ReplyError::Malformed(e.to_string()))?;
+    applied_of(reply)
+}
+
+/// The outcome a reply gives (with no ticket).
+pub(crate) fn applied_of(reply: Reply) -> Result<Applied, ReplyError> {
     let doc = |t: Option<String>| -> Result<Option<Datum>, ReplyError> {
-        t.map(|t| datum::from_json_owned(t.into_bytes()).map_err(|e| malformed(e.0)))
+        t.map(|t| datum::from_json_owned(t.into_bytes()).map_err(|e| ReplyError::Malformed(e.0)))
             .transpose()
     };
-    match decode_message::<Reply>(bytes).map_err(|e| malformed(e.to_string()))? {
+    match reply {
         Reply::Done { old, new } => Ok(Applied::Done((doc(old)?, doc(new)?, None))),
         Reply::Conflict(current) => Ok(Applied::Conflict(doc(current)?)),
         Reply::Refused(why) => Err(ReplyError::Refused(why)),

@@ -289,3 +289,98 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
     let idx = again.open_replica_index(&added[0].space(), Arc::new(Field), false);
     assert!(idx.unwrap().is_ready());
 }
+
+fn op(id: u32, v: u32, expect: Option<Version>) -> Vec<u8> {
+    crate::encode_op(
+        &Datum::Number(f64::from(id)),
+        expect,
+        &StoreChange::Put(doc(id, v)),
+    )
+    .unwrap()
+}
+
+/// Applies one chunk of `ops` as entry `index`, returning its decoded reply.
+async fn apply_chunk(
+    sm: &mut StateMachineStore<ShardMachine>,
+    index: u64,
+    ops: Vec<Vec<u8>>,
+) -> Result<Vec<Result<Applied, ReplyError>>, ReplyError> {
+    let count = ops.len();
+    let replies = sm
+        .apply(vec![entry(index, crate::encode_chunk(&ops).unwrap())])
+        .await
+        .unwrap();
+    crate::decode_chunk_reply(&replies[0].0, count)
+}
+
+#[tokio::test]
+async fn a_chunk_entry_answers_each_write_and_refuses_bad_ones_alone() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let upper = datum::keys::encode_primary(&Datum::Number(10.0)).unwrap();
+    let range = KeyRange {
+        lower: None,
+        upper: Some(upper),
+    };
+    let mut sm = open(&engine, range.clone());
+    apply(&mut sm, 1, vec![put(3, 1, None)]).await;
+    let absent = Some(Version::ABSENT);
+    let replies = apply_chunk(
+        &mut sm,
+        2,
+        vec![
+            op(1, 5, absent),
+            op(2, 6, None),
+            b"garbage".to_vec(),
+            op(11, 1, None),
+            op(3, 9, absent),
+        ],
+    )
+    .await
+    .unwrap();
+    assert!(matches!(&replies[0], Ok(Applied::Done((None, Some(n), None))) if *n == doc(1, 5)));
+    assert!(matches!(&replies[1], Ok(Applied::Done((None, Some(n), None))) if *n == doc(2, 6)));
+    assert!(matches!(&replies[2], Err(ReplyError::Refused(m)) if m.contains("malformed")));
+    assert!(matches!(&replies[3], Err(ReplyError::Refused(m)) if m.contains("range")));
+    assert!(matches!(&replies[4], Ok(Applied::Conflict(Some(c))) if *c == doc(3, 1)));
+    let m = sm.machine();
+    assert_eq!(m.shard().count(), 3);
+    assert_eq!(index_values(m), [1.0, 5.0, 6.0]);
+    assert_eq!(
+        replication::applied_log_id(&*engine, PREFIX)
+            .unwrap()
+            .map(|l| l.index),
+        Some(2)
+    );
+
+    // A chunk repeating a key is refused whole; a malformed chunk too.
+    let repeated = apply_chunk(&mut sm, 3, vec![op(4, 1, None), op(4, 2, None)]).await;
+    assert!(matches!(repeated, Err(ReplyError::Refused(m)) if m.contains("repeats")));
+    let replies = sm
+        .apply(vec![entry(4, vec![crate::CHUNK_FORMAT, 0xff, 0xff])])
+        .await
+        .unwrap();
+    assert!(matches!(
+        crate::decode_chunk_reply(&replies[0].0, 1),
+        Err(ReplyError::Refused(m)) if m.contains("malformed chunk")
+    ));
+    assert_eq!(sm.machine().shard().count(), 3);
+
+    // The same writes as entries of their own leave the same state.
+    let other: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut single = open(&other, range);
+    let commands = vec![
+        put(3, 1, None),
+        put(1, 5, absent),
+        put(2, 6, None),
+        put(3, 9, absent),
+    ];
+    apply(&mut single, 1, commands).await;
+    for id in 0..12 {
+        let key = Datum::Number(f64::from(id));
+        assert_eq!(
+            single.machine().shard().get(&key).unwrap(),
+            sm.machine().shard().get(&key).unwrap()
+        );
+    }
+    assert_eq!(index_values(single.machine()), index_values(sm.machine()));
+}

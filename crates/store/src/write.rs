@@ -103,6 +103,13 @@ pub(crate) trait Commit {
     /// Commits the staged writes atomically; returns the group-commit ticket, if the
     /// write takes one.
     fn commit(&mut self) -> Result<Option<u64>, StoreError>;
+    /// One operation of a chunk (`Shard::apply_many`, `write_many.rs`) has just staged
+    /// its writes in `batch()`: keeps them for the chunk's commit, or refuses that
+    /// operation alone (`Err`, its writes dropped). The local path keeps everything: the
+    /// engine's own check fails the chunk's commit instead.
+    fn admit(&mut self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The local path: one engine batch, then a group-commit ticket.

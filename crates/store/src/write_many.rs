@@ -27,7 +27,7 @@ use storage::WriteBatch;
 
 use crate::cache::Lookup;
 use crate::shard::{Applied, Shard, StoreChange};
-use crate::write::{plan, Local, Plan, Staged};
+use crate::write::{plan, Commit, Local, Plan, Staged};
 use crate::StoreError;
 
 /// One operation of a chunk: key, expected version, change (as `Shard::apply` takes them).
@@ -67,16 +67,16 @@ impl Shard {
             let mut seen = HashSet::with_capacity(keyed.len());
             keyed.iter().all(|(_, k, _, _)| seen.insert(k.as_slice()))
         };
+        let mut local = Local {
+            shard: self,
+            batch: WriteBatch::new(),
+        };
         if !distinct {
             for (at, k, expect, change) in keyed {
-                let mut local = Local {
-                    shard: self,
-                    batch: WriteBatch::new(),
-                };
                 out[at] = Some(self.apply_encoded(&k, expect, change, &mut local));
             }
         } else {
-            self.apply_distinct(keyed, &mut out);
+            self.apply_distinct(keyed, &mut out, &mut local);
         }
         out.into_iter()
             .map(|a| {
@@ -85,11 +85,14 @@ impl Shard {
             .collect()
     }
 
-    /// The chunk proper: `keyed` holds distinct encoded keys; answers go to `out`.
-    fn apply_distinct(
+    /// The chunk proper: `keyed` holds distinct encoded keys; answers go to `out`; the
+    /// writes are staged and committed through `commit` (one engine batch locally, the
+    /// Raft entry's batch on a replica: `crate::replica_chunk`).
+    pub(crate) fn apply_distinct(
         &self,
         keyed: Vec<(usize, Vec<u8>, Option<Version>, StoreChange)>,
         out: &mut [Option<Result<Applied, StoreError>>],
+        commit: &mut impl Commit,
     ) {
         let mut stripes: Vec<usize> = keyed
             .iter()
@@ -104,7 +107,6 @@ impl Shard {
         let docs = self.space.get();
         // Held until applied: registering an index waits for these writes (index.rs).
         let indexes = self.indexes.read();
-        let mut batch = WriteBatch::new();
         let mut pending = Vec::with_capacity(keyed.len());
         for (at, key, expect, change) in keyed {
             let stripe = Self::stripe_index(&key);
@@ -127,18 +129,21 @@ impl Shard {
                 old.as_ref(),
                 expect,
                 change,
-                &mut batch,
+                commit.batch(),
             );
             match decided {
                 Plan::Conflict => out[at] = Some(Ok(Applied::Conflict(old))),
                 Plan::Nothing => out[at] = Some(Ok(Applied::Done((old.clone(), old, None)))),
-                Plan::Write(staged) => pending.push(Pending {
-                    at,
-                    key,
-                    stripe,
-                    old,
-                    staged,
-                }),
+                Plan::Write(staged) => match commit.admit() {
+                    Ok(()) => pending.push(Pending {
+                        at,
+                        key,
+                        stripe,
+                        old,
+                        staged,
+                    }),
+                    Err(why) => out[at] = Some(Err(StoreError::Refused(why))),
+                },
             }
         }
         if pending.is_empty() {
@@ -147,26 +152,32 @@ impl Shard {
         for p in &pending {
             self.cache.begin_write(p.stripe, &p.key);
         }
-        let committed = self.engine.apply(batch);
-        let ticket = committed.is_ok().then(|| self.commit.ticket());
+        let committed = commit.commit();
         for p in &pending {
             // On failure the engine's state is unknown: cache nothing for the key.
-            let cached = p.staged.cached.as_ref().filter(|_| ticket.is_some());
+            let cached = p.staged.cached.as_ref().filter(|_| committed.is_ok());
             self.cache.end_write(p.stripe, &p.key, cached);
         }
-        if let Err(e) = committed {
-            // Every operation of the batch failed with the same error; the first keeps
-            // it as it is, the others its text (the engine's errors are not `Clone`).
-            let text = e.to_string();
-            let mut first = Some(StoreError::Storage(e));
-            for p in pending {
-                let e = first
-                    .take()
-                    .unwrap_or_else(|| StoreError::StorageText(text.clone()));
-                out[p.at] = Some(Err(e));
+        let ticket = match committed {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                // Every operation of the batch failed with the same error; the first
+                // keeps it as it is, the others its text (the engine's errors are not
+                // `Clone`).
+                let text = match &e {
+                    StoreError::Storage(inner) => inner.to_string(),
+                    other => other.to_string(),
+                };
+                let mut first = Some(e);
+                for p in pending {
+                    let e = first
+                        .take()
+                        .unwrap_or_else(|| StoreError::StorageText(text.clone()));
+                    out[p.at] = Some(Err(e));
+                }
+                return;
             }
-            return;
-        }
+        };
         for p in pending {
             let Staged { new, deltas, .. } = p.staged;
             self.after_commit(&p.key, &indexes, deltas, p.old.as_ref(), new.as_ref());

@@ -33,7 +33,10 @@ use replication::{
     ClientPolicy, ClientRequest, ClientResponse, ClientService, Command, GroupId, Node, NodeId,
     Raft, Router, Transport,
 };
-use store::{decode_reply, encode_command, Applied, ReplyError, Shard, StoreChange};
+use store::{
+    decode_chunk_reply, decode_reply, encode_chunk, encode_command, Applied, ReplyError, Shard,
+    StoreChange,
+};
 
 pub use blocking::wait_for;
 pub use error::{range_text, Op, RouteError, StoreErrorText};
@@ -250,11 +253,25 @@ impl<T: Transport> ReplicatedShard<T> {
         let command = encode_command(key, expect, change)?;
         let request = ClientRequest::Propose(Command(command));
         match self.route.route(Op::Write, request).await? {
-            ClientResponse::Applied { reply, .. } => decode_reply(&reply.0).map_err(|e| match e {
-                ReplyError::Refused(why) => RouteError::Refused(why),
-                // Applied, but the reply is unreadable: the outcome is unknown.
-                ReplyError::Malformed(why) => RouteError::CommitUnknown(why),
-            }),
+            ClientResponse::Applied { reply, .. } => decode_reply(&reply.0).map_err(reply_error),
+            _ => Err(RouteError::CommitUnknown("answer of the wrong kind".into())),
+        }
+    }
+
+    /// Proposes operations encoded by `store::encode_op`, with distinct keys, as one
+    /// entry (`store::encode_chunk`): each one's outcome as `apply` gives it, or the
+    /// failure of the whole proposal.
+    pub async fn apply_chunk(
+        &self,
+        ops: &[Vec<u8>],
+    ) -> Result<Vec<Result<Applied, RouteError>>, RouteError> {
+        let command = encode_chunk(ops)?;
+        let request = ClientRequest::Propose(Command(command));
+        match self.route.route(Op::Write, request).await? {
+            ClientResponse::Applied { reply, .. } => {
+                let each = decode_chunk_reply(&reply.0, ops.len()).map_err(reply_error)?;
+                Ok(each.into_iter().map(|a| a.map_err(reply_error)).collect())
+            }
             _ => Err(RouteError::CommitUnknown("answer of the wrong kind".into())),
         }
     }
@@ -394,5 +411,14 @@ impl<T: Transport> ReplicatedShard<T> {
             ClientResponse::Read(bytes) => ReadAnswer::decode(&bytes),
             _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
         }
+    }
+}
+
+/// What a write's refusal or unreadable reply means for its proposer.
+fn reply_error(e: ReplyError) -> RouteError {
+    match e {
+        ReplyError::Refused(why) => RouteError::Refused(why),
+        // Applied, but the reply is unreadable: the outcome is unknown.
+        ReplyError::Malformed(why) => RouteError::CommitUnknown(why),
     }
 }

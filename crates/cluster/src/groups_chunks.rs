@@ -1,0 +1,152 @@
+//! A chunk of writes to a replicated table ([`ReplicatedTable::apply_all`], a bulk
+//! insert's chunk): each shard's operations go to its group as few log entries as their
+//! size allows (`store::encode_chunk`: at most [`ENTRY_BYTES`] of operations, or one
+//! larger operation alone), and every shard's entries are proposed at once. A chunk
+//! then costs a group one append, fsync and replication round instead of one per
+//! document: openraft 0.9 fsyncs each append before it takes the next client write, so
+//! writes proposed separately do not share a flush.
+//!
+//! Invariants: the operations of one call have distinct keys (the caller's contract,
+//! `reql::Table::apply_all`; a shard's machine refuses a chunk that repeats a key, with
+//! nothing written); a failed proposal answers each of its operations with that failure
+//! (an unknown outcome stays `ReqlOpIndeterminateError`, never retried).
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use datum::{Datum, Version};
+use replication::SharedTransport;
+use store::{Applied, StoreChange};
+
+use super::ReplicatedTable;
+use crate::replica::{wait_for, Op, ReplicatedShard, RouteError};
+
+/// The most bytes of operations one chunk's entry carries.
+const ENTRY_BYTES: usize = 1 << 20;
+
+/// Splits operations of these encoded sizes into consecutive runs of at most `limit`
+/// bytes each; an operation larger than `limit` is a run alone (pure).
+fn runs(sizes: &[usize], limit: usize) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0usize);
+    for (i, &size) in sizes.iter().enumerate() {
+        if i > start && bytes.saturating_add(size) > limit {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes = bytes.saturating_add(size);
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
+/// One entry to propose: the shard's slot, the operations' positions in the call and
+/// their encodings.
+type Job = (
+    Arc<OnceLock<ReplicatedShard<SharedTransport>>>,
+    Vec<usize>,
+    Vec<Vec<u8>>,
+);
+
+impl ReplicatedTable {
+    /// Applies writes to distinct keys, `(shard, key, expect, change)` each (module
+    /// note); each answer as `apply` gives it, in the order of `ops`. The caller bounds
+    /// how many there are.
+    pub(crate) fn apply_all(
+        &self,
+        ops: Vec<(usize, Datum, Option<Version>, StoreChange)>,
+    ) -> Vec<reql::Result<Applied>> {
+        let mut out: Vec<Option<reql::Result<Applied>>> = (0..ops.len()).map(|_| None).collect();
+        let mut by_shard: BTreeMap<usize, (Vec<usize>, Vec<Vec<u8>>)> = BTreeMap::new();
+        for (i, (shard, key, expect, change)) in ops.into_iter().enumerate() {
+            match store::encode_op(&key, expect, &change) {
+                Ok(op) => {
+                    let (at, encoded) = by_shard.entry(shard).or_default();
+                    at.push(i);
+                    encoded.push(op);
+                }
+                Err(e) => out[i] = Some(Err(RouteError::from(e).to_reql())),
+            }
+        }
+        let mut jobs: Vec<Job> = Vec::new();
+        for (shard, (at, encoded)) in by_shard {
+            let slot = match self.slot(shard) {
+                Ok(slot) => slot,
+                Err(e) => {
+                    for i in at {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                    continue;
+                }
+            };
+            let sizes: Vec<usize> = encoded.iter().map(Vec::len).collect();
+            let (mut at, mut encoded) = (at.into_iter(), encoded.into_iter());
+            for run in runs(&sizes, ENTRY_BYTES) {
+                let n = run.len();
+                let positions = at.by_ref().take(n).collect();
+                jobs.push((slot.clone(), positions, encoded.by_ref().take(n).collect()));
+            }
+        }
+        let wait = self.wait;
+        let answers = wait_for(&self.runtime, async move {
+            let mut set = tokio::task::JoinSet::new();
+            for (slot, at, ops) in jobs {
+                set.spawn(async move {
+                    let answer = match Self::route(&slot, wait, Op::Write).await {
+                        Ok(rs) => rs.apply_chunk(&ops).await,
+                        Err(e) => Err(e),
+                    };
+                    (at, answer)
+                });
+            }
+            let mut answers = Vec::with_capacity(set.len());
+            while let Some(joined) = set.join_next().await {
+                // A task that panicked leaves its writes' outcomes unknown (no answer).
+                if let Ok(answer) = joined {
+                    answers.push(answer);
+                }
+            }
+            answers
+        });
+        for (at, answer) in answers.unwrap_or_default() {
+            match answer {
+                Ok(each) => {
+                    for (i, a) in at.into_iter().zip(each) {
+                        out[i] = Some(a.map_err(|e| e.to_reql()));
+                    }
+                }
+                Err(e) => {
+                    let e = e.to_reql();
+                    for i in at {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    Err(RouteError::CommitUnknown("the server is stopping".into()).to_reql())
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_fill_up_to_the_limit_and_a_large_operation_goes_alone() {
+        assert_eq!(runs(&[], 10), Vec::<Range<usize>>::new());
+        assert_eq!(runs(&[3, 3, 3], 10), vec![0..3]);
+        assert_eq!(runs(&[4, 4, 4], 10), vec![0..2, 2..3]);
+        assert_eq!(runs(&[20, 1, 1], 10), vec![0..1, 1..3]);
+        assert_eq!(runs(&[1, 20, 1], 10), vec![0..1, 1..2, 2..3]);
+        assert_eq!(runs(&[5, 5, 5, 5], 10), vec![0..2, 2..4]);
+    }
+}
