@@ -718,18 +718,28 @@ impl ReplicatedTable {
         })
     }
 
-    /// Each shard's leader's view of its replication (`table_status`), for the shards
-    /// in `shards`, asked concurrently: `None` where no leader answered within `limit`.
-    pub(crate) fn leader_views(
+    /// Asks for each shard's leader's view of its replication (`table_status`), for the
+    /// shards in `shards`: futures to run on the runtime (`wait_all`), several tables'
+    /// at once (`crate::Cluster::leader_views`); each `None` where no leader answered
+    /// within `limit`, and `None` in place of a shard that does not exist.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn leader_view_asks(
         &self,
         shards: &[usize],
         limit: Duration,
-    ) -> Vec<Option<replication::Progress>> {
+    ) -> Vec<
+        Option<impl std::future::Future<Output = Option<replication::Progress>> + Send + 'static>,
+    > {
         let asks = shards.iter().map(|&i| (i, ())).collect();
-        self.ask_shards(asks, move |slot, ()| async move {
+        self.asks(asks, move |slot, ()| async move {
             let rs = slot.get()?;
             tokio::time::timeout(limit, rs.progress()).await.ok()?.ok()
         })
+    }
+
+    /// The runtime the table's groups run on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
     }
 
     /// `ask` of each `(shard, argument)` of `asks`, run concurrently on the runtime and
@@ -743,23 +753,48 @@ impl ReplicatedTable {
         R: Send + 'static,
         F: std::future::Future<Output = Option<R>> + Send + 'static,
     {
-        let n = asks.len();
-        let futures: Vec<Option<F>> = (asks.into_iter())
-            .map(|(i, a)| self.slots.get(i).cloned().map(|slot| ask(slot, a)))
-            .collect();
-        let asked = wait_for(&self.runtime, async move {
-            let tasks: Vec<_> = futures.into_iter().map(|f| f.map(tokio::spawn)).collect();
-            let mut answers = Vec::with_capacity(tasks.len());
-            for t in tasks {
-                answers.push(match t {
-                    Some(t) => t.await.ok().flatten(),
-                    None => None,
-                });
-            }
-            answers
-        });
-        asked.unwrap_or_else(|| (0..n).map(|_| None).collect())
+        wait_all(&self.runtime, self.asks(asks, ask))
     }
+
+    /// The futures of `ask` for each `(shard, argument)` of `asks`: `None` for a shard
+    /// that does not exist.
+    fn asks<A, R, F>(
+        &self,
+        asks: Vec<(usize, A)>,
+        ask: impl Fn(Arc<OnceLock<ReplicatedShard<SharedTransport>>>, A) -> F,
+    ) -> Vec<Option<F>>
+    where
+        F: std::future::Future<Output = Option<R>>,
+    {
+        (asks.into_iter())
+            .map(|(i, a)| self.slots.get(i).cloned().map(|slot| ask(slot, a)))
+            .collect()
+    }
+}
+
+/// Runs `futures` concurrently on `runtime` and waits for them here (a synchronous
+/// caller): each one's answer, `None` in place of a missing one.
+pub(crate) fn wait_all<R, F>(
+    runtime: &tokio::runtime::Handle,
+    futures: Vec<Option<F>>,
+) -> Vec<Option<R>>
+where
+    R: Send + 'static,
+    F: std::future::Future<Output = Option<R>> + Send + 'static,
+{
+    let n = futures.len();
+    let asked = wait_for(runtime, async move {
+        let tasks: Vec<_> = futures.into_iter().map(|f| f.map(tokio::spawn)).collect();
+        let mut answers = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            answers.push(match t {
+                Some(t) => t.await.ok().flatten(),
+                None => None,
+            });
+        }
+        answers
+    });
+    asked.unwrap_or_else(|| (0..n).map(|_| None).collect())
 }
 
 /// The routing's read mode for ReQL's.

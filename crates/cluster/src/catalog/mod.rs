@@ -312,17 +312,34 @@ impl Cluster {
         self.replicated_table(id).map(|r| r.members())
     }
 
-    /// The leaders' views of replication of shards `shards` of replicated table `id`
-    /// (`crate::groups::ReplicatedTable::leader_views`).
+    /// The leaders' views of replication of the shards of replicated tables, `(table
+    /// id, its shards)` each (`crate::groups::ReplicatedTable::leader_view_asks`): every
+    /// table's leaders are asked at once, so a server cut off from many leaders answers
+    /// `table_status` and `current_issues` after one wait of `LEADER_VIEW_WAIT`, not one
+    /// per table. `None` where no leader answered.
     pub(crate) fn leader_views(
         &self,
-        id: &str,
-        shards: &[usize],
-    ) -> Vec<Option<replication::Progress>> {
-        match self.replicated_table(id) {
-            Some(r) => r.leader_views(shards, LEADER_VIEW_WAIT),
-            None => vec![None; shards.len()],
+        asks: &[(&str, Vec<usize>)],
+    ) -> Vec<Vec<Option<replication::Progress>>> {
+        let (mut runtime, mut futures, mut counts) = (None, Vec::new(), Vec::new());
+        for (id, shards) in asks {
+            counts.push(shards.len());
+            match self.replicated_table(id) {
+                Some(r) => {
+                    runtime.get_or_insert_with(|| r.runtime().clone());
+                    futures.extend(r.leader_view_asks(shards, LEADER_VIEW_WAIT));
+                }
+                None => futures.extend(shards.iter().map(|_| None)),
+            }
         }
+        let mut answers = match runtime {
+            Some(rt) => crate::groups::wait_all(&rt, futures).into_iter(),
+            None => Vec::new().into_iter(),
+        };
+        counts
+            .into_iter()
+            .map(|n| (0..n).map(|_| answers.next().flatten()).collect())
+            .collect()
     }
 
     /// How far each `(shard, member)` of replicated table `id` applied its shard's log

@@ -27,11 +27,7 @@ pub(super) fn rows(t: &SystemTable) -> reql::Result<Vec<Datum>> {
             .iter()
             .map(|e| table_config_row(c, e, t.uuids))
             .collect(),
-        Kind::TableStatus => c
-            .tables_snapshot()
-            .iter()
-            .map(|e| table_status_row(c, e, t.uuids))
-            .collect(),
+        Kind::TableStatus => table_status_rows(c, &c.tables_snapshot(), t.uuids),
         Kind::DbConfig => c
             .dbs_snapshot()
             .into_iter()
@@ -123,11 +119,33 @@ pub(crate) fn shards_config(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
 
 /// A `table_status` row (also what `table.status()` returns).
 pub(crate) fn table_status_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
-    if !e.placement.is_empty() {
-        if let Some(members) = c.group_members(&e.id) {
-            return super::status::row(c, e, &members, uuids, db_ident(c, e, uuids));
+    let mut rows = table_status_rows(c, std::slice::from_ref(e), uuids);
+    rows.pop().unwrap_or(Datum::Null)
+}
+
+/// The `table_status` rows of `tables`, in order: those of replicated tables from one
+/// round of questions to their shards' leaders (`super::status::rows`).
+fn table_status_rows(c: &Cluster, tables: &[TableEntry], uuids: bool) -> Vec<Datum> {
+    let mut out: Vec<Option<Datum>> = vec![None; tables.len()];
+    let mut placed = Vec::new();
+    let mut at = Vec::new();
+    for (i, e) in tables.iter().enumerate() {
+        match c.group_members(&e.id).filter(|_| !e.placement.is_empty()) {
+            Some(members) => {
+                at.push(i);
+                placed.push((e, members, db_ident(c, e, uuids)));
+            }
+            None => out[i] = Some(local_status_row(c, e, uuids)),
         }
     }
+    for (i, row) in at.into_iter().zip(super::status::rows(c, placed, uuids)) {
+        out[i] = Some(row);
+    }
+    out.into_iter().map(|r| r.unwrap_or(Datum::Null)).collect()
+}
+
+/// The `table_status` row of a table this server holds alone (not replicated).
+fn local_status_row(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
     let srv = server(c, uuids);
     let shard = obj(vec![
         ("primary_replicas", Datum::array(vec![srv.clone()])),

@@ -125,11 +125,72 @@ pub(crate) fn shard(
     (primary.filter(|p| connected(p)), states)
 }
 
-/// The `table_status` row of placed table `e` (its shards' groups on `members`).
-pub(crate) fn row(c: &Cluster, e: &TableEntry, members: &[Local], uuids: bool, db: Datum) -> Datum {
+/// A placed table's shards as this server knows them: each one's `Known` (from its
+/// member here, or its leader's view) and whether its member here is still starting.
+type Shards = Vec<(Option<Known>, bool)>;
+
+/// The `table_status` rows of placed tables, each with its shards' groups on this
+/// server (`members`; `db` its `db` field): the leaders of every table's shards that
+/// this server does not lead are asked at once (`Cluster::leader_views`).
+pub(crate) fn rows(
+    c: &Cluster,
+    tables: Vec<(&TableEntry, Vec<Local>, Datum)>,
+    uuids: bool,
+) -> Vec<Datum> {
+    let mut known: Vec<Shards> = tables
+        .iter()
+        .map(|(e, members, _)| {
+            (0..e.placement.len())
+                .map(|i| match members.get(i) {
+                    Some(Local::Member(raft)) => (Some(Known::of(raft)), false),
+                    Some(Local::Starting) => (None, true),
+                    Some(Local::Client) | None => (None, false),
+                })
+                .collect()
+        })
+        .collect();
+    // Only a shard's leader knows how far each replica is: where this server is not
+    // it (a follower, or no replica here), the leader is asked.
+    let asks: Vec<(&str, Vec<usize>)> = (tables.iter().zip(&known))
+        .map(|((e, _, _), shards)| {
+            let ask = (shards.iter().enumerate())
+                .filter(|(_, (k, starting))| {
+                    !starting && k.as_ref().is_none_or(|k| k.matched.is_none())
+                })
+                .map(|(i, _)| i)
+                .collect();
+            (e.id.as_str(), ask)
+        })
+        .collect();
+    if asks.iter().any(|(_, ask)| !ask.is_empty()) {
+        for ((_, ask), (views, shards)) in asks
+            .iter()
+            .zip(c.leader_views(&asks).into_iter().zip(&mut known))
+        {
+            for (&i, view) in ask.iter().zip(views) {
+                if let Some(p) = view {
+                    shards[i].0 = Some(Known::from(p));
+                }
+            }
+        }
+    }
     let connected: std::collections::HashSet<String> =
         c.server_records().into_iter().map(|r| r.id).collect();
     let names: HashMap<String, String> = c.server_names();
+    (tables.into_iter().zip(known))
+        .map(|((e, _, db), shards)| row(e, shards, &connected, &names, uuids, db))
+        .collect()
+}
+
+/// The `table_status` row of placed table `e` whose shards are known as `known`.
+fn row(
+    e: &TableEntry,
+    known: Shards,
+    connected: &std::collections::HashSet<String>,
+    names: &HashMap<String, String>,
+    uuids: bool,
+    db: Datum,
+) -> Datum {
     let connected = |id: &str| connected.contains(id);
     let show = |id: &String| {
         if uuids {
@@ -141,26 +202,6 @@ pub(crate) fn row(c: &Cluster, e: &TableEntry, members: &[Local], uuids: bool, d
     let mut shards = Vec::new();
     let (mut writes, mut outdated, mut all_ready) = (true, true, true);
     let mut raft_leader = Datum::Null;
-    let mut known: Vec<(Option<Known>, bool)> = (0..e.placement.len())
-        .map(|i| match members.get(i) {
-            Some(Local::Member(raft)) => (Some(Known::of(raft)), false),
-            Some(Local::Starting) => (None, true),
-            Some(Local::Client) | None => (None, false),
-        })
-        .collect();
-    // Only a shard's leader knows how far each replica is: where this server is not
-    // it (a follower, or no replica here), the leader is asked.
-    let ask: Vec<usize> = (known.iter().enumerate())
-        .filter(|(_, (k, starting))| !starting && k.as_ref().is_none_or(|k| k.matched.is_none()))
-        .map(|(i, _)| i)
-        .collect();
-    if !ask.is_empty() {
-        for (&i, view) in ask.iter().zip(c.leader_views(&e.id, &ask)) {
-            if let Some(p) = view {
-                known[i].0 = Some(Known::from(p));
-            }
-        }
-    }
     for (place, (known, starting)) in e.placement.iter().zip(known) {
         let i = shards.len();
         let (primary, states) = shard(place, known.as_ref(), starting, &connected);
@@ -213,12 +254,12 @@ pub(crate) fn availability_rows(c: &Cluster) -> Vec<Datum> {
         .filter(|e| !e.placement.is_empty())
         .cloned()
         .collect();
+    let placed: Vec<_> = (tables.iter())
+        .filter_map(|e| Some((e, c.group_members(&e.id)?, Datum::str(&e.db))))
+        .collect();
+    let entries: Vec<&TableEntry> = placed.iter().map(|(e, _, _)| *e).collect();
     let mut rows = Vec::new();
-    for e in tables {
-        let Some(members) = c.group_members(&e.id) else {
-            continue;
-        };
-        let status = row(c, &e, &members, false, Datum::str(&e.db));
+    for (e, status) in entries.into_iter().zip(self::rows(c, placed, false)) {
         let flag = |name: &str| {
             status
                 .get("status")
