@@ -276,9 +276,13 @@ impl Groups<'_> {
     ) -> Result<Raft, String> {
         // A conversion that crashed before it was recorded left a half-made group.
         replication::drop_group_storage(&**engine, CATALOG_PREFIX).map_err(|e| e.to_string())?;
-        let machine = cluster
-            .replicate_catalog(CATALOG_PREFIX)
-            .map_err(|e| e.to_string())?;
+        // Off the runtime's workers: it copies every table's documents.
+        let founder = cluster.clone();
+        let machine =
+            tokio::task::spawn_blocking(move || founder.replicate_catalog(CATALOG_PREFIX))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
         let member = self
             .host
             .open(CATALOG, CATALOG_PREFIX, machine)
