@@ -245,7 +245,7 @@ impl Cluster {
             space: space_of(&e.id),
             commit: self.commit.clone(),
             cache: self.doc_cache.clone(),
-            feeds: feeds.unwrap_or_else(changefeed::Hub::new),
+            feeds: feeds.unwrap_or_default(),
         };
         let groups = self.groups.get().filter(|_| !e.placement.is_empty());
         let (shards, replicated) = match groups {
