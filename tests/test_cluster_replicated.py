@@ -4,8 +4,8 @@ three replicas is replicated by each shard's group, so writes through any server
 read through every other, with each `read_mode`; after kill -9 of a server the others
 go on writing, and the server catches up when it comes back. Secondary indexes of a
 replicated table are created, waited for, read (get_all, between, order_by) through
-every server in each `read_mode`, renamed and dropped, with RethinkDB's errors. A
-founder that already has tables keeps its catalog to itself and says why."""
+every server in each `read_mode`, renamed and dropped, with RethinkDB's errors. (A
+founder that already has tables: test_cluster_founder.py.)"""
 import re
 import threading
 import time
@@ -155,22 +155,6 @@ def test_three_servers_replicate_a_table_and_survive_a_kill(dirs, procs):  # noq
     retrying(lambda: r.db("d").table_drop("t").run(conns[b]))
     for conn in (conn_a, conns[c]):
         wait_for(lambda: r.db("d").table_list().run(conn), lambda t: t == [])
-
-
-def test_a_founder_with_tables_keeps_its_catalog(dirs, procs):  # noqa: F811
-    a = start(dirs(), "alpha")
-    procs.append(a)
-    conn = a.connect()
-    r.db("test").table_create("mine").run(conn)
-    r.db("test").table("mine").insert({"id": 1}).run(conn)
-    b = start(dirs(), "beta", joins=[a])
-    procs.append(b)
-    wait_for(lambda: names(conn), lambda n: n == ["alpha", "beta"])
-    # Still its own: the table answers as before.
-    time.sleep(2)
-    assert r.db("test").table("mine").count().run(conn) == 1
-    logs = [row["message"] for row in r.db("rethinkdb").table("logs").run(conn)]
-    assert any("do not share its catalog yet" in m and "has tables" in m for m in logs), logs
 
 
 def test_impossible_or_unsupported_changes_get_clear_errors(dirs, procs):  # noqa: F811

@@ -26,6 +26,10 @@
 //! and seals them as a snapshot; a copy whose node id the lineage abandons is dropped
 //! at once wherever it is found, never opened.
 //!
+//! A single server's tables converted at its first join (`founder`) start the same
+//! way: this server is their shards' seed, with the documents copied from the tables'
+//! local spaces.
+//!
 //! What is not here yet (docs/clustering.md, "Integration"): resharding of replicated
 //! tables (refused).
 //!
@@ -54,6 +58,8 @@ pub(crate) use index::IndexName;
 mod chunks;
 #[path = "groups_feeds.rs"]
 mod feeds;
+#[path = "groups_founder.rs"]
+pub(crate) mod founder;
 #[path = "groups_repair.rs"]
 mod repair;
 

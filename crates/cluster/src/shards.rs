@@ -77,7 +77,13 @@ pub(crate) struct ShardEnv {
 pub struct Sharded {
     env: ShardEnv,
     layout: RwLock<Arc<Layout>>,
+    /// Set once a single server's table moved into its replicated groups
+    /// (`Sharded::freeze`): its local shards take no more writes.
+    frozen: std::sync::atomic::AtomicBool,
 }
+
+/// Why a frozen table's local shards refuse a write.
+const FROZEN: &str = "the table is moving into its replicated shards; retry the write";
 
 fn encode(d: &Datum) -> Result<Vec<u8>, StoreError> {
     datum::keys::encode_primary(d).map_err(|e| StoreError::Key(e.message().to_string()))
@@ -90,6 +96,7 @@ impl Sharded {
         Ok(Sharded {
             env,
             layout: RwLock::new(Arc::new(layout)),
+            frozen: Default::default(),
         })
     }
 
@@ -112,6 +119,7 @@ impl Sharded {
         Ok(Sharded {
             env,
             layout: RwLock::new(Arc::new(Layout { cuts, shards })),
+            frozen: Default::default(),
         })
     }
 
@@ -192,6 +200,9 @@ impl Sharded {
         f: impl FnOnce(&Shard) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let layout: RwLockReadGuard<'_, Arc<Layout>> = self.layout.read_recursive();
+        if self.is_frozen() {
+            return Err(StoreError::StorageText(FROZEN.into()));
+        }
         if let [only] = layout.shards.as_slice() {
             return f(only);
         }
@@ -207,6 +218,12 @@ impl Sharded {
         ops: Vec<store::ChunkOp>,
     ) -> Vec<Result<store::Applied, StoreError>> {
         let layout: RwLockReadGuard<'_, Arc<Layout>> = self.layout.read_recursive();
+        if self.is_frozen() {
+            return ops
+                .iter()
+                .map(|_| Err(StoreError::StorageText(FROZEN.into())))
+                .collect();
+        }
         if let [only] = layout.shards.as_slice() {
             return only.apply_many(ops);
         }
@@ -240,6 +257,19 @@ impl Sharded {
                 a.unwrap_or_else(|| Err(StoreError::Corrupt("a write was not answered".into())))
             })
             .collect()
+    }
+
+    /// Makes the local shards refuse writes from now on (`frozen`), once the writes in
+    /// flight finished (they hold the layout): what they wrote is then all there is to
+    /// copy into the table's groups. `false` thaws them (a conversion that failed).
+    pub(crate) fn freeze(&self, frozen: bool) {
+        let _held = self.layout.write();
+        self.frozen
+            .store(frozen, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn is_frozen(&self) -> bool {
+        self.frozen.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The shard owning `key` now (reads).

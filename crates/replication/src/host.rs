@@ -391,6 +391,19 @@ pub fn seed(
     sources: &[(String, String)],
     batch_bytes: usize,
 ) -> Result<u64, HostError> {
+    let all = (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded);
+    seed_range(engine, prefix, sources, all, batch_bytes)
+}
+
+/// [`seed`] copying only the records of `sources` whose keys are within `range` (a
+/// shard's key range of a single server's table, whose shards share one space).
+pub fn seed_range(
+    engine: &dyn Engine,
+    prefix: &str,
+    sources: &[(String, String)],
+    range: (std::ops::Bound<Vec<u8>>, std::ops::Bound<Vec<u8>>),
+    batch_bytes: usize,
+) -> Result<u64, HostError> {
     if applied_log_id(engine, prefix)?.is_some() {
         return Err(HostError::NotEmpty(prefix.to_owned()));
     }
@@ -402,12 +415,7 @@ pub fn seed(
         let snap = engine.snapshot();
         let mut batch = WriteBatch::new();
         let mut bytes = 0usize;
-        for kv in snap.range(
-            source,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            false,
-        )? {
+        for kv in snap.range(source, range.0.clone(), range.1.clone(), false)? {
             let (k, v) = kv?;
             bytes += k.len() + v.len();
             batch.put(target, k.to_vec(), v.to_vec());

@@ -87,7 +87,7 @@ pub use error::{CodecError, ReplicationError, TransportError};
 pub use fence::{ProposeError, Proposer};
 pub use hello::{ClusterId, ClusterIdError, Greeting, HelloError};
 pub use host::{
-    drop_group_storage, member_id, node_id, same_server, seed, Host, HostError, Member,
+    drop_group_storage, member_id, node_id, same_server, seed, seed_range, Host, HostError, Member,
     NodeIdError, Resolve, Resolving,
 };
 pub use log_store::LogStore;

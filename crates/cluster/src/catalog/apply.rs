@@ -439,6 +439,17 @@ impl CatalogGuard<'_> {
             .store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
+    /// Gives the tables of `placed` their placement in the in-memory state (a founder's
+    /// tables, placed in the group's records by `Cluster::replicate_catalog`).
+    pub(crate) fn place_tables(&mut self, placed: &[TableEntry]) {
+        let mut state = self.catalog.state.write();
+        for e in placed {
+            if let Some(t) = state.tables.get_mut(&(e.db.clone(), e.name.clone())) {
+                t.placement = e.placement.clone();
+            }
+        }
+    }
+
     /// Refuses a local change of a replicated catalog (before any side effect of it).
     pub(crate) fn local_only(&self) -> reql::Result<()> {
         if self.catalog.is_replicated() {

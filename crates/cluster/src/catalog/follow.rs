@@ -87,13 +87,16 @@ impl Cluster {
     }
 
     /// Turns this single server's catalog into the first state of the replicated catalog
-    /// group stored under `prefix`: its records (databases, users, permissions) are
-    /// copied into the group's spaces (`replication::seed`), the catalog moves there and
-    /// from then on changes only through the group, and the group's machine is returned
-    /// (hand it to the group's member, bootstrap this server as its only voter and
-    /// `seal_seed`, so servers that join receive the catalog by snapshot). Refused when
-    /// the catalog is replicated already, or holds tables: their data would have to move
-    /// into Raft groups too (not done yet).
+    /// group stored under `prefix`: each table is placed on this server alone and its
+    /// documents copied into its shards' groups (`super::founder`), its records
+    /// (databases, tables with their placement, users, permissions) are copied into the
+    /// group's spaces (`replication::seed`), the catalog moves there and from then on
+    /// changes only through the group, and the group's machine is returned (hand it to
+    /// the group's member, bootstrap this server as its only voter and `seal_seed`, so
+    /// servers that join receive the catalog by snapshot; then record that the server is
+    /// replicated and `set_table_groups`, which opens the tables on their groups and
+    /// drops their local copies). Refused when the catalog is replicated already.
+    /// Until the tables open on their groups, their local shards refuse writes.
     pub fn replicate_catalog(
         self: &Arc<Self>,
         prefix: &str,
@@ -104,23 +107,30 @@ impl Cluster {
                 "the catalog is replicated already".into(),
             ));
         }
-        if !g.state().tables.is_empty() {
-            return Err(ClusterError::Write(
-                "this server has tables: making its catalog replicated would leave their data \
-                 behind (not supported yet)"
-                    .into(),
-            ));
-        }
+        let placed = self.seed_tables(&g)?;
         let local = super::apply::Spaces::local();
         let sources = [
             (super::CATALOG_KIND.to_owned(), local.catalog),
             (super::USERS_KIND.to_owned(), local.users),
         ];
-        let seeded = |e: replication::HostError| ClusterError::Write(e.to_string());
-        replication::seed(&*self.engine, prefix, &sources, 1 << 20).map_err(seeded)?;
-        let names = replication::state_spaces(&*self.engine, prefix, &super::space_kinds())
-            .map_err(|e| ClusterError::Corrupt(format!("replicated catalog state: {e}")))?;
-        g.become_replicated(super::machine::spaces_of(&names)?);
+        let seeded = (|| {
+            let seeded = |e: replication::HostError| ClusterError::Write(e.to_string());
+            replication::seed(&*self.engine, prefix, &sources, 1 << 20).map_err(seeded)?;
+            let names = replication::state_spaces(&*self.engine, prefix, &super::space_kinds())
+                .map_err(|e| ClusterError::Corrupt(format!("replicated catalog state: {e}")))?;
+            let spaces = super::machine::spaces_of(&names)?;
+            self.write_placed(&spaces, &placed)?;
+            Ok(spaces)
+        })();
+        let spaces = match seeded {
+            Ok(s) => s,
+            Err(e) => {
+                self.thaw(&placed);
+                return Err(e);
+            }
+        };
+        g.become_replicated(spaces);
+        g.place_tables(&placed);
         drop(g);
         let effects = Arc::new(ClusterEffects(Arc::downgrade(self)));
         Ok(CatalogMachine::with_catalog(self.catalog.clone(), effects))

@@ -12,6 +12,7 @@
 mod apply;
 mod command;
 mod follow;
+mod founder;
 mod machine;
 mod propose;
 mod step;
@@ -207,7 +208,13 @@ impl Cluster {
             if !which(&e) || (!e.placement.is_empty() && !hosted) {
                 continue;
             }
-            let h = self.open_table(&e)?;
+            // A single server's table converted at its first join (`founder`): its
+            // changefeeds go on with its groups' changes.
+            let before = self.handle_by_id(&e.id).filter(|h| h.replicated.is_none());
+            let feeds = (before.as_ref())
+                .filter(|_| !e.placement.is_empty())
+                .map(|h| h.shards.feeds().clone());
+            let h = self.open_table_with(&e, feeds)?;
             // A replicated table's replicas registered their own indexes as they opened.
             let shards = match &h.replicated {
                 Some(_) => vec![],
@@ -215,17 +222,30 @@ impl Cluster {
             };
             h.indexes.load(&e, &shards).map_err(ClusterError::Corrupt)?;
             self.handles.write().insert(e.id.clone(), h);
+            if !e.placement.is_empty() {
+                // Its data is in its groups: what it kept as a single server goes.
+                self.drop_local_copy(&e, before.as_deref());
+            }
         }
         Ok(())
     }
 
     pub(crate) fn open_table(&self, e: &TableEntry) -> Result<Arc<TableHandle>, store::StoreError> {
+        self.open_table_with(e, None)
+    }
+
+    /// [`Cluster::open_table`] publishing to `feeds` (a new hub if none).
+    fn open_table_with(
+        &self,
+        e: &TableEntry,
+        feeds: Option<Arc<changefeed::Hub>>,
+    ) -> Result<Arc<TableHandle>, store::StoreError> {
         let env = crate::shards::ShardEnv {
             engine: self.engine.clone(),
             space: space_of(&e.id),
             commit: self.commit.clone(),
             cache: self.doc_cache.clone(),
-            feeds: changefeed::Hub::new(),
+            feeds: feeds.unwrap_or_default(),
         };
         let groups = self.groups.get().filter(|_| !e.placement.is_empty());
         let (shards, replicated) = match groups {

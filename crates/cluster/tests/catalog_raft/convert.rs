@@ -1,7 +1,7 @@
 //! A single server's catalog becomes a replicated one (`Cluster::replicate_catalog`):
 //! its records seed the group, it bootstraps alone and seals the seed, and two servers
 //! that join receive its databases and users by snapshot and change the catalog through
-//! it. A server with tables is refused (their data would stay behind).
+//! it. A server with tables: `founder.rs`.
 
 use super::harness::*;
 
@@ -71,14 +71,4 @@ async fn a_single_servers_catalog_seeds_the_group_that_others_join() {
     let c = nodes[2].cluster().clone();
     blocking(move || c.db_create("f").unwrap()).await;
     converge(&nodes, 7).await;
-}
-
-#[test]
-fn a_server_with_tables_keeps_its_catalog() {
-    let single = Cluster::open(Arc::new(Memory::new()), "s1").unwrap();
-    single.table_create("test", "t", opts(1, 1)).unwrap();
-    let err = single.replicate_catalog(PREFIX).err().unwrap();
-    assert!(err.to_string().contains("has tables"), "{err}");
-    // Unchanged: its catalog still changes locally.
-    single.db_create("d").unwrap();
 }

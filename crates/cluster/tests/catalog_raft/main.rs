@@ -2,11 +2,13 @@
 //! each node a `Cluster` following it (`Cluster::open_replicated`): `converge`, entries
 //! proposed to the leader and a stopped node catching up by snapshot; `access`, changes
 //! through `TableAccess` on any node; `placement`, tables placed on the nodes; `tables` and `indexes`, replicated tables
-//! and their secondary indexes.
+//! and their secondary indexes; `founder`, a single server's tables converted at its
+//! first join.
 
 mod access;
 mod converge;
 mod convert;
+mod founder;
 mod grow;
 mod harness;
 mod indexes;

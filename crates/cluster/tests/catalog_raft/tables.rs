@@ -15,6 +15,14 @@ use reql::{Applied, Change, ReadMode, WriteOp};
 
 /// Hosts each node's placed tables on a `replication::Host` over its router.
 pub(super) fn host_tables(nodes: &[TestNode]) -> Vec<Arc<Host<SharedTransport>>> {
+    host_tables_of(nodes, &(0..nodes.len()).collect::<Vec<_>>())
+}
+
+/// [`host_tables`] on the nodes at `which` only (each knowing every node's address).
+pub(super) fn host_tables_of(
+    nodes: &[TestNode],
+    which: &[usize],
+) -> Vec<Arc<Host<SharedTransport>>> {
     let mut hosts = Vec::new();
     let addrs: Arc<BTreeMap<String, String>> = Arc::new(
         nodes
@@ -22,7 +30,7 @@ pub(super) fn host_tables(nodes: &[TestNode]) -> Vec<Arc<Host<SharedTransport>>>
             .map(|n| (n.cluster().local_record().id, n.addr.clone()))
             .collect(),
     );
-    for n in nodes {
+    for n in which.iter().map(|&i| &nodes[i]) {
         let c = n.cluster();
         let me = c.local_record().id;
         let transport = Arc::new(SharedTransport::new(testkit::transport(peers())));

@@ -6,14 +6,15 @@
 //! Which servers replicate: a directory made with `--join` is replicated from the start
 //! (its catalog group opens empty and waits to be added); the founder (the server that
 //! created the cluster id) converts its catalog when the first replicated server
-//! connects, if it has no tables yet (`Cluster::replicate_catalog`, then it bootstraps
-//! the group alone and seals the seed); a server that never meets one stays a single
-//! server, exactly as before. Each round, the catalog's leader adds the connected
+//! connects (`Cluster::replicate_catalog`, its tables placed on it alone and their
+//! documents seeded into their groups; then it bootstraps the group alone and seals the
+//! seed); a server that never meets one stays a single server, exactly as before. Each round, the catalog's leader adds the connected
 //! replicated servers (`replication::grow`: learners first, then voters, up to five).
 //!
-//! Invariants: `replicated` is persisted only once the group holds the catalog, so a
-//! crash during the conversion leaves the single server's catalog in charge (the next
-//! conversion first drops the half-made group); only founders convert, so two servers
+//! Invariants: `replicated` is persisted only once the group holds the catalog (and the
+//! tables' groups their documents), so a crash during the conversion leaves the single
+//! server's catalog and tables in charge (the next conversion first drops the half-made
+//! groups), and the tables' local copies are dropped only after it; only founders convert, so two servers
 //! never bootstrap group 0 of one cluster; a server that is not replicated is never
 //! added to the group.
 
@@ -275,9 +276,13 @@ impl Groups<'_> {
     ) -> Result<Raft, String> {
         // A conversion that crashed before it was recorded left a half-made group.
         replication::drop_group_storage(&**engine, CATALOG_PREFIX).map_err(|e| e.to_string())?;
-        let machine = cluster
-            .replicate_catalog(CATALOG_PREFIX)
-            .map_err(|e| e.to_string())?;
+        // Off the runtime's workers: it copies every table's documents.
+        let founder = cluster.clone();
+        let machine =
+            tokio::task::spawn_blocking(move || founder.replicate_catalog(CATALOG_PREFIX))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
         let member = self
             .host
             .open(CATALOG, CATALOG_PREFIX, machine)
