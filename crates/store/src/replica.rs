@@ -19,6 +19,11 @@
 //! (readers follow: `crate::spaces`), empties the document cache and rebuilds the count,
 //! the key sample and the tracked index counts from the installed state.
 //!
+//! A resharding freezes the shard through its log (`crate::replica_codec::encode_freeze`):
+//! the generation it was frozen for is kept under [`FROZEN`] in the [`META`] space
+//! (last of the machine's kinds, so it travels in snapshots), and from that entry on
+//! every write is answered `Frozen` and changes nothing, on every replica.
+//!
 //! Invariants: the shard's local `apply`/`write` must not be used on a replicated shard
 //! (writes reach its spaces only through entries); `apply` is deterministic: it reads
 //! only the state before the entry, runs only the indexes' functions (deterministic,
@@ -37,13 +42,19 @@ use crate::cache::CacheBudget;
 use crate::commit::GroupCommit;
 use crate::index::{IndexFn, SecondaryIndex};
 use crate::range::KeyRange;
-use crate::replica_codec::{decode_command, encode_reply};
+use crate::replica_codec::{decode_entry, encode_frozen, encode_reply, Entry};
 use crate::shard::{count_and_sample, Shard, StoreChange};
 use crate::write::Commit;
 use crate::StoreError;
 
 /// The space kind of the documents.
 pub const DOCS: &str = "docs";
+
+/// The space kind of the machine's own records (the freeze), last of its kinds.
+pub const META: &str = "meta";
+
+/// The key under [`META`] of the generation the shard was frozen for (8 bytes, BE).
+const FROZEN: &[u8] = b"frozen";
 
 /// A secondary index of a replicated shard.
 pub struct ReplicaIndex {
@@ -76,6 +87,9 @@ pub struct ShardMachine {
     shard: Arc<Shard>,
     /// The indexes by id, in space-kind order.
     indexes: Vec<(String, Arc<SecondaryIndex>)>,
+    engine: Arc<dyn Engine>,
+    /// The generation the shard was frozen for (0: not frozen), as its state says.
+    frozen: u64,
 }
 
 /// The space kinds of a shard with indexes `ids`: [`DOCS`], then `index.<id>` each.
@@ -93,7 +107,7 @@ impl ShardMachine {
         let spaces = replication::state_spaces(&*engine, &opts.prefix, &kinds)
             .map_err(|e| StoreError::Corrupt(format!("replicated shard state: {e}")))?;
         let shard = Shard::open_range(
-            engine,
+            engine.clone(),
             &spaces[0],
             opts.commit,
             opts.cache,
@@ -109,7 +123,15 @@ impl ShardMachine {
         Ok(ShardMachine {
             shard: Arc::new(shard),
             indexes,
+            engine,
+            // Read from the state by `attach`, called before anything applies.
+            frozen: 0,
         })
+    }
+
+    /// The generation the shard was frozen for by a resharding (0: not frozen).
+    pub fn frozen(&self) -> u64 {
+        self.frozen
     }
 
     /// The shard, for reads.
@@ -161,13 +183,29 @@ impl ShardMachine {
 
 impl StateMachine for ShardMachine {
     fn space_kinds(&self) -> Vec<String> {
-        space_kinds(self.indexes.iter().map(|(id, _)| id.as_str()))
+        let mut kinds = space_kinds(self.indexes.iter().map(|(id, _)| id.as_str()));
+        kinds.push(META.to_owned());
+        kinds
     }
 
     fn apply(&mut self, ctx: &mut ApplyCtx<'_>, command: &[u8]) -> Result<Vec<u8>, StorageError> {
-        let outcome = match decode_command(command) {
+        let outcome = match decode_entry(command) {
             Err(why) => Err(why),
-            Ok((key, expect, change)) => match self.refuse_key(&key) {
+            Ok(Entry::Freeze(generation)) => {
+                // The first freeze wins: a later one (a retry) changes nothing.
+                if self.frozen == 0 {
+                    let meta = ctx.space(META)?;
+                    ctx.batch_mut()?
+                        .put(meta, FROZEN.to_vec(), generation.to_be_bytes().to_vec());
+                    ctx.commit()?;
+                    self.frozen = generation;
+                }
+                Ok(crate::Applied::Done((None, None, None)))
+            }
+            Ok(Entry::Write(_)) if self.frozen != 0 => {
+                return encode_frozen(self.frozen).map_err(StorageError::Engine);
+            }
+            Ok(Entry::Write((key, expect, change))) => match self.refuse_key(&key) {
                 Some(why) => Err(why),
                 None => self.apply_command(ctx, &key, expect, change)?,
             },
@@ -176,6 +214,19 @@ impl StateMachine for ShardMachine {
     }
 
     fn attach(&mut self, spaces: &[String]) -> Result<(), StorageError> {
+        // The freeze travels with the state (a snapshot from a frozen leader).
+        let meta = spaces
+            .get(1 + self.indexes.len())
+            .ok_or_else(|| StorageError::NoSuchSpace(META.into()))?;
+        self.frozen = match self.engine.get(meta, FROZEN) {
+            Ok(Some(b)) => b
+                .as_slice()
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| StorageError::Engine("malformed freeze record".into()))?,
+            Ok(None) | Err(StorageError::NoSuchSpace(_)) => 0,
+            Err(e) => return Err(e),
+        };
         let (docs, rest) = spaces
             .split_first()
             .ok_or_else(|| StorageError::NoSuchSpace(DOCS.into()))?;

@@ -289,3 +289,33 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
     let idx = again.open_replica_index(&added[0].space(), Arc::new(Field), false);
     assert!(idx.unwrap().is_ready());
 }
+
+#[tokio::test]
+async fn a_frozen_shard_refuses_every_later_write_even_after_a_reopen() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut sm = open(&engine, KeyRange::all());
+    let freeze = crate::encode_freeze(2).unwrap();
+    let replies = apply(
+        &mut sm,
+        1,
+        vec![put(1, 1, None), freeze.clone(), put(2, 2, None)],
+    )
+    .await;
+    assert!(replies[0].is_ok() && replies[1].is_ok());
+    assert_eq!(replies[2].as_ref().unwrap_err(), &ReplyError::Frozen(2));
+    assert_eq!(sm.machine().frozen(), 2);
+    assert_eq!(sm.machine().shard().count(), 1);
+    // A second freeze (a retried one) keeps the first generation.
+    let again = apply(&mut sm, 4, vec![crate::encode_freeze(5).unwrap()]).await;
+    assert!(again[0].is_ok());
+    drop(sm);
+    // The freeze is state: a replica reopened on it still refuses.
+    let mut sm = open(&engine, KeyRange::all());
+    assert_eq!(sm.machine().frozen(), 2);
+    let replies = apply(&mut sm, 5, vec![put(3, 3, None)]).await;
+    assert_eq!(replies[0].as_ref().unwrap_err(), &ReplyError::Frozen(2));
+    assert_eq!(
+        sm.machine().shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 1))
+    );
+}
