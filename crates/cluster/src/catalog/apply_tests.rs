@@ -467,6 +467,47 @@ fn a_repaired_placement_survives_its_record() {
                 abandoned: vec![1, 0xFFFF_FFFF_0000_0003],
             },
         }],
+        generation: 0,
+        resharding: None,
     };
     assert_eq!(parse_table(&table_record(&e)).placement, e.placement);
+}
+
+#[test]
+fn a_resharding_survives_its_record() {
+    use crate::placement::ShardPlacement;
+    let a = "00000000-0000-4000-8000-00000000000a".to_string();
+    let place = ShardPlacement {
+        primary: a.clone(),
+        voting: vec![a.clone()],
+        ..Default::default()
+    };
+    let e = TableEntry {
+        id: "t1".into(),
+        db: "d".into(),
+        name: "t".into(),
+        primary_key: "id".into(),
+        durability: Durability::Hard,
+        single_ack: false,
+        shards: 1,
+        replicas: 1,
+        splits: vec![],
+        indexes: Default::default(),
+        hook: None,
+        placement: vec![place.clone()],
+        generation: 3,
+        resharding: Some(super::Reshard {
+            generation: 4,
+            replicas: 1,
+            splits: vec![Datum::str("m")],
+            placement: vec![place.clone(), place],
+        }),
+    };
+    let back = parse_table(&table_record(&e));
+    assert_eq!(back, e);
+    let after = back.resharded().unwrap();
+    assert_eq!(
+        (after.shards, after.generation, after.resharding),
+        (2, 4, None)
+    );
 }

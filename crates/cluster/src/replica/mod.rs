@@ -248,12 +248,30 @@ impl<T: Transport> ReplicatedShard<T> {
         change: &StoreChange,
     ) -> Result<Applied, RouteError> {
         let command = encode_command(key, expect, change)?;
+        self.propose(command).await
+    }
+
+    /// Freezes the shard for the resharding towards `generation` (docs/clustering.md,
+    /// "Resharding"): once this returns, every write after it in the shard's log is
+    /// refused, so the shard's documents are final. Idempotent.
+    pub async fn freeze(&self, generation: u64) -> Result<(), RouteError> {
+        let command = store::encode_freeze(generation)?;
+        self.propose(command).await.map(|_| ())
+    }
+
+    async fn propose(&self, command: Vec<u8>) -> Result<Applied, RouteError> {
         let request = ClientRequest::Propose(Command(command));
         match self.route.route(Op::Write, request).await? {
             ClientResponse::Applied { reply, .. } => decode_reply(&reply.0).map_err(|e| match e {
                 ReplyError::Refused(why) => RouteError::Refused(why),
                 // Applied, but the reply is unreadable: the outcome is unknown.
                 ReplyError::Malformed(why) => RouteError::CommitUnknown(why),
+                // A resharding froze the shard: nothing was written, and the table is
+                // unavailable for writes until its new shards serve it.
+                ReplyError::Frozen(_) => RouteError::PrimaryUnavailable {
+                    op: Op::Write,
+                    range: self.route.label.clone(),
+                },
             }),
             _ => Err(RouteError::CommitUnknown("answer of the wrong kind".into())),
         }

@@ -182,6 +182,10 @@ pub(crate) fn row(c: &Cluster, e: &TableEntry, members: &[Local], uuids: bool, d
             ("replicas", Datum::array(replicas)),
         ]));
     }
+    // While it is resharded the table is read from its old shards and refuses writes
+    // (`crate::reshard`); `wait` waits for the new shards.
+    let reads = writes;
+    let writes = writes && e.resharding.is_none();
     super::rows::obj(vec![
         ("db", db),
         ("id", Datum::str(&e.id)),
@@ -193,7 +197,7 @@ pub(crate) fn row(c: &Cluster, e: &TableEntry, members: &[Local], uuids: bool, d
             super::rows::obj(vec![
                 ("all_replicas_ready", Datum::Bool(writes && all_ready)),
                 ("ready_for_outdated_reads", Datum::Bool(outdated)),
-                ("ready_for_reads", Datum::Bool(writes)),
+                ("ready_for_reads", Datum::Bool(reads)),
                 ("ready_for_writes", Datum::Bool(writes)),
             ]),
         ),
