@@ -43,7 +43,9 @@ pub use feeds::quiesce_all;
 pub use index::{track_entries, EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use range::KeyRange;
 pub use replica::{space_kinds, ReplicaIndex, ReplicaOptions, ShardMachine, DOCS};
-pub use replica_codec::{decode_reply, encode_command, encode_freeze, ReplyError};
+pub use replica_codec::{
+    decode_reply, encode_command, encode_freeze, encode_load, encode_open, ReplyError,
+};
 pub use sample::split_sorted;
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};
 pub use unkeyed::{NoKeys, Unkeyed};

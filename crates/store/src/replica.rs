@@ -22,7 +22,10 @@
 //! A resharding freezes the shard through its log (`crate::replica_codec::encode_freeze`):
 //! the generation it was frozen for is kept under [`FROZEN`] in the [`META`] space
 //! (last of the machine's kinds, so it travels in snapshots), and from that entry on
-//! every write is answered `Frozen` and changes nothing, on every replica.
+//! every write is answered `Frozen` and changes nothing, on every replica. A new shard
+//! of a resharding takes the copied documents as loads until its open entry, kept
+//! under [`OPENED`]; a load after it is refused (a late copier must not overwrite the
+//! clients' writes).
 //!
 //! Invariants: the shard's local `apply`/`write` must not be used on a replicated shard
 //! (writes reach its spaces only through entries); `apply` is deterministic: it reads
@@ -55,6 +58,9 @@ pub const META: &str = "meta";
 
 /// The key under [`META`] of the generation the shard was frozen for (8 bytes, BE).
 const FROZEN: &[u8] = b"frozen";
+
+/// The key under [`META`] of the generation whose copy into the shard ended (8 bytes).
+const OPENED: &[u8] = b"opened";
 
 /// A secondary index of a replicated shard.
 pub struct ReplicaIndex {
@@ -90,6 +96,8 @@ pub struct ShardMachine {
     engine: Arc<dyn Engine>,
     /// The generation the shard was frozen for (0: not frozen), as its state says.
     frozen: u64,
+    /// The generation whose copy into the shard ended (0: none did).
+    opened: u64,
 }
 
 /// The space kinds of a shard with indexes `ids`: [`DOCS`], then `index.<id>` each.
@@ -126,6 +134,7 @@ impl ShardMachine {
             engine,
             // Read from the state by `attach`, called before anything applies.
             frozen: 0,
+            opened: 0,
         })
     }
 
@@ -202,13 +211,28 @@ impl StateMachine for ShardMachine {
                 }
                 Ok(crate::Applied::Done((None, None, None)))
             }
-            Ok(Entry::Write(_)) if self.frozen != 0 => {
+            Ok(Entry::Open(generation)) => {
+                if self.opened == 0 {
+                    let meta = ctx.space(META)?;
+                    ctx.batch_mut()?
+                        .put(meta, OPENED.to_vec(), generation.to_be_bytes().to_vec());
+                    ctx.commit()?;
+                    self.opened = generation;
+                }
+                Ok(crate::Applied::Done((None, None, None)))
+            }
+            Ok(Entry::Write(_) | Entry::Load(_)) if self.frozen != 0 => {
                 return encode_frozen(self.frozen).map_err(StorageError::Engine);
             }
-            Ok(Entry::Write((key, expect, change))) => match self.refuse_key(&key) {
-                Some(why) => Err(why),
-                None => self.apply_command(ctx, &key, expect, change)?,
-            },
+            Ok(Entry::Load(_)) if self.opened != 0 => {
+                Err("the shard serves its table: a resharding's copy came too late".into())
+            }
+            Ok(Entry::Write((key, expect, change)) | Entry::Load((key, expect, change))) => {
+                match self.refuse_key(&key) {
+                    Some(why) => Err(why),
+                    None => self.apply_command(ctx, &key, expect, change)?,
+                }
+            }
         };
         encode_reply(outcome.as_ref().map_err(String::as_str)).map_err(StorageError::Engine)
     }
@@ -218,15 +242,19 @@ impl StateMachine for ShardMachine {
         let meta = spaces
             .get(1 + self.indexes.len())
             .ok_or_else(|| StorageError::NoSuchSpace(META.into()))?;
-        self.frozen = match self.engine.get(meta, FROZEN) {
-            Ok(Some(b)) => b
-                .as_slice()
-                .try_into()
-                .map(u64::from_be_bytes)
-                .map_err(|_| StorageError::Engine("malformed freeze record".into()))?,
-            Ok(None) | Err(StorageError::NoSuchSpace(_)) => 0,
-            Err(e) => return Err(e),
+        let read = |key: &[u8]| -> Result<u64, StorageError> {
+            match self.engine.get(meta, key) {
+                Ok(Some(b)) => b
+                    .as_slice()
+                    .try_into()
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| StorageError::Engine("malformed resharding record".into())),
+                Ok(None) | Err(StorageError::NoSuchSpace(_)) => Ok(0),
+                Err(e) => Err(e),
+            }
         };
+        self.frozen = read(FROZEN)?;
+        self.opened = read(OPENED)?;
         let (docs, rest) = spaces
             .split_first()
             .ok_or_else(|| StorageError::NoSuchSpace(DOCS.into()))?;

@@ -12,7 +12,10 @@
 //! Besides writes, a log entry can freeze the shard (`encode_freeze`): a resharding
 //! (docs/clustering.md, "Resharding") makes the shard's data final by appending it to
 //! the shard's own log, so every write ordered after it is refused (`Reply::Frozen`)
-//! on every replica, whoever leads.
+//! on every replica, whoever leads. The new shards of a resharding receive the copied
+//! documents as loads (`encode_load`: a replace) until an open entry (`encode_open`)
+//! ends the copy: a load after it is refused, so a late copier can never overwrite
+//! what the table's clients wrote since.
 
 use datum::{Datum, Version};
 use replication::codec::{decode_message, decode_record, encode_message, encode_record};
@@ -37,6 +40,10 @@ enum Change {
     /// Freezes the shard for the resharding towards generation `.0` (the key is empty).
     /// Last: older entries keep their encoding.
     Freeze(u64),
+    /// A resharding's copy of a document (a replace), refused once the shard is open.
+    Load(String),
+    /// Ends the copy into the shard for the resharding towards generation `.0`.
+    Open(u64),
 }
 
 /// The answer to a command.
@@ -101,22 +108,57 @@ pub fn encode_freeze(generation: u64) -> Result<Vec<u8>, StoreError> {
     encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+/// The log entry copying document `doc` under `key` into a new shard of a resharding.
+pub fn encode_load(key: &Datum, doc: &Datum) -> Result<Vec<u8>, StoreError> {
+    let key =
+        datum::keys::encode_primary(key).map_err(|e| StoreError::Key(e.message().to_string()))?;
+    let command = Command {
+        key,
+        expect: None,
+        change: Change::Load(doc.to_json_string()),
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The log entry ending the copy into a new shard of the resharding towards
+/// `generation`.
+pub fn encode_open(generation: u64) -> Result<Vec<u8>, StoreError> {
+    let command = Command {
+        key: Vec::new(),
+        expect: None,
+        change: Change::Open(generation),
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
 /// A decoded command: encoded key, expected version, change.
 pub(crate) type Decoded = (Vec<u8>, Option<Version>, StoreChange);
 
-/// A decoded log entry: a write, or a freeze (towards a generation).
+/// A decoded log entry: a write, a freeze (towards a generation), a copied document,
+/// or the end of the copy.
 pub(crate) enum Entry {
     Write(Decoded),
     Freeze(u64),
+    Load(Decoded),
+    Open(u64),
 }
 
 /// Decodes a log entry; `Err` says why it is refused.
 pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, String> {
     let c: Command = decode_record(bytes).map_err(|e| format!("malformed command: {e}"))?;
-    if let Change::Freeze(g) = c.change {
-        return Ok(Entry::Freeze(g));
+    match c.change {
+        Change::Freeze(g) => Ok(Entry::Freeze(g)),
+        Change::Open(g) => Ok(Entry::Open(g)),
+        Change::Load(json) => {
+            let put = Command {
+                key: c.key,
+                expect: None,
+                change: Change::Put(json),
+            };
+            decode_write(put).map(Entry::Load)
+        }
+        _ => decode_write(c).map(Entry::Write),
     }
-    decode_write(c).map(Entry::Write)
 }
 
 /// Decodes a write command; `Err` says why it is refused (a freeze is not a write).
@@ -128,7 +170,9 @@ pub(crate) fn decode_command(bytes: &[u8]) -> Result<Decoded, String> {
 
 fn decode_write(c: Command) -> Result<Decoded, String> {
     let change = match c.change {
-        Change::Freeze(_) => return Err("a freeze is not a write".into()),
+        Change::Freeze(_) | Change::Open(_) | Change::Load(_) => {
+            return Err("not a client's write".into())
+        }
         Change::Keep => StoreChange::Keep,
         Change::Delete => StoreChange::Delete,
         Change::Put(json) => {
@@ -216,6 +260,14 @@ mod tests {
         assert!(decode_command(&bytes).is_err());
         let put = encode_command(&Datum::Number(1.0), None, &StoreChange::Keep).unwrap();
         assert!(matches!(decode_entry(&put), Ok(Entry::Write(_))));
+        let open = encode_open(4).unwrap();
+        assert!(matches!(decode_entry(&open), Ok(Entry::Open(4))));
+        let d = doc(r#"{"id":1}"#);
+        let load = encode_load(&Datum::Number(1.0), &d).unwrap();
+        assert!(
+            matches!(decode_entry(&load), Ok(Entry::Load((_, None, StoreChange::Put(p)))) if p == d)
+        );
+        assert!(decode_command(&load).is_err());
         let frozen = encode_frozen(3).unwrap();
         assert_eq!(decode_reply(&frozen).unwrap_err(), ReplyError::Frozen(3));
     }

@@ -319,3 +319,37 @@ async fn a_frozen_shard_refuses_every_later_write_even_after_a_reopen() {
         Some(doc(1, 1))
     );
 }
+
+#[tokio::test]
+async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut sm = open(&engine, KeyRange::all());
+    let load =
+        |id: u32, v: u32| crate::encode_load(&Datum::Number(f64::from(id)), &doc(id, v)).unwrap();
+    let replies = apply(
+        &mut sm,
+        1,
+        vec![load(1, 1), load(1, 2), crate::encode_open(1).unwrap()],
+    )
+    .await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    assert_eq!(index_values(sm.machine()), [2.0]);
+    // After the open, a late load is refused; clients' writes go on.
+    let replies = apply(&mut sm, 4, vec![load(1, 9), put(2, 3, None)]).await;
+    assert!(
+        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        "{replies:?}"
+    );
+    assert!(replies[1].is_ok());
+    drop(sm);
+    let mut sm = open(&engine, KeyRange::all());
+    let replies = apply(&mut sm, 6, vec![load(3, 3)]).await;
+    assert!(
+        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        "{replies:?}"
+    );
+    assert_eq!(
+        sm.machine().shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 2))
+    );
+}
