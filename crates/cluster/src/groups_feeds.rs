@@ -136,13 +136,28 @@ impl Ctx {
         self.table.slots.get(i)
     }
 
-    /// Publishes a poll's changes to the local hub.
-    fn publish(&self, pk: &str, answer: FeedAnswer, cursor: &mut Cursor) -> Result<(), String> {
+    /// Publishes a poll's changes to the local hub, on the blocking pool: a feed's
+    /// filter may read a table, which waits on this runtime, and on an async worker
+    /// (the poller's) that wait held the hub while a feed dropped elsewhere waited for
+    /// it, until no worker was left to answer (seen with two workers: every query of
+    /// the server hung).
+    async fn publish(
+        &self,
+        pk: &str,
+        answer: FeedAnswer,
+        cursor: &mut Cursor,
+    ) -> Result<(), String> {
         match answer {
             FeedAnswer::Changes { last, changes } => {
-                for (key, old, new) in changes_of(pk, &changes)? {
-                    self.hub.publish(&key, old.as_ref(), new.as_ref());
-                }
+                let changes = changes_of(pk, &changes)?;
+                let hub = self.hub.clone();
+                tokio::task::spawn_blocking(move || {
+                    for (key, old, new) in changes {
+                        hub.publish(&key, old.as_ref(), new.as_ref());
+                    }
+                })
+                .await
+                .map_err(|e| format!("publishing changes failed: {e}"))?;
                 cursor.pos = last;
                 Ok(())
             }
@@ -280,7 +295,7 @@ async fn snapshot(
         };
         let answer = rs.feed(q).await.map_err(|e| e.to_reql().message)?;
         let before = c.pos;
-        ctx.publish(rs.primary_key(), answer, c)?;
+        ctx.publish(rs.primary_key(), answer, c).await?;
         if c.pos == before {
             return Err("a poll up to a snapshot made no progress".into());
         }
@@ -346,8 +361,11 @@ async fn poll(ctx: Ctx, running: Arc<Running>, shard: usize, cursor: Arc<Mutex<C
             upto: None,
             wait_ms: POLL_WAIT_MS,
         };
-        let answer = rs.feed(q).await.map_err(|e| e.to_reql().message);
-        if let Err(why) = answer.and_then(|a| ctx.publish(rs.primary_key(), a, &mut c)) {
+        let published = match rs.feed(q).await {
+            Ok(a) => ctx.publish(rs.primary_key(), a, &mut c).await,
+            Err(e) => Err(e.to_reql().message),
+        };
+        if let Err(why) = published {
             break Some(why);
         }
     };
