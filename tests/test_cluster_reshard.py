@@ -60,9 +60,12 @@ class Writer(threading.Thread):
             except ReqlOpIndeterminateError:
                 self.unknown.add(key)
             except ReqlOpFailedError as e:
-                # RethinkDB's availability errors while a switch is under way.
-                assert "Cannot perform write" in str(e) or "not available" in str(e), e
-                self.refused += 1
+                # RethinkDB's availability errors while a switch is under way (an
+                # update's read of a shard being dropped, a frozen shard's write).
+                if "Cannot perform" in str(e):
+                    self.refused += 1
+                else:
+                    self.errors.append(str(e))
                 time.sleep(0.02)
             except ReqlError as e:
                 self.errors.append(str(e))

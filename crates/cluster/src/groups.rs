@@ -47,7 +47,7 @@ use store::{Applied, CacheBudget, GroupCommit, ReplicaOptions, ShardMachine, Sto
 
 use crate::catalog::TableEntry;
 use crate::placement::ShardPlacement;
-use crate::replica::{wait_for, Op, ReplicatedShard, RouteError, RoutePolicy, ShardIndexes};
+use crate::replica::{wait_for, Mark, Op, ReplicatedShard, RouteError, RoutePolicy, ShardIndexes};
 
 #[path = "groups_index.rs"]
 mod index;
@@ -689,6 +689,14 @@ async fn bootstrap(
     }
 }
 
+/// One proposal of `ReplicatedTable::propose_all`.
+enum Proposal {
+    /// A client's write: key, expected version, change.
+    Write(Datum, Option<Version>, StoreChange),
+    /// A resharding's copy: key, document.
+    Load(Datum, Datum),
+}
+
 /// What a server has of one shard's group.
 pub(crate) enum Local {
     /// Its member, started.
@@ -754,13 +762,27 @@ impl ReplicatedTable {
         &self,
         ops: Vec<(usize, Datum, Option<Version>, StoreChange)>,
     ) -> Vec<reql::Result<Applied>> {
+        let ops = ops
+            .into_iter()
+            .map(|(s, k, e, c)| (s, Proposal::Write(k, e, c)));
+        self.propose_all(ops.collect())
+    }
+
+    /// Copies documents into the new shards of a resharding, `(shard, key, document)`
+    /// each, all proposed at once (`apply_all`); refused by a shard already open.
+    pub(crate) fn load_all(&self, docs: Vec<(usize, Datum, Datum)>) -> Vec<reql::Result<Applied>> {
+        let ops = docs.into_iter().map(|(s, k, d)| (s, Proposal::Load(k, d)));
+        self.propose_all(ops.collect())
+    }
+
+    fn propose_all(&self, ops: Vec<(usize, Proposal)>) -> Vec<reql::Result<Applied>> {
         let count = ops.len();
         let mut jobs = Vec::with_capacity(count);
         let mut out: Vec<Option<reql::Result<Applied>>> = Vec::with_capacity(count);
-        for (i, (shard, key, expect, change)) in ops.into_iter().enumerate() {
+        for (i, (shard, proposal)) in ops.into_iter().enumerate() {
             match self.slot(shard) {
                 Ok(slot) => {
-                    jobs.push((i, slot, key, expect, change));
+                    jobs.push((i, slot, proposal));
                     out.push(None);
                 }
                 Err(e) => out.push(Some(Err(e))),
@@ -769,12 +791,15 @@ impl ReplicatedTable {
         let wait = self.wait;
         let answers = wait_for(&self.runtime, async move {
             let mut set = tokio::task::JoinSet::new();
-            for (i, slot, key, expect, change) in jobs {
+            for (i, slot, proposal) in jobs {
                 set.spawn(async move {
                     let rs = Self::route(&slot, wait, Op::Write).await;
-                    let answer = match rs {
-                        Ok(rs) => rs.apply(&key, expect, &change).await,
-                        Err(e) => Err(e),
+                    let answer = match (rs, proposal) {
+                        (Ok(rs), Proposal::Write(key, expect, change)) => {
+                            rs.apply(&key, expect, &change).await
+                        }
+                        (Ok(rs), Proposal::Load(key, doc)) => rs.load(&key, &doc).await,
+                        (Err(e), _) => Err(e),
                     };
                     (i, answer)
                 });
@@ -814,16 +839,16 @@ impl ReplicatedTable {
             .collect()
     }
 
-    /// Freezes every shard for the resharding towards `generation` through its log
-    /// (`ReplicatedShard::freeze`), all at once: Ok once each has the freeze applied
-    /// by its leader, so their documents are final.
-    pub(crate) fn freeze(&self, generation: u64) -> reql::Result<()> {
+    /// Marks every shard for the resharding towards `generation` through its log
+    /// (`ReplicatedShard::mark`), all at once: Ok once each has the mark applied by its
+    /// leader (frozen: their documents are final; open: no copy reaches them any more).
+    pub(crate) fn mark(&self, mark: Mark, generation: u64) -> reql::Result<()> {
         let wait = self.wait;
         let asks = (0..self.slots.len()).map(|i| (i, ())).collect();
         let answers = self.ask_shards(asks, move |slot, ()| async move {
             let rs = Self::route(&slot, wait, Op::Write).await;
             Some(match rs {
-                Ok(rs) => rs.freeze(generation).await,
+                Ok(rs) => rs.mark(mark, generation).await,
                 Err(e) => Err(e),
             })
         });

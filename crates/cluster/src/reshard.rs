@@ -13,9 +13,12 @@
 //!    replica leads, with RethinkDB's "primary replica ... not available". Every write
 //!    acknowledged before is in the shard's documents, which are now final.
 //! 4. Copy: the old shards' documents, read from their primaries (`majority`, after the
-//!    freeze), are written into the new shards through their groups (replace; batches
-//!    proposed together). Replicas maintain the catalog's secondary indexes as entries
-//!    apply and build them as for any new replica.
+//!    freeze), are written into the new shards through their groups as loads (replace;
+//!    batches proposed together), then an open entry in each new shard's log ends the
+//!    copy (a load after it is refused: a copier racing this one, such as a
+//!    resumption, can never overwrite the clients' writes). Replicas maintain the
+//!    catalog's secondary indexes as entries apply and build them as for any new
+//!    replica.
 //! 5. `FinishReshard` (catalog): the table is the new shards; every server switches its
 //!    handle and drops its copies of the old shards.
 //!
@@ -26,6 +29,9 @@
 //! failure (of this server, or of a shard's quorum) is finished by the next
 //! `reconfigure`, `rebalance` or `table_config` write on the table ([`resume`]):
 //! rolled forward, never back. Until then the table is readable and refuses writes.
+//! The catalog's leader also finishes a resharding it has seen under way for
+//! [`RESUME_AFTER`] without this server running it ([`Cluster::resume_stalled_reshards`],
+//! each round of the server's cluster loop), so one whose server failed finishes alone.
 //!
 //! [`resume`]: Cluster::resume_reshard
 
@@ -34,11 +40,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use datum::Datum;
-use store::StoreChange;
 
 use crate::catalog::{message, CatalogCommand, ReshardDef, TableEntry};
 use crate::groups::ReplicatedTable;
 use crate::placement::ShardPlacement;
+use crate::replica::Mark;
 use crate::Cluster;
 
 /// How many documents the copy proposes at once.
@@ -47,6 +53,37 @@ const COPY_BATCH: usize = 256;
 /// How long this server waits for a catalog entry it committed to open the new shards
 /// here.
 const FOLLOW_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a resharding must have been under way, as the catalog's leader saw it,
+/// before that leader finishes it itself.
+pub const RESUME_AFTER: Duration = Duration::from_secs(20);
+
+/// The reshardings of this server: the tables it is resharding now, and when it first
+/// saw each other one under way (by table id and generation).
+#[derive(Default)]
+pub(crate) struct Resumes {
+    running: parking_lot::Mutex<std::collections::HashSet<String>>,
+    seen: parking_lot::Mutex<std::collections::HashMap<(String, u64), Instant>>,
+}
+
+/// While alive, table `.1` is being resharded by this server.
+struct Running<'a>(&'a Resumes, String);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.lock().remove(&self.1);
+    }
+}
+
+impl Resumes {
+    /// Marks table `id` as resharded here; none if it is already.
+    fn run(&self, id: &str) -> Option<Running<'_>> {
+        self.running
+            .lock()
+            .insert(id.to_string())
+            .then(|| Running(self, id.to_string()))
+    }
+}
 
 /// What a resharding makes of a table.
 pub(crate) struct Target {
@@ -65,6 +102,9 @@ impl Cluster {
     /// Reshards replicated table `id` to `target` (module note), after finishing any
     /// resharding of it left under way.
     pub(crate) fn reshard_replicated(&self, id: &str, target: Target) -> Result<(), String> {
+        let _running = self.reshards.run(id).ok_or_else(|| {
+            format!("Table with id `{id}` is being resharded by this server already.")
+        })?;
         self.resume_reshard(id)?;
         let old = self.table_of(id)?;
         if old.shards == target.shards && !target.rebalance && target.placement.is_none() {
@@ -111,8 +151,11 @@ impl Cluster {
             return Ok(());
         };
         let (old, new) = self.await_pending(id, next.generation)?;
-        old.freeze(next.generation).map_err(message)?;
+        old.mark(Mark::Freeze, next.generation).map_err(message)?;
         let copied = copy(&old, &new, &next)?;
+        // From here a copier still running elsewhere (a resumption racing this one)
+        // can no longer overwrite what the table's clients write into the new shards.
+        new.mark(Mark::Open, next.generation).map_err(message)?;
         tracing::info!(
             "table {id}: {copied} documents copied into its {} new shards",
             next.shards
@@ -121,6 +164,55 @@ impl Cluster {
             id: id.to_string(),
             generation: next.generation,
         })
+    }
+
+    /// Finishes, each on a thread of its own, the reshardings under way that this
+    /// server has seen under way for [`RESUME_AFTER`] and is not running (call it on the
+    /// catalog's leader, periodically). A failed attempt is tried again after as long.
+    pub fn resume_stalled_reshards(&self) {
+        let under_way: Vec<(String, u64)> = {
+            let st = self.catalog.read_state();
+            st.tables
+                .values()
+                .filter_map(|e| Some((e.id.clone(), e.resharding.as_ref()?.generation)))
+                .collect()
+        };
+        let now = Instant::now();
+        let due: Vec<String> = {
+            let mut seen = self.reshards.seen.lock();
+            seen.retain(|k, _| under_way.contains(k));
+            under_way
+                .into_iter()
+                .filter(|k| {
+                    let first = *seen.entry(k.clone()).or_insert(now);
+                    if now.duration_since(first) < RESUME_AFTER {
+                        return false;
+                    }
+                    seen.insert(k.clone(), now);
+                    true
+                })
+                .map(|(id, _)| id)
+                .collect()
+        };
+        for id in due {
+            let Some(me) = self.me.upgrade() else {
+                return;
+            };
+            let spawned = std::thread::Builder::new()
+                .name("reshard-resume".into())
+                .spawn(move || {
+                    let Some(_running) = me.reshards.run(&id) else {
+                        return;
+                    };
+                    match me.resume_reshard(&id) {
+                        Ok(()) => tracing::info!("table {id}: an interrupted resharding finished"),
+                        Err(e) => tracing::warn!("table {id}: resharding not finished yet: {e}"),
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!("could not start finishing a resharding: {e}");
+            }
+        }
     }
 
     /// Applies a catalog command and follows its outcome here.
@@ -206,7 +298,7 @@ fn copy(
     let mut batch = Vec::with_capacity(COPY_BATCH);
     let mut copied = 0u64;
     let flush = |batch: &mut Vec<_>| -> Result<(), String> {
-        for answer in new.apply_all(std::mem::take(batch)) {
+        for answer in new.load_all(std::mem::take(batch)) {
             answer.map_err(message)?;
         }
         Ok(())
@@ -224,7 +316,7 @@ fn copy(
             .iter()
             .position(|r| r.contains(&encoded))
             .ok_or_else(|| "A primary key is in no new shard.".to_string())?;
-        batch.push((shard, key, None, StoreChange::Put(doc)));
+        batch.push((shard, key, doc));
         copied += 1;
         if batch.len() >= COPY_BATCH {
             flush(&mut batch)?;

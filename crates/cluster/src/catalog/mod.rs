@@ -123,6 +123,8 @@ pub struct Cluster {
     follow_failures: std::sync::atomic::AtomicU64,
     /// A replicated catalog's table shards on Raft (`crate::groups`), once set.
     groups: std::sync::OnceLock<Arc<crate::groups::TableGroups>>,
+    /// The reshardings run or awaited here (`crate::reshard`).
+    pub(crate) reshards: crate::reshard::Resumes,
 }
 
 impl Cluster {
@@ -185,6 +187,7 @@ impl Cluster {
             me: me.clone(),
             follow_failures: Default::default(),
             groups: std::sync::OnceLock::new(),
+            reshards: Default::default(),
         });
         cluster.load()?;
         Ok(cluster)

@@ -73,6 +73,15 @@ impl ReadMode {
     }
 }
 
+/// A resharding's mark in a shard's log (`ReplicatedShard::mark`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// The old shard's documents are final.
+    Freeze,
+    /// The copy into the new shard is over.
+    Open,
+}
+
 /// Limits of routing one operation.
 #[derive(Debug, Clone, Copy)]
 pub struct RoutePolicy {
@@ -251,12 +260,24 @@ impl<T: Transport> ReplicatedShard<T> {
         self.propose(command).await
     }
 
-    /// Freezes the shard for the resharding towards `generation` (docs/clustering.md,
-    /// "Resharding"): once this returns, every write after it in the shard's log is
-    /// refused, so the shard's documents are final. Idempotent.
-    pub async fn freeze(&self, generation: u64) -> Result<(), RouteError> {
-        let command = store::encode_freeze(generation)?;
+    /// Marks the shard through its log for the resharding towards `generation`
+    /// (docs/clustering.md, "Resharding"). `Freeze` (an old shard): once this returns,
+    /// every write after it in the shard's log is refused, so its documents are final.
+    /// `Open` (a new shard): the copy into it is over, a later load is refused.
+    /// Idempotent.
+    pub async fn mark(&self, mark: Mark, generation: u64) -> Result<(), RouteError> {
+        let command = match mark {
+            Mark::Freeze => store::encode_freeze(generation)?,
+            Mark::Open => store::encode_open(generation)?,
+        };
         self.propose(command).await.map(|_| ())
+    }
+
+    /// Copies `doc` (under `key`) into a new shard of a resharding (a replace), refused
+    /// once the shard is open.
+    pub async fn load(&self, key: &Datum, doc: &Datum) -> Result<Applied, RouteError> {
+        let command = store::encode_load(key, doc)?;
+        self.propose(command).await
     }
 
     async fn propose(&self, command: Vec<u8>) -> Result<Applied, RouteError> {

@@ -2,7 +2,7 @@
 //! each node a `Cluster` following it (`Cluster::open_replicated`): `converge`, entries
 //! proposed to the leader and a stopped node catching up by snapshot; `access`, changes
 //! through `TableAccess` on any node; `placement`, tables placed on the nodes; `tables` and `indexes`, replicated tables
-//! and their secondary indexes.
+//! and their secondary indexes; `reshard`, resharding a replicated table.
 
 mod access;
 mod converge;
@@ -11,4 +11,5 @@ mod grow;
 mod harness;
 mod indexes;
 mod placement;
+mod reshard;
 mod tables;
