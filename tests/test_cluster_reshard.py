@@ -161,3 +161,55 @@ def test_reshard_replicated_table_under_writes(dirs, procs):  # noqa: F811
     for conn in conns.values():
         majority = r.db("d").table("t", read_mode="majority")
         assert majority.get("after2").run(conn)["v"] == 2
+
+
+def test_a_resharding_whose_server_dies_is_finished_by_the_others(dirs, procs):  # noqa: F811
+    """The server running a resharding is killed once the new shards are recorded: the
+    table stays readable, and the catalog's leader finishes the resharding on its own
+    (after 20 s); no acknowledged document is lost."""
+    (a, b, c), conns = three_servers(dirs, procs)
+    retrying(lambda: r.db_create("d").run(conns[a]))
+    for conn in conns.values():
+        wait_for(lambda: r.db_list().run(conn), lambda dbs: "d" in dbs)
+    r.db("d").table_create("t", shards=1, replicas=3).run(conns[a])
+    t = r.db("d").table("t")
+    retrying(lambda: t.wait(wait_for="all_replicas_ready", timeout=30).run(conns[a]))
+    n = 6000
+    for i in range(0, n, 1000):
+        docs = [{"id": "d%05d" % j, "v": j, "g": j % 7} for j in range(i, i + 1000)]
+        res = retrying(lambda: t.insert(docs).run(conns[a]))
+        assert res["inserted"] == 1000, res
+
+    def reshard():
+        try:
+            t.reconfigure(shards=2, replicas=3).run(c.connect())
+        except ReqlError:
+            pass  # its server is killed under it
+
+    worker = threading.Thread(target=reshard, daemon=True)
+    worker.start()
+    # Once the new shards are recorded (the table refuses writes), its server dies.
+    wait_for(lambda: t.status()["status"]["ready_for_writes"].run(conns[a]),
+             lambda ready: not ready, timeout=30)
+    c.kill9()
+    started = time.time()
+    # Readable meanwhile (from the old shards), and finished by the others.
+    assert retrying(lambda: t.count().run(conns[b])) == n
+
+    def shards():
+        try:
+            return len(t.config()["shards"].run(conns[a]))
+        except ReqlError:
+            return None
+    wait_for(shards, lambda k: k == 2, timeout=90)
+    print("finished %.1f s after the kill" % (time.time() - started))
+    for k, s in enumerate((a, b)):
+        retrying(lambda: t.wait(wait_for="ready_for_writes", timeout=30).run(conns[s]))
+        majority = r.db("d").table("t", read_mode="majority")
+        assert majority.count().run(conns[s]) == n
+        got = {d["id"]: d["v"] for d in majority.run(conns[s])}
+        assert got == {"d%05d" % j: j for j in range(n)}
+    for k, s in enumerate((a, b)):
+        res = retrying(lambda: t.insert({"id": "after%d" % k, "v": 0}).run(conns[s]))
+        assert res["inserted"] == 1, res
+    worker.join(timeout=5)
