@@ -96,6 +96,8 @@ pub(crate) struct Target {
     pub(crate) placement: Option<Vec<ShardPlacement>>,
     /// Cut anew even with the same number of shards (`rebalance`).
     pub(crate) rebalance: bool,
+    /// Only finish the resharding under way (the request changes no sharding).
+    pub(crate) resume_only: bool,
 }
 
 impl Cluster {
@@ -107,7 +109,8 @@ impl Cluster {
         })?;
         self.resume_reshard(id)?;
         let old = self.table_of(id)?;
-        if old.shards == target.shards && !target.rebalance && target.placement.is_none() {
+        let same = old.shards == target.shards && !target.rebalance && target.placement.is_none();
+        if target.resume_only || same {
             return Ok(()); // What an interrupted resharding was making.
         }
         let r = self.replicated_of(id)?;

@@ -212,6 +212,9 @@ impl Cluster {
                 None
             },
             rebalance: a.rebalance,
+            // Another change while a resharding is under way: that one is finished
+            // first, and nothing more is resharded.
+            resume_only: !resharding,
         };
         if resharding {
             a.shards = None;
