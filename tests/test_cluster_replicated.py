@@ -173,17 +173,14 @@ def test_impossible_or_unsupported_changes_get_clear_errors(dirs, procs):  # noq
             create.run(conn)
     retrying(lambda: db.table_create("t", shards=2, replicas=2).run(conn))
     db.table("t").wait(timeout=30).run(conn)
-    for change, message in (
-            (db.table("t").reconfigure(shards=1, replicas=3),
-             "Resharding table `test.t` is not supported yet: its shards are replicated."),):
-        with pytest.raises(ReqlError, match=re.escape(message.rstrip("."))):
-            change.run(conn)
-    # table_config names any connected server; moving replicas is refused, naming one
-    # that does not exist is RethinkDB's error, and a rename keeps the replicas.
+    # Resharding a replicated table is built (test_cluster_reshard.py): two shards of
+    # two replicas become one of three.
+    res = db.table("t").reconfigure(shards=1, replicas=3).run(conn)
+    assert res["reconfigured"] == 1, res
+    assert len(res["config_changes"][0]["new_val"]["shards"]) == 1, res
+    # table_config names any connected server; naming one that does not exist is
+    # RethinkDB's error, and a rename keeps the replicas.
     cfg = db.table("t").config()
-    res = cfg.update({"shards": [{"primary_replica": "gamma", "replicas": ["gamma"]}]}).run(conn)
-    assert res["first_error"] == (
-        "Resharding table `test.t` is not supported yet: its shards are replicated."), res
     res = cfg.update({"shards": [{"primary_replica": "nobody", "replicas": ["nobody"]}]}).run(conn)
     assert res["first_error"] == (
         "In `shards`: Server `nobody` does not exist or is not connected."), res

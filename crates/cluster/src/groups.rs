@@ -30,8 +30,10 @@
 //! way: this server is their shards' seed, with the documents copied from the tables'
 //! local spaces.
 //!
-//! What is not here yet (docs/clustering.md, "Integration"): resharding of replicated
-//! tables (refused).
+//! Resharding (docs/clustering.md, "Resharding"; the procedure is `crate::reshard`):
+//! each generation of a table's shards has groups and storage of its own (shard `i` of
+//! generation `g` is at position [`slot_of`]`(g, i)`), so a server holds the old shards
+//! and the new ones side by side until the switch.
 //!
 //! Invariants: the catalog's apply task only opens machines (synchronous) and spawns the
 //! groups' start on the runtime, never waits for them; a write waits for its shard's
@@ -49,7 +51,7 @@ use store::{Applied, CacheBudget, GroupCommit, ReplicaOptions, ShardMachine, Sto
 
 use crate::catalog::TableEntry;
 use crate::placement::ShardPlacement;
-use crate::replica::{wait_for, Op, ReplicatedShard, RouteError, RoutePolicy, ShardIndexes};
+use crate::replica::{wait_for, Mark, Op, ReplicatedShard, RouteError, RoutePolicy, ShardIndexes};
 
 #[path = "groups_index.rs"]
 mod index;
@@ -85,7 +87,20 @@ pub struct TableGroups {
     stand_ins: OnceLock<(Arc<dyn storage::Engine>, Arc<GroupCommit>)>,
 }
 
-/// The Raft group of shard `shard` of table `table_id` (never the catalog's group 0).
+/// How far apart the positions of two generations' shards are (a table has at most 64
+/// shards, so generations never overlap).
+const GENERATION_STRIDE: usize = 64;
+
+/// The position naming shard `shard` of a table's shards of generation `generation`
+/// (its group, `group_of`, and its storage): generation 0 is where tables always were.
+pub fn slot_of(generation: u64, shard: usize) -> usize {
+    (generation as usize)
+        .wrapping_mul(GENERATION_STRIDE)
+        .wrapping_add(shard)
+}
+
+/// The Raft group of the shard at position `shard` (`slot_of`) of table `table_id`
+/// (never the catalog's group 0).
 pub fn group_of(table_id: &str, shard: usize) -> GroupId {
     let base = replication::node_id(table_id).unwrap_or(1);
     GroupId(base.wrapping_add(shard as u64).max(1))
@@ -246,7 +261,8 @@ impl TableGroups {
         let mut remote = false;
         let mut indexes = Vec::with_capacity(count);
         for (i, (range, place)) in ranges.into_iter().zip(&e.placement).enumerate() {
-            let group = group_of(&e.id, i);
+            let pos = slot_of(e.generation, i);
+            let group = group_of(&e.id, pos);
             let want = place.incarnation(&self.me);
             // Kept as it is: the same replica (or none) here, and for a client the
             // same voters to ask.
@@ -271,7 +287,7 @@ impl TableGroups {
                     w.store(false, Ordering::SeqCst);
                 }
             }
-            let retiring: Vec<u64> = stored_incarnations(&*engine, &e.id, i)
+            let retiring: Vec<u64> = stored_incarnations(&*engine, &e.id, pos)
                 .into_iter()
                 .filter(|inc| Some(*inc) != want)
                 .collect();
@@ -288,7 +304,7 @@ impl TableGroups {
                     self.transport.clone(),
                     self.route,
                 );
-                let name = format!("{}.s{i}", e.id);
+                let name = format!("{}.s{pos}", e.id);
                 shards.push(self.stand_in(name, &cache, &feeds, range.clone())?);
                 slots.push(Arc::new(OnceLock::from(rs)));
                 indexes.push(None);
@@ -296,7 +312,7 @@ impl TableGroups {
                 let member = None;
                 self.settle(
                     group,
-                    (&e.id, i, &place.lineage.abandoned),
+                    (&e.id, pos, &place.lineage.abandoned),
                     retiring,
                     range,
                     (&cache, &commit),
@@ -305,13 +321,13 @@ impl TableGroups {
                 );
                 continue;
             };
-            let prefix = prefix_of(&e.id, i, inc);
+            let prefix = prefix_of(&e.id, pos, inc);
             let me_id = replication::member_id(&self.me, inc).ok();
             let seeds = place.lineage.seed.is_some() && place.lineage.seed == me_id;
             if seeds {
                 // This epoch's group starts from this server's abandoned copy (before
                 // its machine opens on the copied documents).
-                repair::seed_from_abandoned(&*engine, &e.id, i, &prefix, &self.me, place)
+                repair::seed_from_abandoned(&*engine, &e.id, pos, &prefix, &self.me, place)
                     .map_err(|e| store::StoreError::Corrupt(e.to_string()))?;
             }
             let machine = ShardMachine::open(
@@ -359,7 +375,7 @@ impl TableGroups {
             };
             self.settle(
                 group,
-                (&e.id, i, &place.lineage.abandoned),
+                (&e.id, pos, &place.lineage.abandoned),
                 retiring,
                 range,
                 (&cache, &commit),
@@ -370,6 +386,7 @@ impl TableGroups {
             slots.push(slot);
         }
         let table = ReplicatedTable {
+            generation: e.generation,
             slots,
             local,
             wanted,
@@ -505,11 +522,12 @@ impl TableGroups {
         });
     }
 
-    /// Stops and drops this node's replicas of the table with `id` and `shards` shards,
-    /// and any storage of theirs left by earlier incarnations.
-    pub(crate) fn remove(&self, id: &str, shards: usize, engine: Arc<dyn storage::Engine>) {
+    /// Stops and drops this node's replicas of the table with `id` at positions `slots`
+    /// (`slot_of`), and any storage of the table's (earlier incarnations and
+    /// generations).
+    pub(crate) fn remove(&self, id: &str, slots: Vec<usize>, engine: Arc<dyn storage::Engine>) {
         let host = self.host.clone();
-        let groups: Vec<GroupId> = (0..shards).map(|i| group_of(id, i)).collect();
+        let groups: Vec<GroupId> = slots.iter().map(|&i| group_of(id, i)).collect();
         let head = format!("raft.t{id}.");
         self.runtime.spawn(async move {
             for g in groups {
@@ -521,6 +539,62 @@ impl TableGroups {
                 }
             }
         });
+    }
+
+    /// Stops and drops this node's replicas of the table with `id` at positions `slots`
+    /// only (the shards a resharding replaced), every incarnation's storage of them.
+    pub(crate) fn remove_slots(
+        &self,
+        id: &str,
+        slots: Vec<usize>,
+        engine: Arc<dyn storage::Engine>,
+    ) {
+        let host = self.host.clone();
+        let id = id.to_owned();
+        self.runtime.spawn(async move {
+            for slot in slots {
+                let _ = host.remove(group_of(&id, slot)).await;
+                for inc in stored_incarnations(&*engine, &id, slot) {
+                    let prefix = prefix_of(&id, slot, inc);
+                    if let Err(e) = replication::drop_group_storage(&*engine, &prefix) {
+                        tracing::warn!("table {id}: could not drop a replaced shard's copy: {e}");
+                    }
+                }
+            }
+        });
+    }
+
+    /// The positions of the shards of table `id` this node has storage of that belong
+    /// to none of the `(generation, shards)` of `keep` (the table's shards and those of
+    /// a resharding under way): what a resharding that finished while this server was
+    /// away left behind.
+    pub(crate) fn stale_slots(
+        engine: &dyn storage::Engine,
+        id: &str,
+        keep: &[(u64, usize)],
+    ) -> Vec<usize> {
+        let head = format!("raft.t{id}.");
+        let mut found: Vec<usize> = engine
+            .space_names()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|name| {
+                let rest = name.strip_prefix(&head)?;
+                let rest = match rest.strip_prefix('i') {
+                    Some(r) => r.split_once('.')?.1,
+                    None => rest,
+                };
+                rest.strip_prefix('s')?.split('.').next()?.parse().ok()
+            })
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found.retain(|s| {
+            !keep
+                .iter()
+                .any(|&(g, n)| (0..n).any(|i| slot_of(g, i) == *s))
+        });
+        found
     }
 }
 
@@ -635,6 +709,8 @@ pub(crate) enum Local {
 
 /// A replicated table's write path: each shard's route to its leader.
 pub struct ReplicatedTable {
+    /// The generation of the shards (`slot_of`).
+    generation: u64,
     slots: Vec<Arc<OnceLock<ReplicatedShard<SharedTransport>>>>,
     /// This server's replica of each shard, by incarnation (none: a client).
     local: Vec<Option<u64>>,
@@ -678,9 +754,86 @@ impl ReplicatedTable {
         }
     }
 
-    /// How many shards the table has.
-    pub(crate) fn shards(&self) -> usize {
-        self.slots.len()
+    /// Copies documents into the new shards of a resharding, `(shard, key, document)`
+    /// each, all proposed at once; refused by a shard already open.
+    pub(crate) fn load_all(&self, docs: Vec<(usize, Datum, Datum)>) -> Vec<reql::Result<Applied>> {
+        let count = docs.len();
+        let mut jobs = Vec::with_capacity(count);
+        let mut out: Vec<Option<reql::Result<Applied>>> = Vec::with_capacity(count);
+        for (i, (shard, key, doc)) in docs.into_iter().enumerate() {
+            match self.slot(shard) {
+                Ok(slot) => {
+                    jobs.push((i, slot, key, doc));
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        let wait = self.wait;
+        let answers = wait_for(&self.runtime, async move {
+            let mut set = tokio::task::JoinSet::new();
+            for (i, slot, key, doc) in jobs {
+                set.spawn(async move {
+                    let answer = match Self::route(&slot, wait, Op::Write).await {
+                        Ok(rs) => rs.load(&key, &doc).await,
+                        Err(e) => Err(e),
+                    };
+                    (i, answer)
+                });
+            }
+            let mut answers = Vec::with_capacity(set.len());
+            while let Some(joined) = set.join_next().await {
+                // A task that panicked leaves its copy's outcome unknown (no answer).
+                if let Ok(answer) = joined {
+                    answers.push(answer);
+                }
+            }
+            answers
+        });
+        for (i, answer) in answers.unwrap_or_default() {
+            if let Some(slot) = out.get_mut(i) {
+                *slot = Some(answer.map_err(|e| e.to_reql()));
+            }
+        }
+        out.into_iter()
+            .map(|answer| {
+                answer.unwrap_or_else(|| {
+                    Err(RouteError::CommitUnknown("the server is stopping".into()).to_reql())
+                })
+            })
+            .collect()
+    }
+
+    /// The generation of its shards.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The positions (`slot_of`) of its shards' groups and storage.
+    pub(crate) fn group_slots(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .map(|i| slot_of(self.generation, i))
+            .collect()
+    }
+
+    /// Marks every shard for the resharding towards `generation` through its log
+    /// (`ReplicatedShard::mark`), all at once: Ok once each has the mark applied by its
+    /// leader (frozen: their documents are final; open: no copy reaches them any more).
+    pub(crate) fn mark(&self, mark: Mark, generation: u64) -> reql::Result<()> {
+        let wait = self.wait;
+        let asks = (0..self.slots.len()).map(|i| (i, ())).collect();
+        let answers = self.ask_shards(asks, move |slot, ()| async move {
+            let rs = Self::route(&slot, wait, Op::Write).await;
+            Some(match rs {
+                Ok(rs) => rs.mark(mark, generation).await,
+                Err(e) => Err(e),
+            })
+        });
+        for a in answers {
+            a.unwrap_or(Err(RouteError::LostContact(Op::Write)))
+                .map_err(|e| e.to_reql())?;
+        }
+        Ok(())
     }
 
     /// Whether `placement` is the one this table was opened with (replicas and

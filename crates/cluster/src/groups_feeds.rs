@@ -137,14 +137,29 @@ impl Ctx {
         self.table.slots.get(i)
     }
 
-    /// Publishes a poll's changes that the cursor has not published yet to the local hub.
-    fn publish(&self, pk: &str, answer: FeedAnswer, cursor: &mut Cursor) -> Result<(), String> {
+    /// Publishes a poll's changes that the cursor has not published yet to the local
+    /// hub, on the blocking pool: a feed's filter may read a table, which waits on this
+    /// runtime, and on an async worker (the poller's) that wait held the hub while a
+    /// feed dropped elsewhere waited for it, until no worker was left to answer (seen
+    /// with two workers: every query of the server hung).
+    async fn publish(
+        &self,
+        pk: &str,
+        answer: FeedAnswer,
+        cursor: &mut Cursor,
+    ) -> Result<(), String> {
         match answer {
             FeedAnswer::Changes { last, changes } => {
                 let skip = unpublished(cursor.pos, last, changes.len())?;
-                for (key, old, new) in changes_of(pk, &changes[skip..])? {
-                    self.hub.publish(&key, old.as_ref(), new.as_ref());
-                }
+                let changes = changes_of(pk, &changes[skip..])?;
+                let hub = self.hub.clone();
+                tokio::task::spawn_blocking(move || {
+                    for (key, old, new) in changes {
+                        hub.publish(&key, old.as_ref(), new.as_ref());
+                    }
+                })
+                .await
+                .map_err(|e| format!("publishing changes failed: {e}"))?;
                 cursor.pos = cursor.pos.max(last);
                 Ok(())
             }
@@ -298,7 +313,7 @@ async fn snapshot(
         };
         let answer = rs.feed(q).await.map_err(|e| e.to_reql().message)?;
         let before = c.pos;
-        ctx.publish(rs.primary_key(), answer, c)?;
+        ctx.publish(rs.primary_key(), answer, c).await?;
         if c.pos == before {
             return Err("a poll up to a snapshot made no progress".into());
         }
@@ -372,7 +387,11 @@ async fn poll(ctx: Ctx, running: Arc<Running>, shard: usize, cursor: Arc<Mutex<C
         if running.stop.load(Ordering::SeqCst) {
             break None;
         }
-        if let Err(why) = answer.and_then(|a| ctx.publish(rs.primary_key(), a, &mut c)) {
+        let published = match answer {
+            Ok(a) => ctx.publish(rs.primary_key(), a, &mut c).await,
+            Err(why) => Err(why),
+        };
+        if let Err(why) = published {
             break Some(why);
         }
     };

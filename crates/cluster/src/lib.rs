@@ -28,6 +28,7 @@ mod insert_chunk_tests;
 pub mod moves;
 pub mod placement;
 pub mod replica;
+mod reshard;
 mod shards;
 pub mod system;
 mod table;

@@ -327,13 +327,24 @@ impl Sharded {
                 .flat_map(|s| s.sampled_keys())
                 .collect()
         };
-        let cuts = store::split_sorted(&keys, parts);
-        let splits: Vec<Datum> = cuts.iter().filter_map(|k| datum::keys::decode(k)).collect();
-        if splits.len() + 1 == parts {
-            Ok(splits)
-        } else {
-            Ok(uuid_splits(parts))
-        }
+        Ok(splits_of_keys(&keys, parts))
+    }
+}
+
+/// The split points cutting `parts` shards of about as many keys each from `keys`
+/// (encoded primary keys, sorted; all of them or a sample), or the UUID splits when
+/// they are too few to cut that many: the one rule of `rebalance` and of a reshard,
+/// local or replicated.
+pub(crate) fn splits_of_keys(keys: &[Vec<u8>], parts: usize) -> Vec<Datum> {
+    if parts < 2 {
+        return Vec::new();
+    }
+    let cuts = store::split_sorted(keys, parts);
+    let splits: Vec<Datum> = cuts.iter().filter_map(|k| datum::keys::decode(k)).collect();
+    if splits.len() + 1 == parts {
+        splits
+    } else {
+        uuid_splits(parts)
     }
 }
 

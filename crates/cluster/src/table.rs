@@ -35,6 +35,8 @@ pub struct TableHandle {
     pub(crate) indexes: Arc<crate::index::TableIndexes>,
     /// A replicated table's write path (its shards are Raft groups: `crate::groups`).
     pub(crate) replicated: Option<Arc<crate::groups::ReplicatedTable>>,
+    /// A replicated table's new shards while it is resharded (`crate::reshard`).
+    pub(crate) pending: Option<Arc<crate::catalog::Pending>>,
     /// How a replicated table's reads are served (`r.table(..., read_mode=)`).
     pub(crate) read_mode: reql::ReadMode,
 }

@@ -46,7 +46,9 @@ pub use index::{track_entries, EntryIter, IndexEntry, IndexFn, IndexRange, Secon
 pub use range::KeyRange;
 pub use replica::{space_kinds, ReplicaIndex, ReplicaOptions, ShardMachine, DOCS};
 pub use replica_chunk::{decode_chunk_reply, encode_chunk, encode_op, CHUNK_FORMAT};
-pub use replica_codec::{decode_reply, encode_command, ReplyError};
+pub use replica_codec::{
+    decode_reply, encode_command, encode_freeze, encode_load, encode_open, ReplyError,
+};
 pub use sample::split_sorted;
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};
 pub use unkeyed::{NoKeys, Unkeyed};

@@ -19,6 +19,14 @@
 //! (readers follow: `crate::spaces`), empties the document cache and rebuilds the count,
 //! the key sample and the tracked index counts from the installed state.
 //!
+//! A resharding freezes the shard through its log (`crate::replica_codec::encode_freeze`):
+//! the generation it was frozen for is kept under [`FROZEN`] in the [`META`] space
+//! (last of the machine's kinds, so it travels in snapshots), and from that entry on
+//! every write is answered `Frozen` and changes nothing, on every replica. A new shard
+//! of a resharding takes the copied documents as loads until its open entry, kept
+//! under [`OPENED`]; a load after it is refused (a late copier must not overwrite the
+//! clients' writes).
+//!
 //! Invariants: the shard's local `apply`/`write` must not be used on a replicated shard
 //! (writes reach its spaces only through entries); `apply` is deterministic: it reads
 //! only the state before the entry, runs only the indexes' functions (deterministic,
@@ -37,13 +45,22 @@ use crate::cache::CacheBudget;
 use crate::commit::GroupCommit;
 use crate::index::{IndexFn, SecondaryIndex};
 use crate::range::KeyRange;
-use crate::replica_codec::{decode_command, encode_reply};
+use crate::replica_codec::{decode_entry, encode_frozen, encode_reply, Entry};
 use crate::shard::{count_and_sample, Shard, StoreChange};
 use crate::write::Commit;
 use crate::StoreError;
 
 /// The space kind of the documents.
 pub const DOCS: &str = "docs";
+
+/// The space kind of the machine's own records (the freeze), last of its kinds.
+pub const META: &str = "meta";
+
+/// The key under [`META`] of the generation the shard was frozen for (8 bytes, BE).
+const FROZEN: &[u8] = b"frozen";
+
+/// The key under [`META`] of the generation whose copy into the shard ended (8 bytes).
+const OPENED: &[u8] = b"opened";
 
 /// A secondary index of a replicated shard.
 pub struct ReplicaIndex {
@@ -76,6 +93,11 @@ pub struct ShardMachine {
     shard: Arc<Shard>,
     /// The indexes by id, in space-kind order.
     indexes: Vec<(String, Arc<SecondaryIndex>)>,
+    engine: Arc<dyn Engine>,
+    /// The generation the shard was frozen for (0: not frozen), as its state says.
+    frozen: u64,
+    /// The generation whose copy into the shard ended (0: none did).
+    opened: u64,
 }
 
 /// The space kinds of a shard with indexes `ids`: [`DOCS`], then `index.<id>` each.
@@ -93,7 +115,7 @@ impl ShardMachine {
         let spaces = replication::state_spaces(&*engine, &opts.prefix, &kinds)
             .map_err(|e| StoreError::Corrupt(format!("replicated shard state: {e}")))?;
         let shard = Shard::open_range(
-            engine,
+            engine.clone(),
             &spaces[0],
             opts.commit,
             opts.cache,
@@ -109,7 +131,16 @@ impl ShardMachine {
         Ok(ShardMachine {
             shard: Arc::new(shard),
             indexes,
+            engine,
+            // Read from the state by `attach`, called before anything applies.
+            frozen: 0,
+            opened: 0,
         })
+    }
+
+    /// The generation the shard was frozen for by a resharding (0: not frozen).
+    pub fn frozen(&self) -> u64 {
+        self.frozen
     }
 
     /// The shard, for reads.
@@ -157,24 +188,72 @@ impl ShardMachine {
 
 impl StateMachine for ShardMachine {
     fn space_kinds(&self) -> Vec<String> {
-        space_kinds(self.indexes.iter().map(|(id, _)| id.as_str()))
+        let mut kinds = space_kinds(self.indexes.iter().map(|(id, _)| id.as_str()));
+        kinds.push(META.to_owned());
+        kinds
     }
 
     fn apply(&mut self, ctx: &mut ApplyCtx<'_>, command: &[u8]) -> Result<Vec<u8>, StorageError> {
         if crate::replica_chunk::is_chunk(command) {
             return self.apply_chunk(ctx, command);
         }
-        let outcome = match decode_command(command) {
+        let outcome = match decode_entry(command) {
             Err(why) => Err(why),
-            Ok((key, expect, change)) => match self.refuse_key(&key) {
-                Some(why) => Err(why),
-                None => self.apply_command(ctx, &key, expect, change)?,
-            },
+            Ok(Entry::Freeze(generation)) => {
+                // The first freeze wins: a later one (a retry) changes nothing.
+                if self.frozen == 0 {
+                    let meta = ctx.space(META)?;
+                    ctx.batch_mut()?
+                        .put(meta, FROZEN.to_vec(), generation.to_be_bytes().to_vec());
+                    ctx.commit()?;
+                    self.frozen = generation;
+                }
+                Ok(crate::Applied::Done((None, None, None)))
+            }
+            Ok(Entry::Open(generation)) => {
+                if self.opened == 0 {
+                    let meta = ctx.space(META)?;
+                    ctx.batch_mut()?
+                        .put(meta, OPENED.to_vec(), generation.to_be_bytes().to_vec());
+                    ctx.commit()?;
+                    self.opened = generation;
+                }
+                Ok(crate::Applied::Done((None, None, None)))
+            }
+            Ok(Entry::Write(_) | Entry::Load(_)) if self.frozen != 0 => {
+                return encode_frozen(self.frozen).map_err(StorageError::Engine);
+            }
+            Ok(Entry::Load(_)) if self.opened != 0 => {
+                Err("the shard serves its table: a resharding's copy came too late".into())
+            }
+            Ok(Entry::Write((key, expect, change)) | Entry::Load((key, expect, change))) => {
+                match self.refuse_key(&key) {
+                    Some(why) => Err(why),
+                    None => self.apply_command(ctx, &key, expect, change)?,
+                }
+            }
         };
         encode_reply(outcome.as_ref().map_err(String::as_str)).map_err(StorageError::Engine)
     }
 
     fn attach(&mut self, spaces: &[String]) -> Result<(), StorageError> {
+        // The freeze travels with the state (a snapshot from a frozen leader).
+        let meta = spaces
+            .get(1 + self.indexes.len())
+            .ok_or_else(|| StorageError::NoSuchSpace(META.into()))?;
+        let read = |key: &[u8]| -> Result<u64, StorageError> {
+            match self.engine.get(meta, key) {
+                Ok(Some(b)) => b
+                    .as_slice()
+                    .try_into()
+                    .map(u64::from_be_bytes)
+                    .map_err(|_| StorageError::Engine("malformed resharding record".into())),
+                Ok(None) | Err(StorageError::NoSuchSpace(_)) => Ok(0),
+                Err(e) => Err(e),
+            }
+        };
+        self.frozen = read(FROZEN)?;
+        self.opened = read(OPENED)?;
         let (docs, rest) = spaces
             .split_first()
             .ok_or_else(|| StorageError::NoSuchSpace(DOCS.into()))?;

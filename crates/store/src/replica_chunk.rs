@@ -16,7 +16,8 @@
 //! once with the entry's position. An operation that does not decode, whose key is not
 //! one of this shard's, or whose writes the engine could not hold is refused alone; a
 //! chunk that does not decode, or that repeats a key, is refused whole. Both are
-//! deterministic, as a single command's refusals are.
+//! deterministic, as a single command's refusals are. On a shard frozen by a resharding
+//! every operation is answered `Frozen`, as a single write is.
 
 use std::collections::HashSet;
 
@@ -27,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use storage::{StorageError, WriteBatch};
 
 use crate::replica::{EntryCommit, ShardMachine};
-use crate::replica_codec::{applied_of, command_of, decoded, reply_of, Command, Reply};
+use crate::replica_codec::{applied_of, command_of, decode_write, reply_of, Command, Reply};
 use crate::shard::{Applied, StoreChange};
 use crate::write::Commit;
 use crate::{ReplyError, StoreError};
@@ -122,6 +123,11 @@ impl ShardMachine {
         let body = command.get(1..).unwrap_or_default();
         let reply = match decode_message::<Vec<Vec<u8>>>(body) {
             Err(e) => ChunkReply::Refused(format!("malformed chunk: {e}")),
+            // A shard frozen by a resharding refuses every write ordered after the
+            // freeze, as for a single write (`crate::replica`).
+            Ok(ops) if self.frozen() != 0 => {
+                ChunkReply::Each(ops.iter().map(|_| Reply::Frozen(self.frozen())).collect())
+            }
             Ok(ops) => self.apply_ops(ctx, &ops)?,
         };
         encode_message(&reply).map_err(|e| StorageError::Engine(e.to_string()))
@@ -137,7 +143,7 @@ impl ShardMachine {
         for (at, op) in ops.iter().enumerate() {
             let checked = decode_message::<Command>(op)
                 .map_err(|e| format!("malformed command: {e}"))
-                .and_then(decoded)
+                .and_then(decode_write)
                 .and_then(|(k, expect, change)| match self.refuse_key(&k) {
                     Some(why) => Err(why),
                     None => Ok((at, k, expect, change)),

@@ -8,6 +8,14 @@
 //! as JSON text, or the machine's refusal of the command. Decoding never panics: a
 //! command that does not decode is refused (an error reply, the same on every replica),
 //! and a reply that does not decode is an error for the proposer.
+//!
+//! Besides writes, a log entry can freeze the shard (`encode_freeze`): a resharding
+//! (docs/clustering.md, "Resharding") makes the shard's data final by appending it to
+//! the shard's own log, so every write ordered after it is refused (`Reply::Frozen`)
+//! on every replica, whoever leads. The new shards of a resharding receive the copied
+//! documents as loads (`encode_load`: a replace) until an open entry (`encode_open`)
+//! ends the copy: a load after it is refused, so a late copier can never overwrite
+//! what the table's clients wrote since.
 
 use datum::{Datum, Version};
 use replication::codec::{decode_message, decode_record, encode_message, encode_record};
@@ -29,6 +37,13 @@ enum Change {
     Keep,
     Put(String),
     Delete,
+    /// Freezes the shard for the resharding towards generation `.0` (the key is empty).
+    /// Last: older entries keep their encoding.
+    Freeze(u64),
+    /// A resharding's copy of a document (a replace), refused once the shard is open.
+    Load(String),
+    /// Ends the copy into the shard for the resharding towards generation `.0`.
+    Open(u64),
 }
 
 /// The answer to a command.
@@ -40,6 +55,9 @@ pub(crate) enum Reply {
     },
     Conflict(Option<String>),
     Refused(String),
+    /// The shard is frozen (for the resharding towards this generation): nothing was
+    /// written. Last: older replies keep their encoding.
+    Frozen(u64),
 }
 
 /// Why a proposer got no outcome from a replicated write.
@@ -52,6 +70,10 @@ pub enum ReplyError {
     /// The reply could not be decoded.
     #[error("malformed reply of a replicated shard: {0}")]
     Malformed(String),
+    /// The shard is frozen by a resharding (towards this generation); nothing was
+    /// written (the table is unavailable for writes until the new shards serve it).
+    #[error("the shard is frozen for resharding (generation {0})")]
+    Frozen(u64),
 }
 
 /// Encodes the write operation `change` to the document under `key`, conditional on
@@ -85,18 +107,83 @@ pub(crate) fn command_of(
     })
 }
 
+/// The log entry freezing a shard for the resharding towards `generation`.
+pub fn encode_freeze(generation: u64) -> Result<Vec<u8>, StoreError> {
+    let command = Command {
+        key: Vec::new(),
+        expect: None,
+        change: Change::Freeze(generation),
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The log entry copying document `doc` under `key` into a new shard of a resharding.
+pub fn encode_load(key: &Datum, doc: &Datum) -> Result<Vec<u8>, StoreError> {
+    let key =
+        datum::keys::encode_primary(key).map_err(|e| StoreError::Key(e.message().to_string()))?;
+    let command = Command {
+        key,
+        expect: None,
+        change: Change::Load(doc.to_json_string()),
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The log entry ending the copy into a new shard of the resharding towards
+/// `generation`.
+pub fn encode_open(generation: u64) -> Result<Vec<u8>, StoreError> {
+    let command = Command {
+        key: Vec::new(),
+        expect: None,
+        change: Change::Open(generation),
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
 /// A decoded command: encoded key, expected version, change.
 pub(crate) type Decoded = (Vec<u8>, Option<Version>, StoreChange);
 
-/// Decodes a command; `Err` says why it is refused.
-pub(crate) fn decode_command(bytes: &[u8]) -> Result<Decoded, String> {
-    let c: Command = decode_record(bytes).map_err(|e| format!("malformed command: {e}"))?;
-    decoded(c)
+/// A decoded log entry: a write, a freeze (towards a generation), a copied document,
+/// or the end of the copy.
+pub(crate) enum Entry {
+    Write(Decoded),
+    Freeze(u64),
+    Load(Decoded),
+    Open(u64),
 }
 
-/// A command's operation, checked; `Err` says why it is refused.
-pub(crate) fn decoded(c: Command) -> Result<Decoded, String> {
+/// Decodes a log entry; `Err` says why it is refused.
+pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, String> {
+    let c: Command = decode_record(bytes).map_err(|e| format!("malformed command: {e}"))?;
+    match c.change {
+        Change::Freeze(g) => Ok(Entry::Freeze(g)),
+        Change::Open(g) => Ok(Entry::Open(g)),
+        Change::Load(json) => {
+            let put = Command {
+                key: c.key,
+                expect: None,
+                change: Change::Put(json),
+            };
+            decode_write(put).map(Entry::Load)
+        }
+        _ => decode_write(c).map(Entry::Write),
+    }
+}
+
+/// Decodes a write command; `Err` says why it is refused (a freeze is not a write).
+#[cfg(test)]
+pub(crate) fn decode_command(bytes: &[u8]) -> Result<Decoded, String> {
+    let c: Command = decode_record(bytes).map_err(|e| format!("malformed command: {e}"))?;
+    decode_write(c)
+}
+
+/// A client's write command, checked (alone, or one of a chunk's: `crate::replica_chunk`);
+/// `Err` says why it is refused.
+pub(crate) fn decode_write(c: Command) -> Result<Decoded, String> {
     let change = match c.change {
+        Change::Freeze(_) | Change::Open(_) | Change::Load(_) => {
+            return Err("not a client's write".into())
+        }
         Change::Keep => StoreChange::Keep,
         Change::Delete => StoreChange::Delete,
         Change::Put(json) => {
@@ -133,6 +220,11 @@ pub(crate) fn reply_of(outcome: Result<&Applied, &str>) -> Reply {
     }
 }
 
+/// The answer of a frozen shard to a write (generation: the resharding's).
+pub(crate) fn encode_frozen(generation: u64) -> Result<Vec<u8>, String> {
+    encode_message(&Reply::Frozen(generation)).map_err(|e| e.to_string())
+}
+
 /// Decodes a replicated write's reply into the outcome `Shard::apply` would give
 /// (with no ticket).
 pub fn decode_reply(bytes: &[u8]) -> Result<Applied, ReplyError> {
@@ -150,6 +242,7 @@ pub(crate) fn applied_of(reply: Reply) -> Result<Applied, ReplyError> {
         Reply::Done { old, new } => Ok(Applied::Done((doc(old)?, doc(new)?, None))),
         Reply::Conflict(current) => Ok(Applied::Conflict(doc(current)?)),
         Reply::Refused(why) => Err(ReplyError::Refused(why)),
+        Reply::Frozen(g) => Err(ReplyError::Frozen(g)),
     }
 }
 
@@ -178,6 +271,25 @@ mod tests {
             decode_command(&bytes),
             Ok((_, None, StoreChange::Delete))
         ));
+    }
+
+    #[test]
+    fn a_freeze_round_trips_and_is_no_write() {
+        let bytes = encode_freeze(3).unwrap();
+        assert!(matches!(decode_entry(&bytes), Ok(Entry::Freeze(3))));
+        assert!(decode_command(&bytes).is_err());
+        let put = encode_command(&Datum::Number(1.0), None, &StoreChange::Keep).unwrap();
+        assert!(matches!(decode_entry(&put), Ok(Entry::Write(_))));
+        let open = encode_open(4).unwrap();
+        assert!(matches!(decode_entry(&open), Ok(Entry::Open(4))));
+        let d = doc(r#"{"id":1}"#);
+        let load = encode_load(&Datum::Number(1.0), &d).unwrap();
+        assert!(
+            matches!(decode_entry(&load), Ok(Entry::Load((_, None, StoreChange::Put(p)))) if p == d)
+        );
+        assert!(decode_command(&load).is_err());
+        let frozen = encode_frozen(3).unwrap();
+        assert_eq!(decode_reply(&frozen).unwrap_err(), ReplyError::Frozen(3));
     }
 
     #[test]

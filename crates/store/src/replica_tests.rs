@@ -383,4 +383,82 @@ async fn a_chunk_entry_answers_each_write_and_refuses_bad_ones_alone() {
         );
     }
     assert_eq!(index_values(single.machine()), index_values(sm.machine()));
+
+    // A shard frozen by a resharding answers every operation of a chunk `Frozen`.
+    let freeze = crate::encode_freeze(7).unwrap();
+    apply(&mut sm, 5, vec![freeze]).await;
+    let replies = apply_chunk(&mut sm, 6, vec![op(5, 1, None), op(6, 1, None)])
+        .await
+        .unwrap();
+    assert!(
+        replies
+            .iter()
+            .all(|r| matches!(r, Err(ReplyError::Frozen(7)))),
+        "{replies:?}"
+    );
+    assert_eq!(sm.machine().shard().count(), 3);
+}
+
+#[tokio::test]
+async fn a_frozen_shard_refuses_every_later_write_even_after_a_reopen() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut sm = open(&engine, KeyRange::all());
+    let freeze = crate::encode_freeze(2).unwrap();
+    let replies = apply(
+        &mut sm,
+        1,
+        vec![put(1, 1, None), freeze.clone(), put(2, 2, None)],
+    )
+    .await;
+    assert!(replies[0].is_ok() && replies[1].is_ok());
+    assert_eq!(replies[2].as_ref().unwrap_err(), &ReplyError::Frozen(2));
+    assert_eq!(sm.machine().frozen(), 2);
+    assert_eq!(sm.machine().shard().count(), 1);
+    // A second freeze (a retried one) keeps the first generation.
+    let again = apply(&mut sm, 4, vec![crate::encode_freeze(5).unwrap()]).await;
+    assert!(again[0].is_ok());
+    drop(sm);
+    // The freeze is state: a replica reopened on it still refuses.
+    let mut sm = open(&engine, KeyRange::all());
+    assert_eq!(sm.machine().frozen(), 2);
+    let replies = apply(&mut sm, 5, vec![put(3, 3, None)]).await;
+    assert_eq!(replies[0].as_ref().unwrap_err(), &ReplyError::Frozen(2));
+    assert_eq!(
+        sm.machine().shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 1))
+    );
+}
+
+#[tokio::test]
+async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut sm = open(&engine, KeyRange::all());
+    let load =
+        |id: u32, v: u32| crate::encode_load(&Datum::Number(f64::from(id)), &doc(id, v)).unwrap();
+    let replies = apply(
+        &mut sm,
+        1,
+        vec![load(1, 1), load(1, 2), crate::encode_open(1).unwrap()],
+    )
+    .await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    assert_eq!(index_values(sm.machine()), [2.0]);
+    // After the open, a late load is refused; clients' writes go on.
+    let replies = apply(&mut sm, 4, vec![load(1, 9), put(2, 3, None)]).await;
+    assert!(
+        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        "{replies:?}"
+    );
+    assert!(replies[1].is_ok());
+    drop(sm);
+    let mut sm = open(&engine, KeyRange::all());
+    let replies = apply(&mut sm, 6, vec![load(3, 3)]).await;
+    assert!(
+        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        "{replies:?}"
+    );
+    assert_eq!(
+        sm.machine().shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 2))
+    );
 }

@@ -78,6 +78,37 @@ pub(crate) struct TableEntry {
     pub(crate) hook: Option<serde_json::Value>,
     /// Which servers hold each shard (empty: this server alone, as on a single server).
     pub(crate) placement: Vec<crate::placement::ShardPlacement>,
+    /// How many times the table was resharded while replicated: its shards' groups and
+    /// storage are named apart per generation (`crate::groups::slot_of`).
+    pub(crate) generation: u64,
+    /// The new shards of a resharding under way (docs/clustering.md, "Resharding").
+    pub(crate) resharding: Option<Reshard>,
+}
+
+/// The new shards of a table being resharded.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Reshard {
+    pub(crate) generation: u64,
+    pub(crate) replicas: u32,
+    pub(crate) splits: Vec<Datum>,
+    pub(crate) placement: Vec<crate::placement::ShardPlacement>,
+}
+
+impl TableEntry {
+    /// The table as it will be once its resharding under way is finished (none when
+    /// none is): what its new shards' groups are opened from.
+    pub(crate) fn resharded(&self) -> Option<TableEntry> {
+        let r = self.resharding.as_ref()?;
+        Some(TableEntry {
+            shards: r.splits.len() as u32 + 1,
+            replicas: r.replicas,
+            splits: r.splits.clone(),
+            placement: r.placement.clone(),
+            generation: r.generation,
+            resharding: None,
+            ..self.clone()
+        })
+    }
 }
 
 /// The catalog's state.
@@ -182,8 +213,28 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
         pairs.push(("write_hook", Datum::from_pairs([("function", f)])));
     }
     if !e.placement.is_empty() {
+        pairs.push(("placement", placement_datum(&e.placement)));
+    }
+    if e.generation > 0 {
+        pairs.push(("generation", Datum::from(e.generation as f64)));
+    }
+    if let Some(r) = &e.resharding {
+        let fields = vec![
+            ("generation", Datum::from(r.generation as f64)),
+            ("replicas", Datum::from(r.replicas as f64)),
+            ("split_points", Datum::array(r.splits.clone())),
+            ("placement", placement_datum(&r.placement)),
+        ];
+        pairs.push(("resharding", Datum::from_pairs(fields)));
+    }
+    Datum::from_pairs(pairs)
+}
+
+/// A placement as a table record holds it.
+fn placement_datum(placement: &[crate::placement::ShardPlacement]) -> Datum {
+    {
         let ids = |v: &[String]| Datum::array(v.iter().map(|s| Datum::str(s)).collect());
-        let shards = e.placement.iter().map(|p| {
+        let shards = placement.iter().map(|p| {
             let mut fields = vec![
                 ("primary", Datum::str(&p.primary)),
                 ("voting", ids(&p.voting)),
@@ -216,9 +267,24 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
             }
             Datum::from_pairs(fields)
         });
-        pairs.push(("placement", Datum::array(shards.collect())));
+        Datum::array(shards.collect())
     }
-    Datum::from_pairs(pairs)
+}
+
+/// A table record's `resharding` (none when it has none).
+fn parse_reshard(d: &Datum) -> Option<Reshard> {
+    let r = d.get("resharding")?;
+    let n = |f: &str| r.get(f).and_then(Datum::as_f64).unwrap_or(0.0) as u64;
+    Some(Reshard {
+        generation: n("generation"),
+        replicas: n("replicas").max(1) as u32,
+        splits: r
+            .get("split_points")
+            .and_then(Datum::as_array)
+            .map(|a| a.to_vec())
+            .unwrap_or_default(),
+        placement: parse_placement(r),
+    })
 }
 
 /// A table record's `placement` (none: empty).
@@ -347,6 +413,8 @@ pub(crate) fn parse_table(d: &Datum) -> TableEntry {
             .and_then(|h| h.get("function"))
             .map(datum::to_json_value),
         placement: parse_placement(d),
+        generation: d.get("generation").and_then(Datum::as_f64).unwrap_or(0.0) as u64,
+        resharding: parse_reshard(d),
     }
 }
 

@@ -168,6 +168,10 @@ fn each_command_applies_persists_and_reloads() {
             CatalogCommand::DeleteUser { .. } => assert!(!st.users.contains_key("bob")),
             CatalogCommand::DropTable { .. } => assert!(st.tables.is_empty()),
             CatalogCommand::DropDb { .. } => assert!(!st.dbs.contains_key("e")),
+            // A placed table's: `a_resharding_begins_once_and_finishes_once`.
+            CatalogCommand::BeginReshard { .. } | CatalogCommand::FinishReshard { .. } => {
+                unreachable!("not among commands()")
+            }
         }
     }
     // Only `test`'s record and `admin`'s are left, keyed by id and name.
@@ -467,6 +471,108 @@ fn a_repaired_placement_survives_its_record() {
                 abandoned: vec![1, 0xFFFF_FFFF_0000_0003],
             },
         }],
+        generation: 0,
+        resharding: None,
     };
     assert_eq!(parse_table(&table_record(&e)).placement, e.placement);
+}
+
+#[test]
+fn a_resharding_survives_its_record() {
+    use crate::placement::ShardPlacement;
+    let a = "00000000-0000-4000-8000-00000000000a".to_string();
+    let place = ShardPlacement {
+        primary: a.clone(),
+        voting: vec![a.clone()],
+        ..Default::default()
+    };
+    let e = TableEntry {
+        id: "t1".into(),
+        db: "d".into(),
+        name: "t".into(),
+        primary_key: "id".into(),
+        durability: Durability::Hard,
+        single_ack: false,
+        shards: 1,
+        replicas: 1,
+        splits: vec![],
+        indexes: Default::default(),
+        hook: None,
+        placement: vec![place.clone()],
+        generation: 3,
+        resharding: Some(super::Reshard {
+            generation: 4,
+            replicas: 1,
+            splits: vec![Datum::str("m")],
+            placement: vec![place.clone(), place],
+        }),
+    };
+    let back = parse_table(&table_record(&e));
+    assert_eq!(back, e);
+    let after = back.resharded().unwrap();
+    assert_eq!(
+        (after.shards, after.generation, after.resharding),
+        (2, 4, None)
+    );
+}
+
+#[test]
+fn a_resharding_begins_once_and_finishes_once() {
+    use crate::catalog::command::ReshardDef;
+    use crate::placement::ShardPlacement;
+    use CatalogCommand as C;
+    let (e, c) = open();
+    let a = "00000000-0000-4000-8000-00000000000a".to_string();
+    let place = ShardPlacement {
+        primary: a.clone(),
+        voting: vec![a.clone()],
+        ..Default::default()
+    };
+    let mut def = table("t1", "d1", "t");
+    def.placement = vec![place.clone()];
+    c.apply(C::CreateDb {
+        id: "d1".into(),
+        name: "d".into(),
+    })
+    .unwrap();
+    c.apply(C::CreateTable { table: def }).unwrap();
+    let reshard = |generation| ReshardDef {
+        generation,
+        replicas: 1,
+        split_points: vec![json!("80")],
+        placement: vec![place.clone(), place.clone()],
+    };
+    let begin = |r| C::BeginReshard {
+        id: "t1".into(),
+        reshard: r,
+    };
+    let finish = |generation| C::FinishReshard {
+        id: "t1".into(),
+        generation,
+    };
+    // Not the next generation; finishing what did not begin.
+    assert!(c.apply(begin(reshard(2))).is_err());
+    assert!(c.apply(finish(1)).is_err());
+    c.apply(begin(reshard(1))).unwrap();
+    // The same again (a retry) is accepted; another one while it is under way is not.
+    c.apply(begin(reshard(1))).unwrap();
+    let mut other = reshard(1);
+    other.split_points = vec![json!("40")];
+    assert!(c.apply(begin(other)).is_err());
+    let t = |c: &Catalog| c.read_state().tables.values().next().cloned().unwrap();
+    assert_eq!((t(&c).shards, t(&c).generation), (1, 0));
+    assert!(t(&c).resharding.is_some());
+    // Persisted: what is on disk reads back as the state in memory.
+    let again = Catalog::open(e.clone(), "").unwrap();
+    assert_eq!(*again.read_state(), *c.read_state());
+    c.apply(finish(1)).unwrap();
+    let done = t(&c);
+    assert_eq!(
+        (done.shards, done.generation, done.resharding),
+        (2, 1, None)
+    );
+    assert_eq!(done.splits, vec![Datum::str("80")]);
+    // Finishing again (a retry) changes nothing.
+    c.apply(finish(1)).unwrap();
+    assert_eq!(t(&c), t(&Catalog::open(e, "").unwrap()));
 }

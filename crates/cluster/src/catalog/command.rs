@@ -92,6 +92,21 @@ pub struct TableChanges {
     pub placement: Option<Vec<ShardPlacement>>,
 }
 
+/// The new shards of a replicated table being resharded (`BeginReshard`;
+/// docs/clustering.md, "Resharding").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReshardDef {
+    /// The generation of the new shards (the table's plus one): their groups and
+    /// storage are apart from the old ones' (`crate::groups::slot_of`).
+    pub generation: u64,
+    /// The recorded number of replicas afterwards.
+    pub replicas: u32,
+    /// Where the new shards are cut (JSON form).
+    pub split_points: Vec<serde_json::Value>,
+    /// Which servers hold each new shard.
+    pub placement: Vec<ShardPlacement>,
+}
+
 /// A secondary index definition.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IndexDefSpec {
@@ -202,6 +217,22 @@ pub enum CatalogCommand {
         id: String,
         /// What changes.
         changes: TableChanges,
+    },
+    /// Records the new shards of a replicated table to reshard: every server opens
+    /// their groups (empty) next to the old ones, which keep serving the table.
+    BeginReshard {
+        /// The table's id.
+        id: String,
+        /// The new shards.
+        reshard: ReshardDef,
+    },
+    /// Switches a table being resharded to its new shards (their data copied); every
+    /// server drops its copies of the old ones.
+    FinishReshard {
+        /// The table's id.
+        id: String,
+        /// The generation of the new shards.
+        generation: u64,
     },
     /// Adds an index definition, not ready until `IndexReady`.
     CreateIndex {

@@ -196,6 +196,20 @@ impl Cluster {
     /// points and follows its index definitions and hook.
     fn follow_table(&self, e: &TableEntry) {
         let h = match self.handle_by_id(&e.id) {
+            // A resharding finished: the new shards serve the table.
+            Some(h)
+                if h.replicated
+                    .as_ref()
+                    .is_some_and(|r| r.generation() != e.generation) =>
+            {
+                match self.switch_generation(&h, e) {
+                    Ok(n) => {
+                        self.handles.write().insert(e.id.clone(), n.clone());
+                        n
+                    }
+                    Err(_) => return self.failed(),
+                }
+            }
             // Its replicas moved: the groups follow the new placement.
             Some(h)
                 if h.replicated
@@ -219,7 +233,28 @@ impl Cluster {
                 Err(_) => return self.failed(),
             },
         };
-        // A replicated table's shards are its groups, not re-cut here (refused upstream).
+        // A resharding under way: its new shards open next to the old ones.
+        let next = e.resharded();
+        let h = match next {
+            Some(next) if h.pending.as_ref().map(|p| p.generation) != Some(next.generation) => {
+                match self.open_pending(&h, &next) {
+                    Ok(n) => {
+                        self.handles.write().insert(e.id.clone(), n.clone());
+                        n
+                    }
+                    Err(_) => return self.failed(),
+                }
+            }
+            _ => h,
+        };
+        if let Some(next) = e.resharded() {
+            if let Some(p) = &h.pending {
+                if p.table.follow_indexes(&next).is_err() {
+                    self.failed();
+                }
+            }
+        }
+        // A replicated table's shards are its groups, re-cut by a resharding (above).
         if h.replicated.is_none() && !h.shards.cut_at(&e.splits) {
             let indexes = || h.indexes.all_ready();
             if h.shards.reshard(&e.splits, indexes).is_err() {

@@ -13,6 +13,7 @@ mod apply;
 mod command;
 mod follow;
 mod founder;
+mod generation;
 mod machine;
 mod propose;
 mod step;
@@ -39,7 +40,8 @@ pub(crate) use apply::{
     db_record, message, parse_write_acks, write_acks_str, Catalog, CatalogGuard, TableEntry,
 };
 pub use apply::{FORMAT_VERSION, SYSTEM_DB};
-pub use command::{CatalogCommand, Credentials, IndexDefSpec, TableChanges, TableDef};
+pub use command::{CatalogCommand, Credentials, IndexDefSpec, ReshardDef, TableChanges, TableDef};
+pub(crate) use generation::Pending;
 pub use machine::{space_kinds, CatalogEffects, CatalogMachine, CATALOG_KIND, USERS_KIND};
 pub use propose::{catalog_route, CatalogProposer, RaftProposer};
 pub use wire::{decode_reply, encode_command, WIRE_VERSION};
@@ -122,6 +124,8 @@ pub struct Cluster {
     follow_failures: std::sync::atomic::AtomicU64,
     /// A replicated catalog's table shards on Raft (`crate::groups`), once set.
     groups: std::sync::OnceLock<Arc<crate::groups::TableGroups>>,
+    /// The reshardings run or awaited here (`crate::reshard`).
+    pub(crate) reshards: crate::reshard::Resumes,
 }
 
 impl Cluster {
@@ -184,6 +188,7 @@ impl Cluster {
             me: me.clone(),
             follow_failures: Default::default(),
             groups: std::sync::OnceLock::new(),
+            reshards: Default::default(),
         });
         cluster.load()?;
         Ok(cluster)
@@ -250,6 +255,7 @@ impl Cluster {
         let groups = self.groups.get().filter(|_| !e.placement.is_empty());
         let (shards, replicated) = match groups {
             Some(g) => {
+                self.drop_stale_generations(e);
                 let (shards, table) = g.open(
                     self.engine.clone(),
                     e,
@@ -277,6 +283,7 @@ impl Cluster {
             commit: self.commit.clone(),
             counters: self.admin.counters.table(&e.id),
             replicated,
+            pending: None,
             read_mode: reql::ReadMode::Single,
         }))
     }
@@ -314,15 +321,17 @@ impl Cluster {
     }
 
     /// The handle of `db.name`.
-    /// Every placed table's id and its shards' placement (the shard groups' configured
-    /// primaries and voters), for the primary hand-back.
-    pub fn placements(&self) -> Vec<(String, Vec<crate::placement::ShardPlacement>)> {
+    /// Every placed table's id, the generation of its shards (their groups are
+    /// `groups::group_of(id, groups::slot_of(generation, i))`) and their placement (the
+    /// shard groups' configured primaries and voters), for the moves and the primary
+    /// hand-back.
+    pub fn placements(&self) -> Vec<(String, u64, Vec<crate::placement::ShardPlacement>)> {
         self.catalog
             .read_state()
             .tables
             .values()
             .filter(|e| !e.placement.is_empty())
-            .map(|e| (e.id.clone(), e.placement.clone()))
+            .map(|e| (e.id.clone(), e.generation, e.placement.clone()))
             .collect()
     }
 
@@ -475,7 +484,12 @@ impl Cluster {
                 // index builds stop.
                 r.drop_indexes();
                 r.abandon();
-                g.remove(id, r.shards(), self.engine.clone());
+                let mut slots = r.group_slots();
+                if let Some(p) = &h.pending {
+                    p.table.abandon();
+                    slots.extend(p.table.group_slots());
+                }
+                g.remove(id, slots, self.engine.clone());
             }
         }
         let _ = self.engine.drop_space(&space_of(id));
@@ -707,6 +721,8 @@ impl reql::TableAccess for Cluster {
             indexes: Default::default(),
             hook: None,
             placement,
+            generation: 0,
+            resharding: None,
         };
         self.create_table_locked(&mut g, &e)?;
         Ok(Datum::from_pairs([

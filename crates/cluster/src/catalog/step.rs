@@ -178,6 +178,33 @@ impl CatalogState {
                     .insert((new.db.clone(), new.name.clone()), new.clone());
                 out.tables.push((Some(old), Some(new)));
             }
+            C::BeginReshard { id, reshard } => {
+                let k = self.table_key_of(id)?;
+                let old = self.tables[&k].clone();
+                let mut new = old.clone();
+                new.resharding = Some(begin_reshard(&old, reshard)?);
+                if new != old {
+                    self.tables.insert(k, new.clone());
+                }
+                out.tables.push((Some(old), Some(new)));
+            }
+            C::FinishReshard { id, generation } => {
+                let k = self.table_key_of(id)?;
+                let old = self.tables[&k].clone();
+                let new = match old.resharded() {
+                    Some(new) if new.generation == *generation => new,
+                    // Finished already (a retry): nothing changes.
+                    _ if old.generation == *generation => old.clone(),
+                    _ => {
+                        return Err(op_failed(format!(
+                            "Table `{}.{}` is not being resharded to generation {generation}.",
+                            old.db, old.name
+                        )))
+                    }
+                };
+                self.tables.insert(k, new.clone());
+                out.tables.push((Some(old), Some(new)));
+            }
             C::CreateIndex {
                 table,
                 index,
@@ -363,6 +390,8 @@ impl CatalogState {
             splits,
             indexes: BTreeMap::new(),
             hook: None,
+            generation: 0,
+            resharding: None,
         })
     }
 
@@ -385,6 +414,43 @@ impl CatalogState {
 
 /// A table's placement, checked: empty (the catalog's server alone) or one entry per
 /// shard, each primary among its voters.
+/// The resharding `r` of table `e` as its entry records it, checked: a replicated
+/// table, the next generation, split points and placement that fit; the same
+/// resharding again (a retry) is accepted, another one while one is under way is not.
+fn begin_reshard(
+    e: &TableEntry,
+    r: &super::command::ReshardDef,
+) -> reql::Result<super::apply::Reshard> {
+    if e.placement.is_empty() {
+        return Err(op_failed(format!(
+            "Table `{}.{}` is not replicated: it is resharded in place.",
+            e.db, e.name
+        )));
+    }
+    let splits = datums(&r.split_points)?;
+    let shards = splits.len() as u32 + 1;
+    let reshard = super::apply::Reshard {
+        generation: r.generation,
+        replicas: r.replicas,
+        splits,
+        placement: placed(&r.placement, shards)?.to_vec(),
+    };
+    match &e.resharding {
+        Some(under_way) if *under_way == reshard => Ok(reshard),
+        Some(_) => Err(op_failed(format!(
+            "Table `{}.{}` is being resharded already.",
+            e.db, e.name
+        ))),
+        None if r.generation != e.generation + 1 || r.placement.is_empty() => {
+            Err(op_failed(format!(
+                "Resharding table `{}.{}`: generation {} does not follow {}.",
+                e.db, e.name, r.generation, e.generation
+            )))
+        }
+        None => Ok(reshard),
+    }
+}
+
 fn placed(
     p: &[crate::placement::ShardPlacement],
     shards: u32,

@@ -76,6 +76,15 @@ impl ReadMode {
     }
 }
 
+/// A resharding's mark in a shard's log (`ReplicatedShard::mark`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// The old shard's documents are final.
+    Freeze,
+    /// The copy into the new shard is over.
+    Open,
+}
+
 /// Limits of routing one operation.
 #[derive(Debug, Clone, Copy)]
 pub struct RoutePolicy {
@@ -251,10 +260,51 @@ impl<T: Transport> ReplicatedShard<T> {
         change: &StoreChange,
     ) -> Result<Applied, RouteError> {
         let command = encode_command(key, expect, change)?;
+        self.propose(command).await
+    }
+
+    /// Marks the shard through its log for the resharding towards `generation`
+    /// (docs/clustering.md, "Resharding"). `Freeze` (an old shard): once this returns,
+    /// every write after it in the shard's log is refused, so its documents are final.
+    /// `Open` (a new shard): the copy into it is over, a later load is refused.
+    /// Idempotent.
+    pub async fn mark(&self, mark: Mark, generation: u64) -> Result<(), RouteError> {
+        let command = match mark {
+            Mark::Freeze => store::encode_freeze(generation)?,
+            Mark::Open => store::encode_open(generation)?,
+        };
+        self.propose(command).await.map(|_| ())
+    }
+
+    /// Copies `doc` (under `key`) into a new shard of a resharding (a replace), refused
+    /// once the shard is open.
+    pub async fn load(&self, key: &Datum, doc: &Datum) -> Result<Applied, RouteError> {
+        let command = store::encode_load(key, doc)?;
+        self.propose(command).await
+    }
+
+    async fn propose(&self, command: Vec<u8>) -> Result<Applied, RouteError> {
         let request = ClientRequest::Propose(Command(command));
         match self.route.route(Op::Write, request).await? {
-            ClientResponse::Applied { reply, .. } => decode_reply(&reply.0).map_err(reply_error),
+            ClientResponse::Applied { reply, .. } => {
+                decode_reply(&reply.0).map_err(|e| self.reply_error(e))
+            }
             _ => Err(RouteError::CommitUnknown("answer of the wrong kind".into())),
+        }
+    }
+
+    /// What a write's refusal or unreadable reply means for its proposer.
+    fn reply_error(&self, e: ReplyError) -> RouteError {
+        match e {
+            ReplyError::Refused(why) => RouteError::Refused(why),
+            // Applied, but the reply is unreadable: the outcome is unknown.
+            ReplyError::Malformed(why) => RouteError::CommitUnknown(why),
+            // A resharding froze the shard: nothing was written, and the table is
+            // unavailable for writes until its new shards serve it.
+            ReplyError::Frozen(_) => RouteError::PrimaryUnavailable {
+                op: Op::Write,
+                range: self.route.label.clone(),
+            },
         }
     }
 
@@ -269,8 +319,12 @@ impl<T: Transport> ReplicatedShard<T> {
         let request = ClientRequest::Propose(Command(command));
         match self.route.route(Op::Write, request).await? {
             ClientResponse::Applied { reply, .. } => {
-                let each = decode_chunk_reply(&reply.0, ops.len()).map_err(reply_error)?;
-                Ok(each.into_iter().map(|a| a.map_err(reply_error)).collect())
+                let each =
+                    decode_chunk_reply(&reply.0, ops.len()).map_err(|e| self.reply_error(e))?;
+                Ok(each
+                    .into_iter()
+                    .map(|a| a.map_err(|e| self.reply_error(e)))
+                    .collect())
             }
             _ => Err(RouteError::CommitUnknown("answer of the wrong kind".into())),
         }
@@ -411,14 +465,5 @@ impl<T: Transport> ReplicatedShard<T> {
             ClientResponse::Read(bytes) => ReadAnswer::decode(&bytes),
             _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
         }
-    }
-}
-
-/// What a write's refusal or unreadable reply means for its proposer.
-fn reply_error(e: ReplyError) -> RouteError {
-    match e {
-        ReplyError::Refused(why) => RouteError::Refused(why),
-        // Applied, but the reply is unreadable: the outcome is unknown.
-        ReplyError::Malformed(why) => RouteError::CommitUnknown(why),
     }
 }

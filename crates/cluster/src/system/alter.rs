@@ -1,7 +1,9 @@
 //! Catalog changes made through the system tables and the admin terms: renaming tables
 //! and databases, changing a table's durability or recorded sharding, creating a table
 //! with a given id. Each is a catalog command (`crate::catalog::CatalogCommand`) applied
-//! under the catalog lock; resharding and handle updates follow from its outcome.
+//! under the catalog lock; resharding and handle updates follow from its outcome. A
+//! replicated table is resharded by `crate::reshard` first (outside the lock: it
+//! copies the table), then the other changes are applied.
 
 use reql::Durability;
 
@@ -86,6 +88,10 @@ impl Cluster {
 
     /// Changes a table's name, database, durability or recorded sharding (`AlterTable`).
     pub(crate) fn alter_table(&self, id: &str, a: TableAlter) -> Result<(), String> {
+        let mut a = a;
+        if let Some(target) = self.reshard_target(id, &mut a) {
+            self.reshard_replicated(id, target)?;
+        }
         let mut g = self.catalog.lock();
         let (old, db_id) = {
             let st = g.state();
@@ -117,13 +123,8 @@ impl Cluster {
             )
         };
         let reshard = match &handle {
-            Some(h) if shards != old.shards || a.rebalance => {
-                if h.replicated.is_some() {
-                    return Err(format!(
-                        "Resharding table `{}.{}` is not supported yet: its shards are replicated.",
-                        old.db, old.name
-                    ));
-                }
+            // A replicated table was resharded above (`reshard_target`).
+            Some(h) if (shards != old.shards || a.rebalance) && h.replicated.is_none() => {
                 h.indexes.all_ready().map_err(building)?;
                 let splits = h
                     .shards
@@ -188,6 +189,39 @@ impl Cluster {
         }
         self.sync_handles(&out);
         Ok(())
+    }
+
+    /// What to reshard replicated table `id` to, when `a` changes its number of shards
+    /// or rebalances it, or a resharding of it is under way (it is finished first):
+    /// those changes are taken out of `a`. None for any other table or change.
+    fn reshard_target(&self, id: &str, a: &mut TableAlter) -> Option<crate::reshard::Target> {
+        let old = self.table_by_id(id)?;
+        self.handle_by_id(id)?.replicated.as_ref()?;
+        let shards = a.shards.unwrap_or(old.shards);
+        let resharding = shards != old.shards || a.rebalance;
+        if !resharding && old.resharding.is_none() {
+            return None;
+        }
+        let target = crate::reshard::Target {
+            shards,
+            replicas: a.replicas.unwrap_or(old.replicas),
+            // A repair's placement keeps the shards; it is applied as it is, below.
+            placement: if resharding && !a.repair {
+                a.placement.take()
+            } else {
+                None
+            },
+            rebalance: a.rebalance,
+            // Another change while a resharding is under way: that one is finished
+            // first, and nothing more is resharded.
+            resume_only: !resharding,
+        };
+        if resharding {
+            a.shards = None;
+            a.replicas = None;
+            a.rebalance = false;
+        }
+        Some(target)
     }
 
     /// Renames the database with `id` (`RenameDb`).

@@ -223,6 +223,10 @@ fn row(
             ("replicas", Datum::array(replicas)),
         ]));
     }
+    // While it is resharded the table is read from its old shards and refuses writes
+    // (`crate::reshard`); `wait` waits for the new shards.
+    let reads = writes;
+    let writes = writes && e.resharding.is_none();
     super::rows::obj(vec![
         ("db", db),
         ("id", Datum::str(&e.id)),
@@ -234,7 +238,7 @@ fn row(
             super::rows::obj(vec![
                 ("all_replicas_ready", Datum::Bool(writes && all_ready)),
                 ("ready_for_outdated_reads", Datum::Bool(outdated)),
-                ("ready_for_reads", Datum::Bool(writes)),
+                ("ready_for_reads", Datum::Bool(reads)),
                 ("ready_for_writes", Datum::Bool(writes)),
             ]),
         ),

@@ -407,6 +407,8 @@ fn table_config_insert(t: &SystemTable, key: &Datum, new: &Datum) -> R {
         indexes: Default::default(),
         hook: None,
         placement: vec![],
+        generation: 0,
+        resharding: None,
     })
 }
 

@@ -189,7 +189,7 @@ async fn a_single_servers_tables_move_into_their_groups_and_others_read_them() {
     assert_eq!(placed.len(), 2);
     assert!(placed
         .iter()
-        .flat_map(|(_, p)| p)
+        .flat_map(|(_, _, p)| p)
         .all(|s| s.voting == [SERVER.to_string()] && s.primary == SERVER));
     // Its data is in its groups only.
     assert_eq!(local_spaces(&engine), Vec::<String>::new());

@@ -9,10 +9,10 @@ use super::tables::{doc, host_tables, one_shard_on_two, put, three_nodes_and_a_t
 use datum::Datum;
 use reql::ReadMode;
 
-const MODES: [ReadMode; 3] = [ReadMode::Single, ReadMode::Majority, ReadMode::Outdated];
+pub(super) const MODES: [ReadMode; 3] = [ReadMode::Single, ReadMode::Majority, ReadMode::Outdated];
 
 /// Waits until `db.table`'s indexes on node `n` are `names`, all ready.
-async fn ready_on(n: &TestNode, table: &'static str, names: &[&str]) {
+pub(super) async fn ready_on(n: &TestNode, table: &'static str, names: &[&str]) {
     let want: Vec<String> = names.iter().map(|s| s.to_string()).collect();
     for _ in 0..400 {
         let c = n.cluster().clone();
@@ -28,7 +28,7 @@ async fn ready_on(n: &TestNode, table: &'static str, names: &[&str]) {
     panic!("indexes {want:?} of d.{table} never ready");
 }
 
-fn ids(docs: Vec<Datum>) -> Vec<String> {
+pub(super) fn ids(docs: Vec<Datum>) -> Vec<String> {
     docs.iter()
         .map(|d| d.get("id").and_then(Datum::as_str).unwrap().to_string())
         .collect()
@@ -36,7 +36,7 @@ fn ids(docs: Vec<Datum>) -> Vec<String> {
 
 /// The documents of index `name` between `lo` and `hi` (all when `None`), as node `n`
 /// reads them in `mode`.
-async fn read(
+pub(super) async fn read(
     n: &TestNode,
     table: &'static str,
     mode: ReadMode,

@@ -3,7 +3,7 @@
 //! proposed to the leader and a stopped node catching up by snapshot; `access`, changes
 //! through `TableAccess` on any node; `placement`, tables placed on the nodes; `tables` and `indexes`, replicated tables
 //! and their secondary indexes; `founder`, a single server's tables converted at its
-//! first join.
+//! first join; `reshard`, resharding a replicated table.
 
 mod access;
 mod converge;
@@ -13,4 +13,5 @@ mod grow;
 mod harness;
 mod indexes;
 mod placement;
+mod reshard;
 mod tables;

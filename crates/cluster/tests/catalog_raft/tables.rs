@@ -173,13 +173,8 @@ async fn a_table_with_three_replicas_is_replicated_by_its_groups() {
         matches!(&r, Ok(Applied::Conflict(Some(d))) if *d == doc("1", "a")),
         "{r:?}"
     );
-    // Resharding it is refused (its groups cannot be cut anew yet); moving its
-    // replicas is tested with real processes (tests/test_cluster_moves.py).
-    let c = nodes[1].cluster().clone();
-    let err = blocking(move || c.reconfigure("d", "r", 3, &reql::Replicas::count(2), false))
-        .await
-        .unwrap_err();
-    assert!(err.message.contains("Resharding"), "{}", err.message);
+    // Resharding it: `reshard.rs`; moving its replicas is tested with real processes
+    // (tests/test_cluster_moves.py).
     for n in &nodes {
         assert!(group_spaces(n) > 0);
         assert_eq!(n.cluster().follow_failures(), 0);

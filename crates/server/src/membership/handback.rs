@@ -45,12 +45,13 @@ impl HandBack {
         let now = Instant::now();
         self.failed
             .retain(|_, at| now.duration_since(*at) < BACKOFF);
-        for (table, shards) in cluster.placements() {
+        for (table, generation, shards) in cluster.placements() {
             for (i, place) in shards.iter().enumerate() {
                 if place.primary == me || !settled.contains(&place.primary) {
                     continue;
                 }
-                let group = cluster::groups::group_of(&table, i);
+                let group =
+                    cluster::groups::group_of(&table, cluster::groups::slot_of(generation, i));
                 if self.failed.contains_key(&group) {
                     continue;
                 }

@@ -28,9 +28,10 @@ pub(super) async fn round(
     addresses: &cluster::groups::Addresses,
 ) -> Vec<String> {
     let mut done = Vec::new();
-    for (table, shards) in cluster.placements() {
+    for (table, generation, shards) in cluster.placements() {
         for (i, place) in shards.iter().enumerate() {
-            let group = cluster::groups::group_of(&table, i);
+            let slot = cluster::groups::slot_of(generation, i);
+            let group = cluster::groups::group_of(&table, slot);
             let Some(member) = host.member(group) else {
                 continue;
             };

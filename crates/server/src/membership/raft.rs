@@ -213,6 +213,15 @@ pub(crate) async fn control(
                 for line in super::moves::round(&cluster, &host, &known).await {
                     inner.log("notice", &line);
                 }
+                // A resharding whose server failed is finished by the catalog's leader.
+                let leads = {
+                    let m = raft.metrics();
+                    let m = m.borrow();
+                    m.current_leader == Some(m.id)
+                };
+                if leads {
+                    cluster.resume_stalled_reshards();
+                }
             }
         }
     }
