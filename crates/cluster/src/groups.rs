@@ -485,7 +485,7 @@ impl TableGroups {
             }
             let rs = ReplicatedShard::indexed(
                 group,
-                member.raft,
+                (*member.proposer).clone(),
                 start.indexes,
                 &start.primary_key,
                 transport,
