@@ -15,11 +15,15 @@
 //! The procedure:
 //! 1. Checks: this node leads, `target` is another voter of a uniform (not joint)
 //!    membership ([`TransferError::TargetIsLearner`], [`TransferError::NotAMember`]).
-//! 2. Fence: new proposals get [`crate::ProposeError::Transferring`]; proposals already
-//!    in flight are awaited, so the leader's log stops growing.
-//! 3. Catch up: read the leader's committed log id from its core (the metrics may lag
-//!    behind a write just acknowledged), then wait until the leader's replication
-//!    metrics show `target` has matched it and the leader's last log id.
+//! 2. Close behind, unfenced: wait until `target` matches the leader's log to within
+//!    `CLOSE_BEHIND` entries, writes going on meanwhile (an unreachable target under
+//!    load never gets there, and the transfer gives up without having held a write).
+//! 3. Fence: new proposals (the client writes `crate::serve_client` serves included) get
+//!    [`crate::ProposeError::Transferring`]; proposals already in flight are awaited, so
+//!    the leader's log stops growing. Then catch up, within one lease: read the leader's
+//!    committed log id from its core (the metrics may lag behind a write just
+//!    acknowledged), then wait until the leader's replication metrics show `target` has
+//!    matched it and the leader's last log id.
 //! 4. Votes. *Direct* (three voters or fewer: `target` and the leader are a majority):
 //!    wait until the leader's own lease has run out (only if it was elected less than
 //!    `election_timeout_max` ago); heartbeats continue, so the other followers stay put.
@@ -27,8 +31,8 @@
 //!    heartbeat interval, so every follower's lease lapses; a follower would start its
 //!    own election only after lease + its election timeout (at least
 //!    `election_timeout_min`), which leaves `target` that long to win.
-//! 5. Hand off: send `target` [`RaftRequest::TimeoutNow`] (the leader's vote and last log
-//!    id); it checks it still follows that leader and holds that log, then calls
+//! 5. Hand off (on the direct path within one lease): send `target`
+//!    [`RaftRequest::TimeoutNow`] (the leader's vote and last log id); it checks it still follows that leader and holds that log, then calls
 //!    `trigger().elect()`: a campaign at term + 1 that the leader and (quiet path) the
 //!    followers grant.
 //! 6. Wait until the leader's metrics show `target` leading a higher term. Heartbeats
@@ -199,10 +203,6 @@ impl Proposer {
         if !membership.voter_ids().any(|v| v == target) {
             return Err(TransferError::TargetIsLearner(target));
         }
-        let _fence = self
-            .fence
-            .raise(target)
-            .map_err(TransferError::AlreadyTransferring)?;
         let term = m.current_term;
         let timed_out = |stage, last_error| TransferError::TimedOut {
             target,
@@ -210,8 +210,25 @@ impl Proposer {
             waited: started.elapsed(),
             last_error,
         };
+        let config = raft.config();
+        let lease = Duration::from_millis(config.election_timeout_max);
+        // Unfenced first: writes go on until the target is close behind. A target that
+        // cannot be reached (cut off, or still counted connected just after it went)
+        // never gets there under load, and the transfer gives up without having held a
+        // single write; fenced from the start, every write waited the whole timeout.
+        if !close_behind(raft, target, &m.vote, deadline).await? {
+            return Err(timed_out(Stage::CatchUp, None));
+        }
+        // Fenced, the last entries get one lease (a target close behind that is still
+        // reachable needs far less), and so does the direct path's hand-off below: a
+        // target that stopped answering holds writes up for about that long at most.
+        let fenced_until = deadline.min(Instant::now() + lease);
+        let _fence = self
+            .fence
+            .raise(target)
+            .map_err(TransferError::AlreadyTransferring)?;
 
-        if !self.fence.drained(left(deadline)).await {
+        if !self.fence.drained(left(fenced_until)).await {
             return Err(timed_out(Stage::Drain, None));
         }
         // Read from the core, not the metrics (which may lag): every acknowledged
@@ -220,12 +237,10 @@ impl Proposer {
             .with_raft_state(|s| s.committed)
             .await
             .map_err(|e| TransferError::Stopped(e.to_string()))?;
-        let last = caught_up(raft, target, &m.vote, committed, deadline)
+        let last = caught_up(raft, target, &m.vote, committed, fenced_until)
             .await?
             .ok_or_else(|| timed_out(Stage::CatchUp, None))?;
 
-        let config = raft.config();
-        let lease = Duration::from_millis(config.election_timeout_max);
         let heartbeat = Duration::from_millis(config.heartbeat_interval);
         // Direct when this node's grant and the target's own make a majority.
         let quiet = voters > 3;
@@ -246,7 +261,7 @@ impl Proposer {
                 let lapsed: Instant = at + lease + Duration::from_millis(1);
                 tokio::time::sleep_until(lapsed.min(deadline)).await;
             }
-            deadline
+            deadline.min(Instant::now() + lease)
         };
         if Instant::now() >= deadline {
             return Err(timed_out(Stage::Lease, None));
@@ -303,6 +318,42 @@ impl Proposer {
 /// What is left of the time until `deadline`.
 fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
+}
+
+/// How far behind the leader's last entry the target may be for the fence to go up.
+const CLOSE_BEHIND: u64 = 64;
+
+/// Waits (unfenced) until `target` matches the leader's log to within [`CLOSE_BEHIND`]
+/// entries; false at the deadline. Fails if this node stops leading in `vote`.
+async fn close_behind(
+    raft: &Raft,
+    target: NodeId,
+    vote: &Vote,
+    deadline: Instant,
+) -> Result<bool, TransferError> {
+    let mut metrics = raft.metrics();
+    loop {
+        let m = metrics.borrow_and_update().clone();
+        if m.state != ServerState::Leader || m.vote != *vote {
+            return Err(TransferError::LeadershipLost {
+                target,
+                leader: m.current_leader,
+            });
+        }
+        let matched = m.replication.as_ref().and_then(|r| r.get(&target).cloned());
+        if let Some(matched) = matched {
+            let at = matched.map_or(0, |l| l.index + 1);
+            let last = m.last_log_index.map_or(0, |i| i + 1);
+            if at + CLOSE_BEHIND >= last {
+                return Ok(true);
+            }
+        }
+        match tokio::time::timeout(left(deadline), metrics.changed()).await {
+            Err(_) => return Ok(false),
+            Ok(Err(e)) => return Err(TransferError::Stopped(e.to_string())),
+            Ok(Ok(())) => {}
+        }
+    }
 }
 
 /// Waits until `target` has matched `committed` and the leader's last log id as the
