@@ -15,12 +15,10 @@
 //! The procedure:
 //! 1. Checks: this node leads, `target` is another voter of a uniform (not joint)
 //!    membership ([`TransferError::TargetIsLearner`], [`TransferError::NotAMember`]).
-//! 2. Close behind, unfenced: wait until `target` matches the leader's log to within
-//!    `CLOSE_BEHIND` entries, writes going on meanwhile (an unreachable target under
-//!    load never gets there, and the transfer gives up without having held a write).
-//! 3. Fence: new proposals (the client writes `crate::serve_client` serves included) get
+//! 2. Fence: new proposals (the client writes `crate::serve_client` serves included) get
 //!    [`crate::ProposeError::Transferring`]; proposals already in flight are awaited, so
-//!    the leader's log stops growing. Then catch up, within one lease: read the leader's
+//!    the leader's log stops growing.
+//! 3. Catch up, within one lease (`election_timeout_max`): read the leader's
 //!    committed log id from its core (the metrics may lag behind a write just
 //!    acknowledged), then wait until the leader's replication metrics show `target` has
 //!    matched it and the leader's last log id.
@@ -212,16 +210,10 @@ impl Proposer {
         };
         let config = raft.config();
         let lease = Duration::from_millis(config.election_timeout_max);
-        // Unfenced first: writes go on until the target is close behind. A target that
-        // cannot be reached (cut off, or still counted connected just after it went)
-        // never gets there under load, and the transfer gives up without having held a
-        // single write; fenced from the start, every write waited the whole timeout.
-        if !close_behind(raft, target, &m.vote, deadline).await? {
-            return Err(timed_out(Stage::CatchUp, None));
-        }
-        // Fenced, the last entries get one lease (a target close behind that is still
-        // reachable needs far less), and so does the direct path's hand-off below: a
-        // target that stopped answering holds writes up for about that long at most.
+        // Fenced, the catch-up gets one lease (a reachable target needs far less), and so
+        // does the direct path's hand-off below: a target that cannot be reached (cut
+        // off, or still counted connected just after it went) holds writes up for about
+        // that long, not the whole timeout (5 s for the hand-back).
         let fenced_until = deadline.min(Instant::now() + lease);
         let _fence = self
             .fence
@@ -318,42 +310,6 @@ impl Proposer {
 /// What is left of the time until `deadline`.
 fn left(deadline: Instant) -> Duration {
     deadline.saturating_duration_since(Instant::now())
-}
-
-/// How far behind the leader's last entry the target may be for the fence to go up.
-const CLOSE_BEHIND: u64 = 64;
-
-/// Waits (unfenced) until `target` matches the leader's log to within [`CLOSE_BEHIND`]
-/// entries; false at the deadline. Fails if this node stops leading in `vote`.
-async fn close_behind(
-    raft: &Raft,
-    target: NodeId,
-    vote: &Vote,
-    deadline: Instant,
-) -> Result<bool, TransferError> {
-    let mut metrics = raft.metrics();
-    loop {
-        let m = metrics.borrow_and_update().clone();
-        if m.state != ServerState::Leader || m.vote != *vote {
-            return Err(TransferError::LeadershipLost {
-                target,
-                leader: m.current_leader,
-            });
-        }
-        let matched = m.replication.as_ref().and_then(|r| r.get(&target).cloned());
-        if let Some(matched) = matched {
-            let at = matched.map_or(0, |l| l.index + 1);
-            let last = m.last_log_index.map_or(0, |i| i + 1);
-            if at + CLOSE_BEHIND >= last {
-                return Ok(true);
-            }
-        }
-        match tokio::time::timeout(left(deadline), metrics.changed()).await {
-            Err(_) => return Ok(false),
-            Ok(Err(e)) => return Err(TransferError::Stopped(e.to_string())),
-            Ok(Ok(())) => {}
-        }
-    }
 }
 
 /// Waits until `target` has matched `committed` and the leader's last log id as the
