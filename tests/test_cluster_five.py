@@ -23,9 +23,9 @@ from rethinkdb import r
 
 from test_cluster_join import start, wait_for, names, dirs, procs  # noqa: F401 (fixtures)
 from test_cluster_replicated import connect_or_none
-from test_cluster_faults import (LONG, SEED, assert_refused, attempt, finish_lincheck,
-                                 primary_name, read_probe, start_lincheck, until_written,
-                                 wait_table, write_probe)
+from test_cluster_faults import (LONG, SEED, assert_refused, attempt, connector,
+                                 finish_lincheck, primary_name, read_probe, start_lincheck,
+                                 until_written, wait_table, write_probe)
 
 pytestmark = pytest.mark.single_server('starts its own clusters')
 
@@ -47,10 +47,6 @@ def five_servers(dirs, procs):
         wait_for(lambda: r.db_list().run(conn), lambda dbs: "test" in dbs, timeout=30)
         conn.close()
     return servers
-
-
-def connector(s):
-    return lambda: s.connect(timeout=5)
 
 
 def test_five_replicas_survive_a_minority_of_two_and_refuse_without_a_quorum(dirs, procs):  # noqa: F811,E501

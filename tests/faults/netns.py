@@ -293,6 +293,13 @@ class Net:
             line.stop()
         self._shaping[i].pop("delay", None)
 
+    def degrade(self, loss=0, ms=0, jitter=0, nodes=None):
+        """Loss (`loss` %) and delay (`ms` +- `jitter`) on what each of `nodes` (all when
+        None) sends: on every link between them, and to and from the test process."""
+        for i in (range(self.n) if nodes is None else _nodes(nodes)):
+            self.loss(i, loss)
+            self.delay(i, ms, jitter)
+
     def clear_shaping(self, i=None):
         """Removes delay and loss from node i (all nodes when None)."""
         for j in (range(self.n) if i is None else [i]):

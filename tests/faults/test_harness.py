@@ -217,6 +217,33 @@ def test_delay_default_backend(make_net):
     assert net.delay_backend(0) is None
 
 
+def test_degrade_every_link(make_net):
+    """Loss and jittered delay on every node at once (what cluster tests use under
+    load): TCP still gets through, every round trip is slower, and delays vary."""
+    net = make_net(2)
+    start_echo(net)
+    # Neighbours resolved first: under loss ARP itself can fail ("no route to host").
+    assert net.call_in(0, probe, net.addr(1), PORT, 2) == "ok"
+    net.degrade(25, 40, 15)
+    assert all(net.delay_backend(i) for i in range(2))
+    rtts, failed = [], []
+    for _ in range(6):
+        t = time.monotonic()
+        # TCP retransmits what is lost (a lost SYN costs 1 s): generous timeouts; a
+        # connection now and then still fails outright (a reset, an ARP refresh lost).
+        try:
+            answer = net.call_in(0, probe, net.addr(1), PORT, 8)
+        except OSError as e:
+            answer = e
+        (rtts if answer == "ok" else failed).append(time.monotonic() - t)
+    assert len(rtts) >= 4, (rtts, failed)
+    # connect + echo: two round trips, each at least 2 x 25 ms longer (40 - 15, both ways)
+    assert min(rtts) >= 0.1, rtts
+    net.clear_shaping()
+    assert all(net.delay_backend(i) is None for i in range(2))
+    assert net.call_in(0, probe, net.addr(1), PORT, 2) == "ok"
+
+
 def _leftovers(names):
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [n for n in names if n in listed]

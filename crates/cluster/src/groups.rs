@@ -510,7 +510,7 @@ impl TableGroups {
             }
             let rs = ReplicatedShard::indexed(
                 group,
-                member.raft,
+                (*member.proposer).clone(),
                 start.indexes,
                 &start.primary_key,
                 transport,

@@ -23,6 +23,7 @@ use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use openraft::ServerState;
 use serde::{Deserialize, Serialize};
 
+use crate::fence::Proposer;
 use crate::types::{Command, NodeId, Raft, Reply};
 
 /// A client request for a group's leader.
@@ -199,12 +200,16 @@ fn refusal(raft: &Raft, policy: &ClientPolicy) -> Option<ClientResponse> {
     }
 }
 
-/// Serves one client request on `raft` (this node's member of the group).
+/// Serves one client request on this node's member of the group, behind its
+/// `proposer`: proposals pass the fence of the member's leader transfers (during one
+/// they are refused as [`ClientResponse::NotLeader`] without a leader, so that the
+/// caller asks again until the new leader is known).
 pub async fn serve_client(
-    raft: &Raft,
+    proposer: &Proposer,
     service: &ClientService,
     request: ClientRequest,
 ) -> ClientResponse {
+    let raft = proposer.raft();
     let policy = &service.policy;
     if let ClientRequest::Position = request {
         return position(raft);
@@ -214,6 +219,11 @@ pub async fn serve_client(
     }
     match request {
         ClientRequest::Propose(command) => {
+            // Held until `client_write` answers, so that a transfer waits for this
+            // proposal before it compares the target's log with the leader's.
+            let Ok(_passing) = proposer.fence.pass() else {
+                return ClientResponse::NotLeader { leader: None };
+            };
             match tokio::time::timeout(policy.commit_timeout, raft.client_write(command)).await {
                 Ok(Ok(response)) => ClientResponse::Applied {
                     index: response.log_id.index,
@@ -331,6 +341,7 @@ mod tests {
     #[tokio::test]
     async fn a_node_that_does_not_lead_refuses_before_the_log() {
         let raft = node().await;
+        let raft = &Proposer::new(raft);
         let s = service(Duration::from_secs(1));
         let answer = serve_client(&raft, &s, ClientRequest::Propose(Command(vec![]))).await;
         assert!(
@@ -353,8 +364,8 @@ mod tests {
             matches!(answer, ClientResponse::Position(None)),
             "{answer:?}"
         );
-        assert_eq!(raft.metrics().borrow().last_log_index, None);
-        raft.shutdown().await.unwrap();
+        assert_eq!(raft.raft().metrics().borrow().last_log_index, None);
+        raft.raft().shutdown().await.unwrap();
     }
 
     #[tokio::test]
@@ -411,6 +422,56 @@ mod tests {
         );
         assert!(p.last.is_some_and(|l| l >= 2), "{p:?}");
         assert!(p.matched.iter().all(|(n, _)| *n == 1), "{p:?}");
+        raft.shutdown().await.unwrap();
+    }
+
+    /// A leader handing its leadership over refuses client proposals, served here or
+    /// forwarded through the router, before they reach the log: a proposal appended
+    /// under the transfer would leave the target one entry short, and the leader would
+    /// refuse it its vote (under load, the hand-back of a shard to its configured
+    /// primary failed this way for half a minute).
+    #[tokio::test]
+    async fn a_leader_handing_over_refuses_proposals_before_the_log() {
+        let raft = node().await;
+        let members = std::collections::BTreeMap::from([(1, Node::new("nowhere"))]);
+        raft.initialize(members).await.unwrap();
+        raft.wait(Some(Duration::from_secs(5)))
+            .current_leader(1, "leader")
+            .await
+            .unwrap();
+        let proposer = Proposer::new(raft.clone());
+        let router = Router::new();
+        router.add_member(GroupId(1), proposer.clone());
+        router.add_client(GroupId(1), service(Duration::from_secs(1)));
+        let put = || {
+            let put = crate::kv::KvCommand::Put {
+                key: "k".into(),
+                value: "v".into(),
+            };
+            ClientRequest::Propose(Command(crate::codec::encode_message(&put).unwrap()))
+        };
+        let before = raft.metrics().borrow().last_log_index;
+        let raised = proposer.fence.raise(2).unwrap();
+        let here = serve_client(&proposer, &service(Duration::from_secs(1)), put()).await;
+        assert!(
+            matches!(here, ClientResponse::NotLeader { leader: None }),
+            "{here:?}"
+        );
+        let forwarded = router.handle(GroupId(1), RaftRequest::Client(put())).await;
+        assert!(
+            matches!(
+                forwarded,
+                RaftResponse::Client(ClientResponse::NotLeader { leader: None })
+            ),
+            "{forwarded:?}"
+        );
+        assert_eq!(raft.metrics().borrow().last_log_index, before);
+        drop(raised);
+        let answer = router.handle(GroupId(1), RaftRequest::Client(put())).await;
+        assert!(
+            matches!(answer, RaftResponse::Client(ClientResponse::Applied { .. })),
+            "{answer:?}"
+        );
         raft.shutdown().await.unwrap();
     }
 

@@ -65,7 +65,7 @@ impl Drop for Raised<'_> {
 }
 
 /// Counts a proposal in flight until dropped.
-struct Passing<'a>(&'a Fence);
+pub(crate) struct Passing<'a>(&'a Fence);
 
 impl Drop for Passing<'_> {
     fn drop(&mut self) {
@@ -78,7 +78,7 @@ impl Drop for Passing<'_> {
 }
 
 impl Fence {
-    fn pass(&self) -> Result<Passing<'_>, ProposeError> {
+    pub(crate) fn pass(&self) -> Result<Passing<'_>, ProposeError> {
         let mut state = self.state.lock();
         if let Some(target) = state.transfer_to {
             return Err(ProposeError::Transferring { target });

@@ -245,7 +245,7 @@ impl<T: Transport> Host<T> {
             let _ = raft.shutdown().await;
             return Err(HostError::AlreadyOpen(group));
         }
-        self.router.add_group(group, raft);
+        self.router.add_member(group, (*member.proposer).clone());
         Ok(member)
     }
 

@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, Semaphore};
 use crate::client::{serve_client, ClientService};
 use crate::codec::{decode_message, encode_message, read_frame, write_frame};
 use crate::error::TransportError;
+use crate::fence::Proposer;
 use crate::network::{RaftRequest, RaftResponse};
 use crate::snapshot::SnapshotData;
 use crate::types::{GroupId, NodeId, Raft};
@@ -52,7 +53,9 @@ pub trait Service: Send + Sync + 'static {
 /// Routes incoming Raft requests to the local members of their groups.
 #[derive(Default)]
 pub struct Router {
-    groups: RwLock<HashMap<GroupId, Raft>>,
+    /// Each group's member here, behind its proposer: forwarded client proposals pass
+    /// the fence of the member's leader transfers.
+    groups: RwLock<HashMap<GroupId, Proposer>>,
     receptions: Mutex<HashMap<GroupId, Reception>>,
     clients: RwLock<HashMap<GroupId, Arc<ClientService>>>,
     service: RwLock<Option<Arc<dyn Service>>>,
@@ -64,9 +67,19 @@ impl Router {
         Self::default()
     }
 
-    /// Serves `group` with `raft` from now on (replacing an earlier node of the group).
+    /// Serves `group` with `raft` from now on (replacing an earlier node of the group),
+    /// with a proposer of its own: for a member that is never asked to transfer its
+    /// leadership. A member with a proposer (every `Host` member) uses [`Router::add_member`].
     pub fn add_group(&self, group: GroupId, raft: Raft) {
-        self.groups.write().insert(group, raft);
+        self.add_member(group, Proposer::new(raft));
+    }
+
+    /// Serves `group` with the member behind `proposer` from now on (replacing an
+    /// earlier node of the group). Forwarded proposals go through `proposer`, so a leader
+    /// transfer's fence turns them away too (else the leader's log would grow under the
+    /// transfer and the target, one entry short, could not be elected).
+    pub fn add_member(&self, group: GroupId, proposer: Proposer) {
+        self.groups.write().insert(group, proposer);
     }
 
     /// Serves client requests ([`RaftRequest::Client`]) of `group` with `service`
@@ -79,7 +92,7 @@ impl Router {
     pub fn remove_group(&self, group: GroupId) -> Option<Raft> {
         self.receptions.lock().remove(&group);
         self.clients.write().remove(&group);
-        self.groups.write().remove(&group)
+        self.groups.write().remove(&group).map(|p| p.raft().clone())
     }
 
     /// Hands [`RaftRequest::Service`] requests to `service` from now on.
@@ -102,7 +115,7 @@ impl Router {
                 .groups
                 .read()
                 .get(&group)
-                .map(|r| r.metrics().borrow().id);
+                .map(|p| p.raft().metrics().borrow().id);
             if let Some(id) = here.filter(|id| *id != target) {
                 return RaftResponse::Refused(format!(
                     "group {group}: node {target} is not here (this member is node {id})"
@@ -121,15 +134,16 @@ impl Router {
                 None => RaftResponse::Refused("no service on this node".into()),
             };
         }
-        let Some(raft) = self.groups.read().get(&group).cloned() else {
+        let Some(proposer) = self.groups.read().get(&group).cloned() else {
             return RaftResponse::Refused(format!("no member of group {group} here"));
         };
+        let raft = proposer.raft().clone();
         match request {
             RaftRequest::Client(request) => {
                 let Some(service) = self.clients.read().get(&group).cloned() else {
                     return RaftResponse::Refused(format!("no client service of group {group}"));
                 };
-                RaftResponse::Client(serve_client(&raft, &service, request).await)
+                RaftResponse::Client(serve_client(&proposer, &service, request).await)
             }
             RaftRequest::AppendEntries(rpc) => match raft.append_entries(rpc).await {
                 Ok(r) => RaftResponse::AppendEntries(r),

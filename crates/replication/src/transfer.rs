@@ -15,11 +15,13 @@
 //! The procedure:
 //! 1. Checks: this node leads, `target` is another voter of a uniform (not joint)
 //!    membership ([`TransferError::TargetIsLearner`], [`TransferError::NotAMember`]).
-//! 2. Fence: new proposals get [`crate::ProposeError::Transferring`]; proposals already
-//!    in flight are awaited, so the leader's log stops growing.
-//! 3. Catch up: read the leader's committed log id from its core (the metrics may lag
-//!    behind a write just acknowledged), then wait until the leader's replication
-//!    metrics show `target` has matched it and the leader's last log id.
+//! 2. Fence: new proposals (the client writes `crate::serve_client` serves included) get
+//!    [`crate::ProposeError::Transferring`]; proposals already in flight are awaited, so
+//!    the leader's log stops growing.
+//! 3. Catch up, within one lease (`election_timeout_max`): read the leader's
+//!    committed log id from its core (the metrics may lag behind a write just
+//!    acknowledged), then wait until the leader's replication metrics show `target` has
+//!    matched it and the leader's last log id.
 //! 4. Votes. *Direct* (three voters or fewer: `target` and the leader are a majority):
 //!    wait until the leader's own lease has run out (only if it was elected less than
 //!    `election_timeout_max` ago); heartbeats continue, so the other followers stay put.
@@ -27,8 +29,8 @@
 //!    heartbeat interval, so every follower's lease lapses; a follower would start its
 //!    own election only after lease + its election timeout (at least
 //!    `election_timeout_min`), which leaves `target` that long to win.
-//! 5. Hand off: send `target` [`RaftRequest::TimeoutNow`] (the leader's vote and last log
-//!    id); it checks it still follows that leader and holds that log, then calls
+//! 5. Hand off (on the direct path within one lease): send `target`
+//!    [`RaftRequest::TimeoutNow`] (the leader's vote and last log id); it checks it still follows that leader and holds that log, then calls
 //!    `trigger().elect()`: a campaign at term + 1 that the leader and (quiet path) the
 //!    followers grant.
 //! 6. Wait until the leader's metrics show `target` leading a higher term. Heartbeats
@@ -199,10 +201,6 @@ impl Proposer {
         if !membership.voter_ids().any(|v| v == target) {
             return Err(TransferError::TargetIsLearner(target));
         }
-        let _fence = self
-            .fence
-            .raise(target)
-            .map_err(TransferError::AlreadyTransferring)?;
         let term = m.current_term;
         let timed_out = |stage, last_error| TransferError::TimedOut {
             target,
@@ -210,8 +208,19 @@ impl Proposer {
             waited: started.elapsed(),
             last_error,
         };
+        let config = raft.config();
+        let lease = Duration::from_millis(config.election_timeout_max);
+        // Fenced, the catch-up gets one lease (a reachable target needs far less), and so
+        // does the direct path's hand-off below: a target that cannot be reached (cut
+        // off, or still counted connected just after it went) holds writes up for about
+        // that long, not the whole timeout (5 s for the hand-back).
+        let fenced_until = deadline.min(Instant::now() + lease);
+        let _fence = self
+            .fence
+            .raise(target)
+            .map_err(TransferError::AlreadyTransferring)?;
 
-        if !self.fence.drained(left(deadline)).await {
+        if !self.fence.drained(left(fenced_until)).await {
             return Err(timed_out(Stage::Drain, None));
         }
         // Read from the core, not the metrics (which may lag): every acknowledged
@@ -220,12 +229,10 @@ impl Proposer {
             .with_raft_state(|s| s.committed)
             .await
             .map_err(|e| TransferError::Stopped(e.to_string()))?;
-        let last = caught_up(raft, target, &m.vote, committed, deadline)
+        let last = caught_up(raft, target, &m.vote, committed, fenced_until)
             .await?
             .ok_or_else(|| timed_out(Stage::CatchUp, None))?;
 
-        let config = raft.config();
-        let lease = Duration::from_millis(config.election_timeout_max);
         let heartbeat = Duration::from_millis(config.heartbeat_interval);
         // Direct when this node's grant and the target's own make a majority.
         let quiet = voters > 3;
@@ -246,7 +253,7 @@ impl Proposer {
                 let lapsed: Instant = at + lease + Duration::from_millis(1);
                 tokio::time::sleep_until(lapsed.min(deadline)).await;
             }
-            deadline
+            deadline.min(Instant::now() + lease)
         };
         if Instant::now() >= deadline {
             return Err(timed_out(Stage::Lease, None));

@@ -100,7 +100,9 @@ pub fn catalog_route<T: Transport>(
     };
     GroupRoute::new(
         group,
-        Reach::Member(raft),
+        // The catalog's leadership is never handed over (only shards' are), so a
+        // proposer of its own, whose fence is never raised, serves it.
+        Reach::Member(replication::Proposer::new(raft)),
         service,
         transport,
         policy,

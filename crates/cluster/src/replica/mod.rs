@@ -31,7 +31,7 @@ use std::time::Duration;
 use datum::{Datum, Version};
 use replication::{
     ClientPolicy, ClientRequest, ClientResponse, ClientService, Command, GroupId, Node, NodeId,
-    Raft, Router, Transport,
+    Proposer, Raft, Router, Transport,
 };
 use store::{
     decode_chunk_reply, decode_reply, encode_chunk, encode_command, Applied, ReplyError, Shard,
@@ -116,11 +116,12 @@ pub struct ReplicatedShard<T: Transport> {
 }
 
 impl<T: Transport> ReplicatedShard<T> {
-    /// The handle of `group`, whose member here is `raft` and replica `shard` (the
+    /// The handle of `group`, whose member here is behind `proposer` (the host's, so
+    /// that its leader transfers fence the proposals served here) and replica `shard` (the
     /// `ShardMachine`'s, with documents keyed by `primary_key`).
     pub fn new(
         group: GroupId,
-        raft: Raft,
+        proposer: Proposer,
         shard: Arc<Shard>,
         primary_key: &str,
         transport: Arc<T>,
@@ -130,7 +131,7 @@ impl<T: Transport> ReplicatedShard<T> {
         let reader = ShardReader::new(shard.clone());
         Self::with_reader(
             group,
-            raft,
+            proposer,
             shard,
             reader,
             primary_key,
@@ -143,7 +144,7 @@ impl<T: Transport> ReplicatedShard<T> {
     /// Like `new`, for a replica with secondary indexes (which it answers reads of).
     pub fn indexed(
         group: GroupId,
-        raft: Raft,
+        proposer: Proposer,
         indexes: Arc<ShardIndexes>,
         primary_key: &str,
         transport: Arc<T>,
@@ -154,7 +155,7 @@ impl<T: Transport> ReplicatedShard<T> {
         let reader = ShardReader::indexed(indexes);
         Self::with_reader(
             group,
-            raft,
+            proposer,
             shard,
             reader,
             primary_key,
@@ -167,7 +168,7 @@ impl<T: Transport> ReplicatedShard<T> {
     #[allow(clippy::too_many_arguments)]
     fn with_reader(
         group: GroupId,
-        raft: Raft,
+        proposer: Proposer,
         shard: Arc<Shard>,
         reader: ShardReader,
         primary_key: &str,
@@ -185,7 +186,7 @@ impl<T: Transport> ReplicatedShard<T> {
         Self {
             route: GroupRoute::new(
                 group,
-                Reach::Member(raft),
+                Reach::Member(proposer),
                 service,
                 transport,
                 policy,

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use replication::{
     serve_client, ClientRequest, ClientResponse, ClientService, Command, GroupId, Node, NodeId,
-    Raft, RaftRequest, RaftResponse, Reply, Router, Transport,
+    Proposer, Raft, RaftRequest, RaftResponse, Reply, Router, Transport,
 };
 use tokio::time::Instant;
 
@@ -28,8 +28,9 @@ const NO_QUORUM_RETRIES: u32 = 2;
 
 /// How a server reaches a group.
 pub enum Reach {
-    /// Through its own member of the group (it knows the leader from its metrics).
-    Member(Raft),
+    /// Through its own member of the group, behind the member's proposer (it knows the
+    /// leader from its metrics; proposals served here pass its transfers' fence).
+    Member(Proposer),
     /// As a client holding no member: the group's voters are the candidates for leader
     /// (found by trying them and following hints).
     Voters(Vec<(NodeId, Node)>),
@@ -40,6 +41,8 @@ pub struct GroupRoute<T: Transport> {
     pub(crate) group: GroupId,
     /// This server's member, when it has one; else the route is a client of the group.
     pub(crate) raft: Option<Raft>,
+    /// The member's proposer (with `raft`), through which requests are served here.
+    proposer: Option<Proposer>,
     /// A client's candidates for leader (the group's voters), when it has no member.
     candidates: Vec<(NodeId, Node)>,
     /// A client's last known leader (from a `NotLeader` hint or a success).
@@ -63,13 +66,14 @@ impl<T: Transport> GroupRoute<T> {
         policy: RoutePolicy,
         label: String,
     ) -> Self {
-        let (raft, candidates) = match reach {
-            Reach::Member(raft) => (Some(raft), Vec::new()),
+        let (proposer, candidates) = match reach {
+            Reach::Member(proposer) => (Some(proposer), Vec::new()),
             Reach::Voters(candidates) => (None, candidates),
         };
         Self {
             group,
-            raft,
+            raft: proposer.as_ref().map(|p| p.raft().clone()),
+            proposer,
             candidates,
             hint: parking_lot::Mutex::new(None),
             service,
@@ -202,11 +206,11 @@ impl<T: Transport> GroupRoute<T> {
         limit: Duration,
     ) -> Option<ClientResponse> {
         let here = self
-            .raft
+            .proposer
             .as_ref()
-            .filter(|r| r.metrics().borrow().id == target);
-        if let Some(raft) = here {
-            let serve = serve_client(raft, &self.service, request);
+            .filter(|p| p.raft().metrics().borrow().id == target);
+        if let Some(proposer) = here {
+            let serve = serve_client(proposer, &self.service, request);
             return tokio::time::timeout(limit, serve).await.ok();
         }
         let node = self.address_of(target)?;
@@ -249,9 +253,9 @@ impl<T: Transport> GroupRoute<T> {
                     }
                 },
             };
-            let local = self.raft.as_ref().filter(|_| target == me);
-            let answer = if let Some(raft) = local {
-                let serve = serve_client(raft, &self.service, request.clone());
+            let local = self.proposer.as_ref().filter(|_| target == me);
+            let answer = if let Some(proposer) = local {
+                let serve = serve_client(proposer, &self.service, request.clone());
                 match tokio::time::timeout(left, serve).await {
                     Ok(answer) => answer,
                     // The proposal may be in the log: its outcome is unknown.

@@ -118,7 +118,15 @@ pub async fn start_node(id: NodeId, deadline: Duration, client: ClientPolicy) ->
         deadline,
         ..RoutePolicy::default()
     };
-    let handle = ReplicatedShard::new(GROUP, raft, shard, "id", transport.clone(), policy, client);
+    let handle = ReplicatedShard::new(
+        GROUP,
+        replication::Proposer::new(raft),
+        shard,
+        "id",
+        transport.clone(),
+        policy,
+        client,
+    );
     handle.register(&router);
     TestNode {
         id,

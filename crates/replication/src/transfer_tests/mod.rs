@@ -364,3 +364,37 @@ async fn five_voters_take_the_quiet_path_and_a_failed_one_leaves_the_leader_in_c
     assert_eq!(group.converged(&[1, 2, 3, 4, 5]).await.len(), 3);
     group.shutdown().await;
 }
+
+/// A target that stopped answering holds writes up for one lease at most: the fenced
+/// catch-up gives up then, not at the transfer's timeout. (Fenced for the whole timeout,
+/// a new leader trying to hand the lead back to a primary just cut off refused writes
+/// for 5 s.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_to_a_target_that_fell_behind_holds_writes_one_lease_at_most() {
+    let group = Group::start(3).await;
+    let leader = group.wait_for_leader(None).await;
+    group.put(leader, "a").await.unwrap();
+    let stopped = leader % 3 + 1;
+    group.net.routers.write().remove(&stopped);
+    group.raft(stopped).shutdown().await.unwrap();
+    group.put(leader, "b").await.unwrap();
+    let t = std::time::Instant::now();
+    let transfer = group.transfer(leader, stopped, Duration::from_secs(5)).await;
+    assert!(
+        matches!(
+            transfer,
+            Err(TransferError::TimedOut {
+                stage: Stage::CatchUp,
+                ..
+            })
+        ),
+        "{transfer:?}"
+    );
+    // The lease is 500 ms here.
+    assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
+    group.put(leader, "c").await.unwrap();
+    assert_eq!(group.leader(), Some(leader));
+    for id in (1..=3).filter(|id| *id != stopped) {
+        group.raft(id).shutdown().await.unwrap();
+    }
+}
