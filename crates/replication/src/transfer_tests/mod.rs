@@ -379,7 +379,9 @@ async fn a_transfer_to_a_target_that_fell_behind_holds_writes_one_lease_at_most(
     group.raft(stopped).shutdown().await.unwrap();
     group.put(leader, "b").await.unwrap();
     let t = std::time::Instant::now();
-    let transfer = group.transfer(leader, stopped, Duration::from_secs(5)).await;
+    let transfer = group
+        .transfer(leader, stopped, Duration::from_secs(5))
+        .await;
     assert!(
         matches!(
             transfer,
@@ -391,7 +393,11 @@ async fn a_transfer_to_a_target_that_fell_behind_holds_writes_one_lease_at_most(
         "{transfer:?}"
     );
     // The lease is 500 ms here.
-    assert!(t.elapsed() < Duration::from_millis(1500), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
     group.put(leader, "c").await.unwrap();
     assert_eq!(group.leader(), Some(leader));
     for id in (1..=3).filter(|id| *id != stopped) {
