@@ -343,23 +343,23 @@ mod tests {
         let raft = node().await;
         let raft = &Proposer::new(raft);
         let s = service(Duration::from_secs(1));
-        let answer = serve_client(&raft, &s, ClientRequest::Propose(Command(vec![]))).await;
+        let answer = serve_client(raft, &s, ClientRequest::Propose(Command(vec![]))).await;
         assert!(
             matches!(answer, ClientResponse::NotLeader { leader: None }),
             "{answer:?}"
         );
-        let answer = serve_client(&raft, &s, read(true)).await;
+        let answer = serve_client(raft, &s, read(true)).await;
         assert!(
             matches!(answer, ClientResponse::NotLeader { leader: None }),
             "{answer:?}"
         );
-        let answer = serve_client(&raft, &s, ClientRequest::Progress).await;
+        let answer = serve_client(raft, &s, ClientRequest::Progress).await;
         assert!(
             matches!(answer, ClientResponse::NotLeader { leader: None }),
             "{answer:?}"
         );
         // Any member says how far it applied.
-        let answer = serve_client(&raft, &s, ClientRequest::Position).await;
+        let answer = serve_client(raft, &s, ClientRequest::Position).await;
         assert!(
             matches!(answer, ClientResponse::Position(None)),
             "{answer:?}"
