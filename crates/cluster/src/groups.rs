@@ -754,56 +754,6 @@ impl ReplicatedTable {
         }
     }
 
-    /// Copies documents into the new shards of a resharding, `(shard, key, document)`
-    /// each, all proposed at once; refused by a shard already open.
-    pub(crate) fn load_all(&self, docs: Vec<(usize, Datum, Datum)>) -> Vec<reql::Result<Applied>> {
-        let count = docs.len();
-        let mut jobs = Vec::with_capacity(count);
-        let mut out: Vec<Option<reql::Result<Applied>>> = Vec::with_capacity(count);
-        for (i, (shard, key, doc)) in docs.into_iter().enumerate() {
-            match self.slot(shard) {
-                Ok(slot) => {
-                    jobs.push((i, slot, key, doc));
-                    out.push(None);
-                }
-                Err(e) => out.push(Some(Err(e))),
-            }
-        }
-        let wait = self.wait;
-        let answers = wait_for(&self.runtime, async move {
-            let mut set = tokio::task::JoinSet::new();
-            for (i, slot, key, doc) in jobs {
-                set.spawn(async move {
-                    let answer = match Self::route(&slot, wait, Op::Write).await {
-                        Ok(rs) => rs.load(&key, &doc).await,
-                        Err(e) => Err(e),
-                    };
-                    (i, answer)
-                });
-            }
-            let mut answers = Vec::with_capacity(set.len());
-            while let Some(joined) = set.join_next().await {
-                // A task that panicked leaves its copy's outcome unknown (no answer).
-                if let Ok(answer) = joined {
-                    answers.push(answer);
-                }
-            }
-            answers
-        });
-        for (i, answer) in answers.unwrap_or_default() {
-            if let Some(slot) = out.get_mut(i) {
-                *slot = Some(answer.map_err(|e| e.to_reql()));
-            }
-        }
-        out.into_iter()
-            .map(|answer| {
-                answer.unwrap_or_else(|| {
-                    Err(RouteError::CommitUnknown("the server is stopping".into()).to_reql())
-                })
-            })
-            .collect()
-    }
-
     /// The generation of its shards.
     pub(crate) fn generation(&self) -> u64 {
         self.generation

@@ -6,12 +6,15 @@
 //! document: openraft 0.9 fsyncs each append before it takes the next client write, so
 //! writes proposed separately do not share a flush.
 //!
+//! A resharding's copies (`load_all`) are answered the same way, one entry each.
+//!
 //! Invariants: the operations of one call have distinct keys (the caller's contract,
 //! `reql::Table::apply_all`; a shard's machine refuses a chunk that repeats a key, with
 //! nothing written); a failed proposal answers each of its operations with that failure
 //! (an unknown outcome stays `ReqlOpIndeterminateError`, never retried).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
@@ -91,20 +94,58 @@ impl ReplicatedTable {
             }
         }
         let wait = self.wait;
+        let jobs = jobs.into_iter().map(|(slot, at, ops)| {
+            let job = async move {
+                let rs = Self::route(&slot, wait, Op::Write).await?;
+                rs.apply_chunk(&ops).await
+            };
+            (at, job)
+        });
+        self.answer_jobs(out, jobs.collect())
+    }
+
+    /// Copies documents into the new shards of a resharding, `(shard, key, document)`
+    /// each, all proposed at once (one entry each: `ReplicatedShard::load`); refused by
+    /// a shard already open.
+    pub(crate) fn load_all(&self, docs: Vec<(usize, Datum, Datum)>) -> Vec<reql::Result<Applied>> {
+        let mut out: Vec<Option<reql::Result<Applied>>> = Vec::with_capacity(docs.len());
+        let mut jobs = Vec::with_capacity(docs.len());
+        let wait = self.wait;
+        for (i, (shard, key, doc)) in docs.into_iter().enumerate() {
+            match self.slot(shard) {
+                Ok(slot) => {
+                    let job = async move {
+                        let rs = Self::route(&slot, wait, Op::Write).await?;
+                        Ok(vec![rs.load(&key, &doc).await])
+                    };
+                    jobs.push((vec![i], job));
+                    out.push(None);
+                }
+                Err(e) => out.push(Some(Err(e))),
+            }
+        }
+        self.answer_jobs(out, jobs)
+    }
+
+    /// Runs `jobs` concurrently on the runtime and waits for them here (a synchronous
+    /// caller): each answers for the operations at its positions, one outcome each, or
+    /// fails them all. `out` holds the answers known already; an operation left
+    /// without one (its task panicked, the server is stopping) has an unknown outcome.
+    fn answer_jobs<F>(
+        &self,
+        mut out: Vec<Option<reql::Result<Applied>>>,
+        jobs: Vec<(Vec<usize>, F)>,
+    ) -> Vec<reql::Result<Applied>>
+    where
+        F: Future<Output = Result<Vec<Result<Applied, RouteError>>, RouteError>> + Send + 'static,
+    {
         let answers = wait_for(&self.runtime, async move {
             let mut set = tokio::task::JoinSet::new();
-            for (slot, at, ops) in jobs {
-                set.spawn(async move {
-                    let answer = match Self::route(&slot, wait, Op::Write).await {
-                        Ok(rs) => rs.apply_chunk(&ops).await,
-                        Err(e) => Err(e),
-                    };
-                    (at, answer)
-                });
+            for (at, job) in jobs {
+                set.spawn(async move { (at, job.await) });
             }
             let mut answers = Vec::with_capacity(set.len());
             while let Some(joined) = set.join_next().await {
-                // A task that panicked leaves its writes' outcomes unknown (no answer).
                 if let Ok(answer) = joined {
                     answers.push(answer);
                 }
@@ -115,13 +156,17 @@ impl ReplicatedTable {
             match answer {
                 Ok(each) => {
                     for (i, a) in at.into_iter().zip(each) {
-                        out[i] = Some(a.map_err(|e| e.to_reql()));
+                        if let Some(slot) = out.get_mut(i) {
+                            *slot = Some(a.map_err(|e| e.to_reql()));
+                        }
                     }
                 }
                 Err(e) => {
                     let e = e.to_reql();
                     for i in at {
-                        out[i] = Some(Err(e.clone()));
+                        if let Some(slot) = out.get_mut(i) {
+                            *slot = Some(Err(e.clone()));
+                        }
                     }
                 }
             }
