@@ -90,6 +90,9 @@ pub struct Progress {
     pub matched: Vec<(NodeId, Option<u64>)>,
     /// The leader's last log index.
     pub last: Option<u64>,
+    /// The voters of the membership the leader uses now (a replica being added is a
+    /// learner until its membership change commits).
+    pub voters: Vec<NodeId>,
 }
 
 impl Progress {
@@ -107,6 +110,7 @@ impl Progress {
                 })
                 .unwrap_or_default(),
             last: m.last_log_index,
+            voters: m.membership_config.membership().voter_ids().collect(),
         }
     }
 }

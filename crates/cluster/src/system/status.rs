@@ -35,6 +35,8 @@ pub(crate) struct Known {
     pub(crate) matched: Option<BTreeMap<NodeId, Option<u64>>>,
     /// The leader's last log index (on the leader only).
     pub(crate) last: Option<u64>,
+    /// The voters of the leader's membership (on the leader only).
+    pub(crate) voters: Option<std::collections::BTreeSet<NodeId>>,
 }
 
 impl From<replication::Progress> for Known {
@@ -43,6 +45,7 @@ impl From<replication::Progress> for Known {
             leader: Some(p.leader),
             matched: Some(p.matched.into_iter().collect()),
             last: p.last,
+            voters: Some(p.voters.into_iter().collect()),
         }
     }
 }
@@ -56,6 +59,7 @@ impl Known {
             leader,
             matched: leading.then(|| p.matched.into_iter().collect()),
             last: p.last.filter(|_| leading),
+            voters: leading.then(|| p.voters.into_iter().collect()),
         }
     }
 }
@@ -108,6 +112,11 @@ pub(crate) fn shard(
                 "disconnected"
             } else if primary.is_none() {
                 "waiting_for_primary"
+            } else if changing_role(place, known, id) {
+                // Not yet in its configured role for the leader (a voter still a
+                // learner: the shard would not survive losing another voter yet),
+                // whatever its lag.
+                "transitioning"
             } else {
                 match known.and_then(|k| Some((k.matched.as_ref()?, k.last?))) {
                     Some((matched, last)) => match node(id).and_then(|n| matched.get(&n)) {
@@ -123,6 +132,17 @@ pub(crate) fn shard(
         })
         .collect();
     (primary.filter(|p| connected(p)), states)
+}
+
+/// Whether replica `id` does not have its configured role in the leader's membership
+/// yet: a configured voter still a learner (being added), or a configured non-voter
+/// still voting (being demoted).
+fn changing_role(place: &ShardPlacement, known: Option<&Known>, id: &str) -> bool {
+    let (Some(voters), Some(node)) = (known.and_then(|k| k.voters.as_ref()), place.member(id))
+    else {
+        return false;
+    };
+    place.voting.iter().any(|v| v == id) != voters.contains(&node)
 }
 
 /// A placed table's shards as this server knows them: each one's `Known` (from its
@@ -399,10 +419,38 @@ mod tests {
             leader: Some(n(B)),
             matched: Some(BTreeMap::from([(n(A), Some(500)), (n(C), Some(10))])),
             last: Some(500),
+            voters: None,
         };
         let (primary, states) = shard(&place(), Some(&known), false, &all);
         assert_eq!(primary.as_deref(), Some(B));
         assert_eq!(states, of(["ready", "ready", "backfilling"]));
+    }
+
+    #[test]
+    fn a_replica_not_yet_in_its_configured_role_is_transitioning_however_close() {
+        let all = |_: &str| true;
+        let known = Known {
+            leader: Some(n(B)),
+            matched: Some(BTreeMap::from([(n(A), Some(500)), (n(C), Some(500))])),
+            last: Some(500),
+            voters: Some([n(A), n(B)].into_iter().collect()),
+        };
+        let (primary, states) = shard(&place(), Some(&known), false, &all);
+        assert_eq!(primary.as_deref(), Some(B));
+        assert_eq!(states, of(["ready", "ready", "transitioning"]));
+        // Once its membership change committed, it is ready.
+        let known = Known {
+            voters: Some([n(A), n(B), n(C)].into_iter().collect()),
+            ..known
+        };
+        let (_, states) = shard(&place(), Some(&known), false, &all);
+        assert_eq!(states, of(["ready", "ready", "ready"]));
+        // C configured as a non-voter while it still votes: being demoted.
+        let mut demoted = place();
+        demoted.voting.retain(|v| v != C);
+        demoted.nonvoting.push(C.into());
+        let (_, states) = shard(&demoted, Some(&known), false, &all);
+        assert_eq!(states, of(["ready", "ready", "transitioning"]));
     }
 
     #[test]
