@@ -372,8 +372,8 @@ mod tests {
         raft.raft().shutdown().await.unwrap();
     }
 
-    #[tokio::test]
-    async fn a_leader_proposes_and_reads_and_the_router_needs_a_service() {
+    /// A one-node group's member, once it leads.
+    async fn leader() -> Raft {
         let raft = node().await;
         let members = std::collections::BTreeMap::from([(1, Node::new("nowhere"))]);
         raft.initialize(members).await.unwrap();
@@ -381,6 +381,12 @@ mod tests {
             .current_leader(1, "leader")
             .await
             .unwrap();
+        raft
+    }
+
+    #[tokio::test]
+    async fn a_leader_proposes_and_reads_and_the_router_needs_a_service() {
+        let raft = leader().await;
         let router = Router::new();
         router.add_group(GroupId(1), raft.clone());
         let refused = router
@@ -436,13 +442,7 @@ mod tests {
     /// primary failed this way for half a minute).
     #[tokio::test]
     async fn a_leader_handing_over_refuses_proposals_before_the_log() {
-        let raft = node().await;
-        let members = std::collections::BTreeMap::from([(1, Node::new("nowhere"))]);
-        raft.initialize(members).await.unwrap();
-        raft.wait(Some(Duration::from_secs(5)))
-            .current_leader(1, "leader")
-            .await
-            .unwrap();
+        let raft = leader().await;
         let proposer = Proposer::new(raft.clone());
         let router = Router::new();
         router.add_member(GroupId(1), proposer.clone());
