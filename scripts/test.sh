@@ -16,20 +16,20 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q -r tests/requirements.txt
 
-echo "== cargo test"
+echo "== cargo test ($(date +%T))"
 cargo test --release --workspace --quiet 2>&1 | tail -n 40
 
-echo "== building the server (release)"
+echo "== building the server (release) ($(date +%T))"
 cargo build --release --quiet -p server
 # test helper for tests/test_durability.py (writes a newer format version)
 cargo build --release --quiet -p storage --example put_key
 # the linearizability checker for tests/test_cluster_lincheck.py
 cargo build --release --quiet -p lincheck --bin ponder-lincheck
 
-echo "== end-to-end tests (official Python driver)"
-PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python -m pytest -q tests
+echo "== end-to-end tests (official Python driver) ($(date +%T))"
+PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python -m pytest -q --durations=15 tests
 
-echo "== end-to-end tests (Node drivers: rethinkdb, rethinkdbdash, rethinkdb-ts, thinky)"
+echo "== end-to-end tests (Node drivers: rethinkdb, rethinkdbdash, rethinkdb-ts, thinky) ($(date +%T))"
 for tool in node npm; do
   command -v "$tool" >/dev/null 2>&1 || { echo "error: $tool not found; the Node driver tests need Node.js 20+ and npm" >&2; exit 1; }
 done
@@ -44,14 +44,14 @@ npm_ci() {
 npm_ci tests/js
 PONDER_BIN="$PWD/target/release/ponder" node --test tests/js/
 
-echo "== end-to-end tests (official Java driver)"
+echo "== end-to-end tests (official Java driver) ($(date +%T))"
 for tool in java mvn; do
   command -v "$tool" >/dev/null 2>&1 || { echo "error: $tool not found; the Java driver tests need a JDK 17+ and Maven" >&2; exit 1; }
 done
 # Maven fetches the driver and JUnit into its local repository on the first run.
 PONDER_BIN="$PWD/target/release/ponder" mvn -q -B -Dstyle.color=never -f tests/java/pom.xml test
 
-echo "== web console: type check, and the committed build (web/dist) matches the sources"
+echo "== web console: type check, and the committed build (web/dist) matches the sources ($(date +%T))"
 npm_ci web
 web/node_modules/.bin/tsc --noEmit -p web
 FRESH=$(mktemp -d)
@@ -63,7 +63,7 @@ if ! diff -r web/dist "$FRESH" >/dev/null; then
 fi
 rm -rf "$FRESH"
 
-echo "== web console in a real browser (playwright-core driving Chromium)"
+echo "== web console in a real browser (playwright-core driving Chromium) ($(date +%T))"
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 if [ ! -x "$CHROMIUM" ]; then
   echo "installing Debian's chromium for the console tests"
@@ -76,14 +76,14 @@ fi
 npm_ci tests/console
 CHROMIUM="$CHROMIUM" PONDER_BIN="$PWD/target/release/ponder" node --test tests/console/
 
-echo "== ponder-bench smoke run against a scratch server"
+echo "== ponder-bench smoke run against a scratch server ($(date +%T))"
 cargo build --release --quiet -p bench
 .venv/bin/python scripts/with_server.py "$PWD/target/release/ponder" -- \
   "$PWD/target/release/ponder-bench" smoke --no-progress --port '{port}'
 
 SUITE=../shared/reql-conformance
 if [ -f "$SUITE/run.py" ]; then
-  echo "== ReQL conformance suite"
+  echo "== ReQL conformance suite ($(date +%T))"
   FLOOR=$(cat .ci/conformance-floor)
   PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python scripts/conformance.py "$SUITE" "$FLOOR"
 else
@@ -92,12 +92,12 @@ fi
 
 # The short form of the suites against three joined servers (docs/clustering.md, "The
 # test suites against a cluster"): tables land on servers the client does not talk to.
-echo "== end-to-end tests against a 3-server cluster (short form)"
+echo "== end-to-end tests against a 3-server cluster (short form) ($(date +%T))"
 PONDER_TEST_CLUSTER=3 PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python -m pytest -q \
   tests/test_smoke.py tests/test_write_ops.py tests/test_cursors.py tests/test_indexes.py \
   tests/test_insert_many.py tests/test_point_reads.py
 if [ -f "$SUITE/run.py" ]; then
-  echo "== ReQL conformance files against a 3-server cluster (short form)"
+  echo "== ReQL conformance files against a 3-server cluster (short form) ($(date +%T))"
   PONDER_TEST_CLUSTER=3 PONDER_BIN="$PWD/target/release/ponder" .venv/bin/python \
     scripts/conformance.py "$SUITE" "$(cat .ci/conformance-cluster-floor)" \
     --only 'sindex/api.yaml' 'regression/1023.yaml' 'mutation/*' 'selection.yaml'

@@ -46,7 +46,7 @@ def assert_not_stale(answer, newest):
 def test_one_way_cuts_of_the_primary_under_load(make_net, tmp_path):  # noqa: F811
     net, servers = ns_cluster(make_net, tmp_path)
     by_name = {s.name: s for s in servers}
-    seconds = LONG or 34
+    seconds = LONG or 26
     history = str(tmp_path / "h.jsonl")
     run = start_lincheck([(s.host, s.port) for s in servers], seconds, history)
     began = time.time()
@@ -98,7 +98,7 @@ def test_one_way_cuts_of_the_primary_under_load(make_net, tmp_path):  # noqa: F8
 
 def test_lossy_slow_links_under_load(make_net, tmp_path):  # noqa: F811
     net, servers = ns_cluster(make_net, tmp_path)
-    seconds = LONG or 36
+    seconds = LONG or 26
     history = str(tmp_path / "h.jsonl")
     run = start_lincheck([(s.host, s.port) for s in servers], seconds, history)
     began = time.time()

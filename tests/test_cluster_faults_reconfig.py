@@ -99,7 +99,7 @@ def test_reconfiguration_during_a_partition_under_load(make_net, tmp_path):  # n
     net, servers = ns_cluster(make_net, tmp_path)
     by_name = {s.name: s for s in servers}
     everyone = [s.name for s in servers]
-    seconds = LONG or 36
+    seconds = LONG or 26
     history = str(tmp_path / "h.jsonl")
     run = start_lincheck([(s.host, s.port) for s in servers], seconds, history)
     began = time.time()
@@ -170,7 +170,7 @@ def test_reconfiguration_during_a_partition_under_load(make_net, tmp_path):  # n
 def test_reconfiguration_under_load(make_net, tmp_path):  # noqa: F811
     net, servers = ns_cluster(make_net, tmp_path)
     everyone = [s.name for s in servers]
-    seconds = LONG or 34
+    seconds = LONG or 26
     history = str(tmp_path / "h.jsonl")
     run = start_lincheck([(s.host, s.port) for s in servers], seconds, history)
     began = time.time()

@@ -4,8 +4,8 @@
 //! * Writes ([`ReplicatedShard::apply`]): `store::encode_command` proposed through
 //!   `replication::serve_client` on this server if it leads, else forwarded to the
 //!   leader as `ClientRequest::Propose` over the cluster transport, following the
-//!   `NotLeader` hints at most [`RoutePolicy::max_redirects`] times within
-//!   [`RoutePolicy::deadline`].
+//!   `NotLeader` hints within [`RoutePolicy::deadline`] (at once for the first
+//!   [`RoutePolicy::max_redirects`], then after a pause each).
 //! * Reads: `outdated` reads this server's replica as it is; `single` reads the leader's
 //!   (here, or forwarded), refused by a leader without a recent quorum; `majority` has
 //!   the leader confirm its leadership with a quorum and catch its state machine up to
@@ -90,7 +90,7 @@ pub enum Mark {
 pub struct RoutePolicy {
     /// The whole operation's time limit, elections and redirects included.
     pub deadline: Duration,
-    /// How many `NotLeader` hints are followed.
+    /// How many `NotLeader` hints are followed at once; later ones after `retry_pause`.
     pub max_redirects: u32,
     /// The pause before trying again when no leader is known or it was unreachable.
     pub retry_pause: Duration,

@@ -224,7 +224,8 @@ impl<T: Transport> GroupRoute<T> {
     }
 
     /// Sends `request` to the group's leader (this node or another) until one answers,
-    /// within the policy's deadline and redirect limit.
+    /// within the policy's deadline (hints past the redirect limit are followed after a
+    /// pause).
     pub async fn route(
         &self,
         op: Op,
@@ -312,18 +313,21 @@ impl<T: Transport> GroupRoute<T> {
             };
             match answer {
                 ClientResponse::NotLeader { leader } => {
-                    // Only a hint followed counts as a redirect; a member that knows no
-                    // leader yet (an election under way) is asked again until the
-                    // deadline, as this server's own member would wait for one.
+                    // Nothing was appended, so asking again is always safe, and only the
+                    // deadline ends the attempts. A hint is followed at once the first
+                    // `max_redirects` times; past that, members disagree on the leader
+                    // (it is changing hands: the old one names the new one before the
+                    // new one has taken over, or a leader transfer bounces), so each
+                    // further hint waits a pause, as a member that knows no leader yet
+                    // (an election under way) does. Failing here instead answered
+                    // writes "primary replica not available" within half a second of
+                    // every planned change of primary.
                     if leader.is_some() {
                         redirects += 1;
-                        if redirects > self.policy.max_redirects {
-                            return Err(self.unavailable(op));
-                        }
                     }
                     hint = leader.filter(|l| *l != target);
                     self.remember(hint);
-                    if hint.is_none() {
+                    if hint.is_none() || redirects > self.policy.max_redirects {
                         attempt += 1;
                         tokio::time::sleep(pause).await;
                     }
@@ -352,5 +356,119 @@ impl<T: Transport> GroupRoute<T> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use replication::{ClientPolicy, ReadService, TransportError};
+
+    use super::*;
+
+    /// Two voters that name each other leader for the first `bounces` calls (a leader
+    /// changing hands, each side a step behind), then node 2 answers.
+    struct Bouncing {
+        bounces: usize,
+        calls: AtomicUsize,
+    }
+
+    impl Transport for Bouncing {
+        async fn call(
+            &self,
+            target: NodeId,
+            _: &Node,
+            _: GroupId,
+            _: RaftRequest,
+        ) -> Result<RaftResponse, TransportError> {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            let answer = if n < self.bounces {
+                ClientResponse::NotLeader {
+                    leader: Some(3 - target),
+                }
+            } else if target == 2 {
+                ClientResponse::Applied {
+                    reply: Reply(vec![7]),
+                    index: 9,
+                }
+            } else {
+                ClientResponse::NotLeader { leader: Some(2) }
+            };
+            Ok(RaftResponse::Client(answer))
+        }
+    }
+
+    struct NoReads;
+
+    impl ReadService for NoReads {
+        fn read(&self, _: &[u8]) -> Result<Vec<u8>, String> {
+            Err("no reads here".into())
+        }
+    }
+
+    fn route(bounces: usize, deadline: Duration) -> GroupRoute<Bouncing> {
+        let voters = (1..=2)
+            .map(|id| (id, Node::new(format!("n{id}"))))
+            .collect();
+        let service = ClientService {
+            reader: Arc::new(NoReads),
+            policy: ClientPolicy {
+                quorum_lease: Duration::from_secs(1),
+                commit_timeout: Duration::from_secs(1),
+            },
+        };
+        let transport = Arc::new(Bouncing {
+            bounces,
+            calls: AtomicUsize::new(0),
+        });
+        let policy = RoutePolicy {
+            deadline,
+            max_redirects: 5,
+            retry_pause: Duration::from_millis(5),
+        };
+        GroupRoute::new(
+            GroupId(1),
+            Reach::Voters(voters),
+            service,
+            transport,
+            policy,
+            "[\"\", +inf)".into(),
+        )
+    }
+
+    fn propose() -> ClientRequest {
+        ClientRequest::Propose(Command(vec![1]))
+    }
+
+    #[tokio::test]
+    async fn hints_that_bounce_past_the_redirect_limit_are_followed_until_a_leader_answers() {
+        let route = route(20, Duration::from_secs(10));
+        let answer = route.route(Op::Write, propose()).await;
+        assert!(
+            matches!(answer, Ok(ClientResponse::Applied { index: 9, .. })),
+            "{answer:?}"
+        );
+        // Nodes 1, 2, 1, ... asked in turn: the 21st call (to node 1) names node 2,
+        // whose answer is the 22nd; nothing asked twice for one hint.
+        assert_eq!(route.transport.calls.load(Ordering::SeqCst), 22);
+    }
+
+    #[tokio::test]
+    async fn hints_that_bounce_until_the_deadline_answer_primary_unavailable() {
+        let route = route(usize::MAX, Duration::from_millis(200));
+        let started = Instant::now();
+        let answer = route.route(Op::Write, propose()).await;
+        assert!(
+            matches!(
+                answer,
+                Err(RouteError::PrimaryUnavailable { op: Op::Write, .. })
+            ),
+            "{answer:?}"
+        );
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        // Paused between hints once past the limit: tens of calls, not thousands.
+        let calls = route.transport.calls.load(Ordering::SeqCst);
+        assert!(calls < 200, "{calls} calls");
     }
 }
