@@ -6,7 +6,7 @@
 //! document: openraft 0.9 fsyncs each append before it takes the next client write, so
 //! writes proposed separately do not share a flush.
 //!
-//! A resharding's copies (`load_all`) are answered the same way, one entry each.
+//! A resharding's copies (`load_all`) are chunked and answered the same way.
 //!
 //! Invariants: the operations of one call have distinct keys (the caller's contract,
 //! `reql::Table::apply_all`; a shard's machine refuses a chunk that repeats a key, with
@@ -62,10 +62,33 @@ impl ReplicatedTable {
         &self,
         ops: Vec<(usize, Datum, Option<Version>, StoreChange)>,
     ) -> Vec<reql::Result<Applied>> {
+        let encoded = ops
+            .into_iter()
+            .map(|(shard, key, expect, change)| (shard, store::encode_op(&key, expect, &change)))
+            .collect();
+        self.propose_chunks(encoded)
+    }
+
+    /// Copies documents into the new shards of a resharding, `(shard, key, document)`
+    /// each, chunked as `apply_all` chunks writes; each refused by a shard already open.
+    pub(crate) fn load_all(&self, docs: Vec<(usize, Datum, Datum)>) -> Vec<reql::Result<Applied>> {
+        let encoded = docs
+            .into_iter()
+            .map(|(shard, key, doc)| (shard, store::encode_load_op(&key, &doc)))
+            .collect();
+        self.propose_chunks(encoded)
+    }
+
+    /// Proposes operations encoded for a chunk, `(shard, encoding)` each, as each
+    /// shard's few entries, all at once; each answer in the order of `ops`.
+    fn propose_chunks(
+        &self,
+        ops: Vec<(usize, Result<Vec<u8>, store::StoreError>)>,
+    ) -> Vec<reql::Result<Applied>> {
         let mut out: Vec<Option<reql::Result<Applied>>> = (0..ops.len()).map(|_| None).collect();
         let mut by_shard: BTreeMap<usize, (Vec<usize>, Vec<Vec<u8>>)> = BTreeMap::new();
-        for (i, (shard, key, expect, change)) in ops.into_iter().enumerate() {
-            match store::encode_op(&key, expect, &change) {
+        for (i, (shard, op)) in ops.into_iter().enumerate() {
+            match op {
                 Ok(op) => {
                     let (at, encoded) = by_shard.entry(shard).or_default();
                     at.push(i);
@@ -102,29 +125,6 @@ impl ReplicatedTable {
             (at, job)
         });
         self.answer_jobs(out, jobs.collect())
-    }
-
-    /// Copies documents into the new shards of a resharding, `(shard, key, document)`
-    /// each, all proposed at once (one entry each: `ReplicatedShard::load`); refused by
-    /// a shard already open.
-    pub(crate) fn load_all(&self, docs: Vec<(usize, Datum, Datum)>) -> Vec<reql::Result<Applied>> {
-        let mut out: Vec<Option<reql::Result<Applied>>> = Vec::with_capacity(docs.len());
-        let mut jobs = Vec::with_capacity(docs.len());
-        let wait = self.wait;
-        for (i, (shard, key, doc)) in docs.into_iter().enumerate() {
-            match self.slot(shard) {
-                Ok(slot) => {
-                    let job = async move {
-                        let rs = Self::route(&slot, wait, Op::Write).await?;
-                        Ok(vec![rs.load(&key, &doc).await])
-                    };
-                    jobs.push((vec![i], job));
-                    out.push(None);
-                }
-                Err(e) => out.push(Some(Err(e))),
-            }
-        }
-        self.answer_jobs(out, jobs)
     }
 
     /// Runs `jobs` concurrently on the runtime and waits for them here (a synchronous

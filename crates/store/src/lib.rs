@@ -45,7 +45,9 @@ pub use feeds::quiesce_all;
 pub use index::{track_entries, EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use range::KeyRange;
 pub use replica::{space_kinds, ReplicaIndex, ReplicaOptions, ShardMachine, DOCS};
-pub use replica_chunk::{decode_chunk_reply, encode_chunk, encode_op, CHUNK_FORMAT};
+pub use replica_chunk::{
+    decode_chunk_reply, encode_chunk, encode_load_op, encode_op, CHUNK_FORMAT,
+};
 pub use replica_codec::{
     decode_reply, encode_command, encode_freeze, encode_load, encode_open, ReplyError,
 };

@@ -45,7 +45,7 @@ use crate::cache::CacheBudget;
 use crate::commit::GroupCommit;
 use crate::index::{IndexFn, SecondaryIndex};
 use crate::range::KeyRange;
-use crate::replica_codec::{decode_entry, encode_frozen, encode_reply, Entry};
+use crate::replica_codec::{decode_entry, encode_frozen, encode_reply, Entry, LATE_LOAD};
 use crate::shard::{count_and_sample, Shard, StoreChange};
 use crate::write::Commit;
 use crate::StoreError;
@@ -143,6 +143,12 @@ impl ShardMachine {
         self.frozen
     }
 
+    /// The generation whose resharding opened the shard to its table's writes (0: not
+    /// opened; a resharding's copies are refused once it is).
+    pub(crate) fn opened(&self) -> u64 {
+        self.opened
+    }
+
     /// The shard, for reads.
     pub fn shard(&self) -> &Arc<Shard> {
         &self.shard
@@ -223,9 +229,7 @@ impl StateMachine for ShardMachine {
             Ok(Entry::Write(_) | Entry::Load(_)) if self.frozen != 0 => {
                 return encode_frozen(self.frozen).map_err(StorageError::Engine);
             }
-            Ok(Entry::Load(_)) if self.opened != 0 => {
-                Err("the shard serves its table: a resharding's copy came too late".into())
-            }
+            Ok(Entry::Load(_)) if self.opened != 0 => Err(LATE_LOAD.into()),
             Ok(Entry::Write((key, expect, change)) | Entry::Load((key, expect, change))) => {
                 match self.refuse_key(&key) {
                     Some(why) => Err(why),

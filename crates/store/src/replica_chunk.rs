@@ -2,7 +2,9 @@
 //! one insert chunk (`reql::terms::insert_many`) that fall in one shard are proposed
 //! together, so the group appends, fsyncs and replicates one entry for them rather than
 //! one per document (openraft 0.9 fsyncs each append before it takes the next client
-//! write, so concurrent proposals do not share a flush).
+//! write, so concurrent proposals do not share a flush). A resharding's copies into a
+//! new shard are chunked the same way ([`encode_load_op`]): each is refused, as a
+//! single load entry is, once the shard has been opened.
 //!
 //! Format: the byte [`CHUNK_FORMAT`] (never a record's version byte, so a single
 //! command's entry and a chunk's are told apart by their first byte), then (postcard)
@@ -28,7 +30,9 @@ use serde::{Deserialize, Serialize};
 use storage::{StorageError, WriteBatch};
 
 use crate::replica::{EntryCommit, ShardMachine};
-use crate::replica_codec::{applied_of, command_of, decode_write, reply_of, Command, Reply};
+use crate::replica_codec::{
+    applied_of, command_of, decode_op, load_command, reply_of, Command, Reply, LATE_LOAD,
+};
 use crate::shard::{Applied, StoreChange};
 use crate::write::Commit;
 use crate::{ReplyError, StoreError};
@@ -55,7 +59,13 @@ pub fn encode_op(
     encode_message(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-/// The log entry of a chunk of operations encoded by [`encode_op`], with distinct keys.
+/// Encodes a resharding's copy of `doc` under `key` as an operation of a chunk.
+pub fn encode_load_op(key: &Datum, doc: &Datum) -> Result<Vec<u8>, StoreError> {
+    encode_message(&load_command(key, doc)?).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The log entry of a chunk of operations encoded by [`encode_op`] or
+/// [`encode_load_op`], with distinct keys.
 pub fn encode_chunk(ops: &[Vec<u8>]) -> Result<Vec<u8>, StoreError> {
     let body = encode_message(&ops).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     let mut out = Vec::with_capacity(body.len() + 1);
@@ -143,10 +153,15 @@ impl ShardMachine {
         for (at, op) in ops.iter().enumerate() {
             let checked = decode_message::<Command>(op)
                 .map_err(|e| format!("malformed command: {e}"))
-                .and_then(decode_write)
-                .and_then(|(k, expect, change)| match self.refuse_key(&k) {
-                    Some(why) => Err(why),
-                    None => Ok((at, k, expect, change)),
+                .and_then(decode_op)
+                .and_then(|((k, expect, change), load)| {
+                    if load && self.opened() != 0 {
+                        return Err(LATE_LOAD.into());
+                    }
+                    match self.refuse_key(&k) {
+                        Some(why) => Err(why),
+                        None => Ok((at, k, expect, change)),
+                    }
                 });
             match checked {
                 Ok(op) => {

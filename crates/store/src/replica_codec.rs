@@ -117,16 +117,24 @@ pub fn encode_freeze(generation: u64) -> Result<Vec<u8>, StoreError> {
     encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+/// Why a resharding's copy is refused by a shard already opened to its table's writes.
+pub(crate) const LATE_LOAD: &str = "the shard serves its table: a resharding's copy came too late";
+
 /// The log entry copying document `doc` under `key` into a new shard of a resharding.
 pub fn encode_load(key: &Datum, doc: &Datum) -> Result<Vec<u8>, StoreError> {
+    encode_record(&load_command(key, doc)?).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The command copying `doc` under `key` (alone: [`encode_load`]; one of a chunk's:
+/// `crate::replica_chunk::encode_load_op`).
+pub(crate) fn load_command(key: &Datum, doc: &Datum) -> Result<Command, StoreError> {
     let key =
         datum::keys::encode_primary(key).map_err(|e| StoreError::Key(e.message().to_string()))?;
-    let command = Command {
+    Ok(Command {
         key,
         expect: None,
         change: Change::Load(doc.to_json_string()),
-    };
-    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+    })
 }
 
 /// The log entry ending the copy into a new shard of the resharding towards
@@ -158,15 +166,25 @@ pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, String> {
     match c.change {
         Change::Freeze(g) => Ok(Entry::Freeze(g)),
         Change::Open(g) => Ok(Entry::Open(g)),
+        Change::Load(_) => decode_op(c).map(|(d, _)| Entry::Load(d)),
+        _ => decode_write(c).map(Entry::Write),
+    }
+}
+
+/// Decodes one operation of a chunk: a client's write, or a resharding's copy (a put of
+/// the final document, whatever is there), told by the flag; `Err` says why it is
+/// refused (a freeze or an open is never an operation of a chunk).
+pub(crate) fn decode_op(c: Command) -> Result<(Decoded, bool), String> {
+    match c.change {
         Change::Load(json) => {
             let put = Command {
                 key: c.key,
                 expect: None,
                 change: Change::Put(json),
             };
-            decode_write(put).map(Entry::Load)
+            decode_write(put).map(|d| (d, true))
         }
-        _ => decode_write(c).map(Entry::Write),
+        _ => decode_write(c).map(|d| (d, false)),
     }
 }
 

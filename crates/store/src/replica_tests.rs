@@ -462,3 +462,47 @@ async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
         Some(doc(1, 2))
     );
 }
+
+#[tokio::test]
+async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_is_refused() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut sm = open(&engine, KeyRange::all());
+    let load = |id: u32, v: u32| {
+        crate::encode_load_op(&Datum::Number(f64::from(id)), &doc(id, v)).unwrap()
+    };
+    // A load replaces whatever is there (a resumed copy rewrites the same documents).
+    apply(&mut sm, 1, vec![put(1, 0, None)]).await;
+    let replies = apply_chunk(&mut sm, 2, vec![load(1, 1), load(2, 2), load(3, 3)])
+        .await
+        .unwrap();
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    assert_eq!(sm.machine().shard().count(), 3);
+    assert_eq!(index_values(sm.machine()), [1.0, 2.0, 3.0]);
+    // After the open, each load of a chunk is refused alone and writes nothing; a
+    // client's write in the same chunk goes on.
+    apply(&mut sm, 3, vec![crate::encode_open(1).unwrap()]).await;
+    let replies = apply_chunk(&mut sm, 4, vec![load(1, 9), op(4, 4, None)])
+        .await
+        .unwrap();
+    assert!(
+        matches!(&replies[0], Err(ReplyError::Refused(why)) if why.contains("too late")),
+        "{replies:?}"
+    );
+    assert!(replies[1].is_ok(), "{replies:?}");
+    assert_eq!(
+        sm.machine().shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 1))
+    );
+    // A load that is no document is refused alone.
+    let bad = crate::encode_load_op(&Datum::Number(5.0), &Datum::Number(5.0)).unwrap();
+    let other: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut fresh = open(&other, KeyRange::all());
+    let replies = apply_chunk(&mut fresh, 1, vec![bad, load(6, 6)])
+        .await
+        .unwrap();
+    assert!(
+        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        "{replies:?}"
+    );
+    assert!(replies[1].is_ok(), "{replies:?}");
+}

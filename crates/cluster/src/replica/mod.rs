@@ -277,13 +277,6 @@ impl<T: Transport> ReplicatedShard<T> {
         self.propose(command).await.map(|_| ())
     }
 
-    /// Copies `doc` (under `key`) into a new shard of a resharding (a replace), refused
-    /// once the shard is open.
-    pub async fn load(&self, key: &Datum, doc: &Datum) -> Result<Applied, RouteError> {
-        let command = store::encode_load(key, doc)?;
-        self.propose(command).await
-    }
-
     async fn propose(&self, command: Vec<u8>) -> Result<Applied, RouteError> {
         let request = ClientRequest::Propose(Command(command));
         match self.route.route(Op::Write, request).await? {
