@@ -75,16 +75,42 @@ enum Kind {
 /// Encodes a primary key, checking RethinkDB's type and length rules.
 pub fn encode_primary(d: &Datum) -> Result<Vec<u8>, KeyError> {
     check_nul(d)?;
-    let mut out = Vec::with_capacity(24);
+    // A string key (the common one) fits exactly: tag, text, terminator.
+    let room = match d {
+        Datum::String(s) => s.len() + 3,
+        _ => 24,
+    };
+    let mut out = Vec::with_capacity(room);
     encode_into(d, &mut out, true, Kind::Primary)?;
     if printed_len(d) > MAX_PRIMARY_KEY_SIZE {
-        return Err(KeyError::TooLong(format!(
-            "Primary key too long (max {} characters): {}",
-            MAX_PRIMARY_KEY_CHARS,
-            d.to_json_string()
-        )));
+        return Err(too_long(d));
     }
     Ok(out)
+}
+
+/// Whether `d` can be a primary key: `encode_primary`'s answer without its encoding,
+/// for a caller that only checks (an insert validating a document before the store
+/// encodes the key); a string key, the common one, is checked without allocating.
+pub fn check_primary(d: &Datum) -> Result<(), KeyError> {
+    match d {
+        Datum::String(_) => {
+            check_nul(d)?;
+            if printed_len(d) > MAX_PRIMARY_KEY_SIZE {
+                return Err(too_long(d));
+            }
+            Ok(())
+        }
+        _ => encode_primary(d).map(drop),
+    }
+}
+
+/// The error for a primary key longer than RethinkDB's limit.
+fn too_long(d: &Datum) -> KeyError {
+    KeyError::TooLong(format!(
+        "Primary key too long (max {} characters): {}",
+        MAX_PRIMARY_KEY_CHARS,
+        d.to_json_string()
+    ))
 }
 
 /// RethinkDB refuses NUL bytes in the strings of a primary key (top level or inside an
@@ -432,13 +458,18 @@ fn sortable_f64(n: f64) -> [u8; 8] {
     bits.to_be_bytes()
 }
 
+/// `b` with each NUL byte followed by 0xFF, then the terminator `00 00`; copied a run
+/// of non-NUL bytes at a time (a key is copied for every write).
 fn escape_bytes(b: &[u8], out: &mut Vec<u8>) {
-    for &c in b {
-        out.push(c);
-        if c == 0 {
-            out.push(0xFF);
-        }
+    out.reserve(b.len() + 2);
+    let mut rest = b;
+    while let Some(at) = rest.iter().position(|&c| c == 0) {
+        let (run, tail) = rest.split_at(at + 1);
+        out.extend_from_slice(run);
+        out.push(0xFF);
+        rest = tail;
     }
+    out.extend_from_slice(rest);
     out.extend_from_slice(&[0, 0]);
 }
 
@@ -450,6 +481,41 @@ mod tests {
 
     fn d(s: &str) -> Datum {
         from_json_slice(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn check_primary_answers_as_encode_primary() {
+        let long = Datum::from("x".repeat(200));
+        let cases = [
+            d(r#""user1""#),
+            d(r#""a\u0000b""#),
+            long,
+            d("12"),
+            d("null"),
+            d("[1,\"a\"]"),
+            d("{}"),
+        ];
+        for k in cases {
+            let want = encode_primary(&k)
+                .map(drop)
+                .map_err(|e| e.message().to_string());
+            let got = check_primary(&k).map_err(|e| e.message().to_string());
+            assert_eq!(got, want, "{k:?}");
+        }
+        assert!(check_primary(&Datum::from("x".repeat(200))).is_err());
+        assert!(check_primary(&d(r#""a\u0000b""#)).is_err());
+    }
+
+    #[test]
+    fn escaping_marks_each_nul_and_terminates() {
+        let mut out = vec![7];
+        escape_bytes(b"\0ab\0\0c", &mut out);
+        assert_eq!(out, [7, 0, 0xFF, b'a', b'b', 0, 0xFF, 0, 0xFF, b'c', 0, 0]);
+        let (back, rest) = unescape_bytes(&out[1..]).unwrap();
+        assert_eq!((back.as_slice(), rest), (&b"\0ab\0\0c"[..], &[][..]));
+        let mut plain = Vec::new();
+        escape_bytes(b"", &mut plain);
+        assert_eq!(plain, [0, 0]);
     }
 
     #[test]

@@ -261,7 +261,9 @@ impl DocCache {
         let mut s = self.stripe(stripe).lock();
         s.generation += 1;
         s.busy = s.busy.saturating_sub(1);
-        s.remove(key, &self.budget.0);
+        // No `remove`: `begin_write` dropped the key, and nothing can have put it back
+        // since (a reader's `fill` is refused while the stripe is busy, and another write
+        // of the key waits for the caller's stripe lock); `insert` replaces in any case.
         if let Some(d) = new {
             if self.budget.limit() > 0 {
                 s.insert(key.to_vec(), d, &self.budget.0);

@@ -148,3 +148,60 @@ fn a_failed_commit_fails_every_write_of_the_chunk_and_nothing_else() {
     assert!(again.iter().all(|a| matches!(a, Ok(Applied::Done(_)))));
     assert_eq!(indexed(&s, &idx, 0, 100), vec![1.0, 2.0, 3.0]);
 }
+
+/// What the cache holds for `id`, without reading the engine.
+fn cached(s: &Shard, id: u32) -> Option<Datum> {
+    let k = datum::keys::encode_primary(&key(id)).unwrap();
+    match s.cache.get(Shard::stripe_index(&k), &k) {
+        Lookup::Hit(d) => Some(d),
+        Lookup::Miss(_) => None,
+    }
+}
+
+#[test]
+fn a_chunk_caches_only_keys_the_cache_held_and_never_an_old_version() {
+    let e: Arc<dyn Engine> = Arc::new(Memory::new());
+    let (s, _) = shard_on(e);
+    // Key 1 cached, then deleted; keys 2 and 4 stored and read (cached).
+    s.write(&key(1), StoreChange::Put(doc(1, 10))).unwrap();
+    assert!(s.get(&key(1)).unwrap().is_some());
+    s.write(&key(1), StoreChange::Delete).unwrap();
+    for id in [2, 4] {
+        s.write(&key(id), StoreChange::Put(doc(id, id * 10)))
+            .unwrap();
+        assert_eq!(s.get(&key(id)).unwrap(), Some(doc(id, id * 10)));
+    }
+    assert_eq!(cached(&s, 2), Some(doc(2, 20)));
+    let answers = s.apply_many(vec![
+        // Over the deleted key, and a key never written: not cached.
+        insert(1, 11),
+        insert(3, 30),
+        // A cached key replaced: its new document replaces the cached one.
+        (
+            key(2),
+            Some(Version::of(Some(&doc(2, 20)))),
+            StoreChange::Put(doc(2, 22)),
+        ),
+        // A cached key deleted: dropped.
+        (key(4), None, StoreChange::Delete),
+    ]);
+    assert!(answers.iter().all(|a| matches!(a, Ok(Applied::Done(_)))));
+    assert_eq!(cached(&s, 1), None);
+    assert_eq!(cached(&s, 3), None);
+    assert_eq!(cached(&s, 2), Some(doc(2, 22)));
+    assert_eq!(cached(&s, 4), None);
+    // Reads find the new documents in the engine, and cache them then.
+    assert_eq!(s.get(&key(1)).unwrap(), Some(doc(1, 11)));
+    assert_eq!(cached(&s, 1), Some(doc(1, 11)));
+    assert_eq!(s.get(&key(3)).unwrap(), Some(doc(3, 30)));
+    assert_eq!(s.get(&key(4)).unwrap(), None);
+    // A second chunk over a key now cached keeps it cached, at its new version.
+    let again = s.apply_many(vec![(
+        key(1),
+        Some(Version::of(Some(&doc(1, 11)))),
+        StoreChange::Put(doc(1, 12)),
+    )]);
+    assert!(matches!(&again[0], Ok(Applied::Done(_))));
+    assert_eq!(cached(&s, 1), Some(doc(1, 12)));
+    assert_eq!(s.get(&key(1)).unwrap(), Some(doc(1, 12)));
+}

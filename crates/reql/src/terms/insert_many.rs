@@ -37,8 +37,28 @@ pub(super) struct Chunks<'a> {
     conflict: &'a Conflict,
     /// Each document with its member under the primary key (`member`).
     pending: Vec<(Datum, Option<Datum>)>,
-    /// The primary keys given in `pending` (as JSON text).
-    keys: HashSet<String>,
+    /// The primary keys given in `pending` (`KeyId`).
+    keys: HashSet<KeyId>,
+}
+
+/// A primary key as the chunk's duplicate check compares it: a string key by its own
+/// text (shared, not copied: the common key of a bulk load, which printing as JSON
+/// text cost 2k instructions a document), any other key by its JSON text. Two keys are
+/// the same key exactly when their `KeyId`s are equal: a string never equals a
+/// non-string key, and non-string keys print equal exactly when they are equal.
+#[derive(PartialEq, Eq, Hash)]
+enum KeyId {
+    Str(datum::Str),
+    Text(String),
+}
+
+impl KeyId {
+    fn of(key: &Datum) -> KeyId {
+        match key {
+            Datum::String(s) => KeyId::Str(s.clone()),
+            other => KeyId::Text(other.to_json_string()),
+        }
+    }
 }
 
 /// One document of a chunk, after validation.
@@ -66,7 +86,7 @@ impl<'a> Chunks<'a> {
             dur,
             conflict,
             pending: Vec::new(),
-            keys: HashSet::new(),
+            keys: HashSet::with_capacity(CHUNK),
         }
     }
 
@@ -75,11 +95,11 @@ impl<'a> Chunks<'a> {
     pub(super) fn push(&mut self, d: Datum, stats: &mut Stats) -> Result<()> {
         let given = member(&d, self.t.primary_key());
         if let Some(key) = &given {
-            let text = key.to_json_string();
-            if self.keys.contains(&text) {
+            let id = KeyId::of(key);
+            if self.keys.contains(&id) {
                 self.flush(stats)?;
             }
-            self.keys.insert(text);
+            self.keys.insert(id);
         }
         self.pending.push((d, given));
         if self.pending.len() >= CHUNK {

@@ -346,7 +346,7 @@ pub(super) fn insert_doc(
             (Datum::object(m), k)
         }
     };
-    datum::keys::encode_primary(&key).map_err(|e| logic(e.message().to_string()))?;
+    datum::keys::check_primary(&key).map_err(|e| logic(e.message().to_string()))?;
     Ok((doc, key))
 }
 
