@@ -4,10 +4,8 @@
 //! Each query runs as its own task, so a slow query never holds up the others on the
 //! connection (answers to different tokens go out in completion order; one token's
 //! answers go out in the order its requests came, `tokens.rs`). Evaluation is synchronous
-//! and runs on the evaluation pool, except for point reads and single-document writes
-//! (`reql::plan::runs_inline`), evaluated on the connection's task; hard-durability
-//! writes are acknowledged only after the group commit covering their ticket has reached
-//! the disk, waited for asynchronously.
+//! and runs on tokio's blocking pool; hard-durability writes are acknowledged only after
+//! the group commit covering their ticket has reached the disk.
 //!
 //! Every query has its own interruption flag (`reql::QueryCtx::cancel`): STOP sets it,
 //! closing the connection sets all of them, and deleting the query's `rethinkdb.jobs`
@@ -35,8 +33,6 @@ use crate::state::ServerState;
 
 mod batch;
 mod feed;
-#[cfg(test)]
-mod inline_tests;
 mod noreply;
 mod point;
 mod tokens;
@@ -82,9 +78,6 @@ struct Cursor {
 /// Queries a connection may have started and not yet had answered (or written).
 const MAX_STARTED: usize = 32;
 
-/// The largest query (its frame's payload) evaluated on the connection's task.
-const INLINE_BYTES: usize = 64 << 10;
-
 /// One connection's queries.
 pub struct Session {
     state: Arc<ServerState>,
@@ -108,16 +101,6 @@ pub struct Session {
     no_hook: Arc<dyn Fn() + Send + Sync>,
 }
 
-/// An evaluated START, before its answer is written.
-struct Evaluated {
-    outcome: Outcome,
-    /// The hard-durability writes' ticket: the answer waits until it is durable.
-    ticket: Option<u64>,
-    /// Whether the query asked for its profile.
-    profile: bool,
-    plans: Arc<reql::terms::optimized::PlanLog>,
-}
-
 enum Outcome {
     /// A single value.
     Atom(Vec<u8>),
@@ -129,12 +112,8 @@ impl Session {
     /// Whether `term` is evaluated on this connection's task. Never when the catalog is
     /// replicated: a table's reads may then wait for a Raft round trip, which must not
     /// block an async worker (it could stall the runtime that carries the round trip).
-    /// A query bigger than `INLINE_BYTES` goes to the pool whatever it is: copying a big
-    /// literal is not the few microseconds inline evaluation is for.
-    fn inline(&self, term: &reql::Term, payload: &Bytes) -> bool {
-        payload.len() <= INLINE_BYTES
-            && reql::plan::runs_inline(term)
-            && !self.state.cluster.is_replicated()
+    fn inline(&self, term: &reql::Term) -> bool {
+        reql::plan::runs_inline(term) && !self.state.cluster.is_replicated()
     }
 
     /// A session writing its responses to `out`.
@@ -221,9 +200,11 @@ impl Session {
                     }
                 };
                 let noreply = q.noreply;
-                if self.inline(&term, &payload) {
-                    self.start_inline(token, q, payload, term, noreply, cancel)
-                        .await;
+                if !noreply && self.inline(&term) {
+                    // A point read: answer from this task, no hand-off at all. Nothing can
+                    // be owed on its token: no frame is read until it is answered.
+                    let frame = self.start(token, q, payload, term, false, cancel).await;
+                    self.send(frame).await;
                     return;
                 }
                 let me = self.clone();
@@ -328,7 +309,6 @@ impl Session {
         }
     }
 
-    /// Evaluates a START on the pool and answers it (the caller sends the frame).
     async fn start(
         self: &Arc<Self>,
         token: u64,
@@ -339,72 +319,13 @@ impl Session {
         cancel: Arc<AtomicBool>,
     ) -> Vec<u8> {
         let began = Instant::now();
-        let frame = match self.evaluate(token, q, payload, term, cancel, false).await {
-            Ok(e) => self.answer(token, e, noreply, began).await,
-            Err(frame) => frame,
-        };
-        self.end_start(token, began);
-        frame
-    }
-
-    /// Evaluates a START on this task: a point read or a single-document write
-    /// (`reql::plan::runs_inline`), no hand-off to the pool. Nothing can be owed on its
-    /// token: no frame is read until it is evaluated. The answer goes out from here,
-    /// unless it must wait for a hard write's fsync: a task of its own waits for the
-    /// group commit (without holding a worker) and answers, as after the pool, so that
-    /// the connection reads on meanwhile and NOREPLY_WAIT counts the write.
-    async fn start_inline(
-        self: &Arc<Self>,
-        token: u64,
-        q: CompiledQuery,
-        payload: Bytes,
-        term: Arc<reql::Term>,
-        noreply: bool,
-        cancel: Arc<AtomicBool>,
-    ) {
-        let began = Instant::now();
-        let evaluated = match self.evaluate(token, q, payload, term, cancel, true).await {
-            Ok(e) if e.ticket.is_some() => e,
-            Ok(e) => {
-                let frame = self.answer(token, e, noreply, began).await;
-                self.end_start(token, began);
-                if !noreply {
-                    self.send(frame).await;
-                }
-                return;
-            }
-            Err(frame) => {
-                self.end_start(token, began);
-                if !noreply {
-                    self.send(frame).await;
-                }
-                return;
-            }
-        };
-        let Ok(slot) = self.started.clone().acquire_owned().await else {
-            return;
-        };
-        let ticket = noreply.then(|| self.noreply.begin());
-        let me = self.clone();
-        tokio::spawn(async move {
-            let _slot = slot;
-            let frame = me.answer(token, evaluated, noreply, began).await;
-            me.end_start(token, began);
-            if noreply {
-                drop(ticket);
-                me.serve_owed(token).await;
-            } else {
-                me.finish_turn(token, frame).await;
-            }
-        });
-    }
-
-    /// A START has been answered: its latency is recorded and its token freed, unless
-    /// `respond` left a cursor in its slot.
-    fn end_start(&self, token: u64, began: Instant) {
+        let frame = self
+            .start_inner(token, q, payload, term, noreply, cancel)
+            .await;
         self.state
             .cluster
             .observe_query_latency(began.elapsed().as_secs_f64());
+        // A cursor left by `respond` keeps its slot; anything else frees the token.
         let mut tokens = self.tokens.lock();
         if matches!(
             tokens.slots.get(&token),
@@ -412,18 +333,19 @@ impl Session {
         ) {
             tokens.slots.remove(&token);
         }
+        frame
     }
 
-    /// Evaluates a START here (`inline`) or on the pool; a failure is its error frame.
-    async fn evaluate(
+    async fn start_inner(
         self: &Arc<Self>,
         token: u64,
         q: CompiledQuery,
         payload: Bytes,
         term: Arc<reql::Term>,
+        noreply: bool,
         cancel: Arc<AtomicBool>,
-        inline: bool,
-    ) -> Result<Evaluated, Vec<u8>> {
+    ) -> Vec<u8> {
+        let began = Instant::now();
         let profile = q.profile;
         let state = self.state.clone();
         let pool = self.state.pool.clone();
@@ -437,7 +359,7 @@ impl Session {
             token,
             plans: plans.clone(),
         };
-        let run = if inline {
+        let run = if self.inline(&term) {
             // Contained like the pool's jobs: a panic fails this query, not the
             // connection's task.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -448,41 +370,35 @@ impl Session {
             pool.run(move || run_start(&state, &who, q, payload, term, job))
                 .await
         };
-        match run {
-            Some(Ok((outcome, ticket))) => Ok(Evaluated {
-                outcome,
-                ticket,
-                profile,
-                plans,
-            }),
-            Some(Err(e)) => Err(self
-                .interrupted(token, &cancel, &memory)
-                .unwrap_or_else(|| error_frame(token, &e))),
+        let (outcome, ticket) = match run {
+            Some(Ok(x)) => x,
+            Some(Err(e)) => {
+                return self
+                    .interrupted(token, &cancel, &memory)
+                    .unwrap_or_else(|| error_frame(token, &e))
+            }
             // An evaluation stopped by its flag unwinds (`datum::work`); anything else
             // that unwound is a bug, contained to this query.
-            None => Err(self
-                .interrupted(token, &cancel, &memory)
-                .unwrap_or_else(|| {
-                    error_frame(
-                        token,
-                        &reql::error::internal("The query failed unexpectedly."),
-                    )
-                })),
-        }
-    }
-
-    /// The answer to an evaluated START, once its hard writes are durable.
-    async fn answer(&self, token: u64, e: Evaluated, noreply: bool, began: Instant) -> Vec<u8> {
-        if let Some(t) = e.ticket {
-            if let Err(err) = self.state.cluster.wait_durable(t).await {
-                return error_frame(token, &err);
+            None => {
+                return self
+                    .interrupted(token, &cancel, &memory)
+                    .unwrap_or_else(|| {
+                        error_frame(
+                            token,
+                            &reql::error::internal("The query failed unexpectedly."),
+                        )
+                    })
+            }
+        };
+        if let Some(t) = ticket {
+            if let Err(e) = self.state.cluster.wait_durable(t).await {
+                return error_frame(token, &e);
             }
         }
-        let prof = e
-            .profile
-            .then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0, &e.plans.snapshot()));
+        let prof = profile
+            .then(|| profile_json(began.elapsed().as_secs_f64() * 1000.0, &plans.snapshot()));
         // A noreply stream is never continued: drop its cursor.
-        let outcome = match e.outcome {
+        let outcome = match outcome {
             Outcome::Batch(items, c, _) if noreply => Outcome::Batch(items, c, true),
             other => other,
         };
