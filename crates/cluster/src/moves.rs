@@ -15,13 +15,18 @@
 //! wanted replica waits for such an old copy that still votes, that copy alone is made
 //! a learner first (if voters remain).
 //!
-//! Invariants: pure; voters are never changed before every wanted voter caught up
+//! [`change_once`] carries one step out on a group's Raft (the server's controller and
+//! the deterministic simulation both call it).
+//!
+//! Invariants: [`next_step`] is pure; voters are never changed before every wanted voter caught up
 //! (except that exception, which never empties the voters); a learner is removed only
 //! once it holds the configuration that demoted it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-use replication::{same_server, NodeId};
+use replication::openraft::{ChangeMembers, RaftMetrics};
+use replication::{same_server, Node, NodeId, Raft, TypeConfig};
 
 /// How far behind the leader's log a learner may be and count as caught up.
 pub const CAUGHT_UP_LAG: u64 = 128;
@@ -39,6 +44,62 @@ pub struct View {
     pub last: u64,
     /// The log index of the membership in effect.
     pub config_index: u64,
+}
+
+impl View {
+    /// The membership as a leader's `metrics` show it.
+    pub fn of(m: &RaftMetrics<TypeConfig>) -> Self {
+        let membership = m.membership_config.membership();
+        View {
+            voters: membership.voter_ids().collect(),
+            learners: membership.learner_ids().collect(),
+            matched: m
+                .replication
+                .iter()
+                .flatten()
+                .map(|(n, l)| (*n, l.map(|l| l.index)))
+                .collect(),
+            last: m.last_log_index.unwrap_or(0),
+            config_index: m.membership_config.log_id().map_or(0, |l| l.index),
+        }
+    }
+}
+
+/// If `raft` leads its group and a change towards `want` is due, makes it (within
+/// `timeout`): the step taken and its outcome. `None`: not the leader, nothing due, or
+/// no address known for a learner to add (`node` answers a member's address).
+pub async fn change_once(
+    raft: &Raft,
+    want: &Want,
+    node: impl Fn(NodeId) -> Option<Node>,
+    timeout: Duration,
+) -> Option<(Step, Result<(), String>)> {
+    let m = raft.metrics().borrow().clone();
+    if m.current_leader != Some(m.id) {
+        return None;
+    }
+    let step = next_step(&View::of(&m), want)?;
+    let change = match &step {
+        Step::AddLearners(ids) => {
+            let nodes: BTreeMap<NodeId, Node> = ids
+                .iter()
+                .filter_map(|id| Some((*id, node(*id)?)))
+                .collect();
+            if nodes.is_empty() {
+                return None;
+            }
+            ChangeMembers::AddNodes(nodes)
+        }
+        Step::ReplaceVoters(ids) => ChangeMembers::ReplaceAllVoters(ids.clone()),
+        Step::DemoteVoters(ids) => ChangeMembers::RemoveVoters(ids.clone()),
+        Step::RemoveLearners(ids) => ChangeMembers::RemoveNodes(ids.clone()),
+    };
+    let outcome = match tokio::time::timeout(timeout, raft.change_membership(change, true)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timed out".into()),
+    };
+    Some((step, outcome))
 }
 
 /// What the placement wants: the voters' and the non-voting replicas' node ids.
