@@ -41,7 +41,7 @@ pub struct Group {
     /// Its storage prefix on every node's engine.
     pub prefix: String,
     /// The Raft of the group each host runs now (replaced at every restart).
-    pub rafts: Mutex<HashMap<NodeId, Raft>>,
+    pub rafts: Mutex<BTreeMap<NodeId, Raft>>,
     /// A leader transfer the test asks for: the node that leads takes it.
     pub transfer_to: Mutex<Option<NodeId>>,
     /// Transfers done: from, to, and the time taken or why it failed.
@@ -83,7 +83,7 @@ impl<R: Replicated> Cluster<R> {
             .map(|g| Group {
                 id: GroupId(g),
                 prefix: format!("raft.g{g}"),
-                rafts: Mutex::new(HashMap::new()),
+                rafts: Mutex::new(BTreeMap::new()),
                 transfer_to: Mutex::new(None),
                 transfers: Mutex::new(Vec::new()),
                 want: Mutex::new(Placement {

@@ -1,7 +1,8 @@
 //! The replica moves of the shard groups this server leads: each round, for every
 //! placed table's shard whose group's leader is here, one membership change towards
-//! the recorded placement (`cluster::moves::change_once`, its rule `next_step`: learners first, the voters
-//! switched once the new ones caught up, demoted learners removed last).
+//! the recorded placement (`cluster::moves::change_once`, by the rule `next_step`:
+//! learners first, the voters switched once the new ones caught up, demoted learners
+//! removed last).
 //!
 //! Invariants: only a group's leader changes its membership, one change per group per
 //! round, each bounded by [`CHANGE_TIMEOUT`]; a learner is added without waiting for it
@@ -10,14 +11,10 @@
 //! documents' snapshot.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use cluster::moves::{change_once, want_of};
+use cluster::moves::{change_once, want_of, CHANGE_TIMEOUT};
 use cluster::Cluster;
 use replication::{Host, Node, NodeId, SharedTransport};
-
-/// How long one membership change may take.
-const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One round over the groups led here; what was done, for the log.
 pub(super) async fn round(
