@@ -255,7 +255,7 @@ async fn operate<R: Replicated>(
         }
         // Membership changes every 100 ms, as a controller's rounds.
         round += 1;
-        let Some(mover) = cluster.mover.as_ref().filter(|_| round % 10 == 0) else {
+        let Some(mover) = cluster.mover.as_ref().filter(|_| round.is_multiple_of(10)) else {
             continue;
         };
         let want = group.want.lock().clone();
