@@ -1,10 +1,11 @@
 //! The deterministic simulation (`replication::sim`: turmoil, seeded randomness, an
-//! in-memory engine that can lose power) of a 3-node group replicating a table shard,
-//! [`ShardMachine`] with a secondary index on field `v`, under random faults
+//! in-memory engine that can lose power) of 3 nodes running three groups, each
+//! replicating a table shard ([`ShardMachine`] with a secondary index on field `v`; all
+//! on each node's one engine, behind one router and transport), under random faults
 //! (partitions, crash and restart, power loss, message loss, held links, leader
 //! transfers).
 //!
-//! The client draws, from the seeded RNG, inserts (`Version::ABSENT`), conditional
+//! Each group's client draws, from the seeded RNG, inserts (`Version::ABSENT`), conditional
 //! updates and deletes with the expected version the client last saw, conditional
 //! writes with a stale expected version, inserts of existing keys and unconditional
 //! puts, proposed with `store::encode_command`; replies decoded with
@@ -43,10 +44,11 @@ use common::Field;
 /// A node's handles on its replica, for reads.
 type Handles = (Arc<Shard>, Arc<SecondaryIndex>);
 
-/// The replicated shard, and each node's handles on it (replaced at every restart).
+/// The replicated shards (one per group), and each node's handles on each (by node and
+/// group prefix; replaced at every restart).
 #[derive(Default)]
 struct ShardSim {
-    nodes: Mutex<HashMap<NodeId, Handles>>,
+    nodes: Mutex<HashMap<(NodeId, String), Handles>>,
     /// One committer per node for the whole run (replicated writes take no ticket, so
     /// its thread never persists: power loss stays under the simulation's control).
     commits: Mutex<HashMap<NodeId, Arc<GroupCommit>>>,
@@ -149,7 +151,9 @@ impl Replicated for ShardSim {
         let shard = machine.shard().clone();
         let index = machine.index("v").ok_or("no index v")?.clone();
         track_entries(std::slice::from_ref(&shard), &index)?;
-        self.nodes.lock().insert(id, (shard, index));
+        self.nodes
+            .lock()
+            .insert((id, prefix.into()), (shard, index));
         Ok(machine)
     }
 
@@ -249,8 +253,13 @@ impl Replicated for ShardSim {
         model.acked
     }
 
-    fn state(&self, id: NodeId, _engine: &dyn Engine, _prefix: &str) -> Result<State, String> {
-        let (shard, index) = self.nodes.lock().get(&id).cloned().ok_or("not opened")?;
+    fn state(&self, id: NodeId, _engine: &dyn Engine, prefix: &str) -> Result<State, String> {
+        let (shard, index) = self
+            .nodes
+            .lock()
+            .get(&(id, prefix.to_string()))
+            .cloned()
+            .ok_or("not opened")?;
         let mut docs = BTreeMap::new();
         let scan = shard
             .scan(Bound::Unbounded, Bound::Unbounded, false)
@@ -311,7 +320,8 @@ impl Replicated for ShardSim {
 #[test]
 fn a_replicated_shard_survives_random_faults() {
     let plan = Plan {
-        fault_phase: Duration::from_secs(8),
+        groups: 3,
+        ..Plan::single(Duration::from_secs(8))
     };
     for seed in seeds_from_env(&[1, 2, 3]) {
         run_seed("shard", Arc::new(ShardSim::default()), seed, &plan);
@@ -322,7 +332,8 @@ fn a_replicated_shard_survives_random_faults() {
 #[ignore = "long form, by hand: PONDER_SIM_SEEDS=<count> (random seeds)"]
 fn a_replicated_shard_survives_random_faults_long() {
     let plan = Plan {
-        fault_phase: Duration::from_secs(30),
+        groups: 3,
+        ..Plan::single(Duration::from_secs(30))
     };
     for seed in long_seeds() {
         run_seed("shard", Arc::new(ShardSim::default()), seed, &plan);

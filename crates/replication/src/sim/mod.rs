@@ -3,7 +3,10 @@
 //! ([`Replicated`]: the state machine, a generator of writes, how to read a replica's
 //! state and how to check it). Behind the `sim` feature; used by this crate's
 //! `tests/sim` (the test double `kv::KvMachine`) and by `store`'s `tests/sim.rs` (a
-//! replicated table shard).
+//! replicated table shard). Every simulated node runs [`Plan::groups`] groups on one
+//! engine behind one router and transport, as a server runs the catalog's group and
+//! its shards' groups; with a [`Mover`] (the cluster's `moves::change_once`, from
+//! `cluster`'s `tests/sim.rs`), groups' placements are moved while the faults run.
 //!
 //! Faults: partitions, crash and restart of a node, power loss (a crash that also loses
 //! every write not yet fsynced), message loss (links that break connections), held
@@ -33,15 +36,19 @@
 //! ready together, and openraft's replication back-off has such a `select!` (ours are
 //! `biased`). A run is identical until the first such tie: 55 of 60 seeds replayed
 //! identically when tried with the key-value machine (the others differed by a write or
-//! a snapshot, and still passed).
+//! a snapshot, and still passed); with three groups and membership moves, fewer (5 of
+//! 20 with 30 s of faults): every group's back-offs can tie.
 
 mod disk;
+pub mod kv;
 mod node;
 mod run;
 mod steps;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,7 +59,7 @@ pub use disk::Disk;
 pub use run::simulate;
 pub use turmoil;
 
-use crate::{LogId, NodeId, StateMachine};
+use crate::{LogId, Node, NodeId, Raft, StateMachine};
 
 /// What a simulated group replicates, and how the client writes and checks it.
 pub trait Replicated: Send + Sync + 'static {
@@ -96,10 +103,52 @@ pub trait Replicated: Send + Sync + 'static {
     fn check(&self, model: &Self::Model, state: &Self::State) -> Result<(), String>;
 }
 
-/// How long faults are injected, in simulated time.
+/// A group's wanted membership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The voters.
+    pub voters: BTreeSet<NodeId>,
+    /// The non-voting members.
+    pub learners: BTreeSet<NodeId>,
+}
+
+/// Makes the next membership change of the group `raft` belongs to towards a placement
+/// (`nodes`: every host's address), if it leads and one is due: `None` if nothing was
+/// done, else what was done or why it failed. The cluster's controller is one
+/// (`cluster::moves::change_once`); the harness has none of its own, so that the code
+/// under test is the real one.
+pub type Mover = Arc<
+    dyn Fn(
+            Raft,
+            Placement,
+            BTreeMap<NodeId, Node>,
+        ) -> Pin<Box<dyn Future<Output = Option<Result<String, String>>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// What a run does.
+#[derive(Clone)]
 pub struct Plan {
     /// The random-fault phase's length.
     pub fault_phase: Duration,
+    /// Raft groups every node runs (group 0 stands for the catalog), each with its own
+    /// client and checks, all sharing each node's engine, router and transport.
+    pub groups: usize,
+    /// With a mover, a fourth host is a spare, and groups' placements are moved
+    /// ({1,2,3} to {1,2,4} and back, a learner added and removed) while faults run.
+    pub mover: Option<Mover>,
+}
+
+impl Plan {
+    /// One group, no membership changes.
+    pub fn single(fault_phase: Duration) -> Self {
+        Self {
+            fault_phase,
+            groups: 1,
+            mover: None,
+        }
+    }
 }
 
 /// A leader transfer done: from, to, and the time it took or why it failed.
@@ -108,18 +157,23 @@ pub type TransferRecord = (NodeId, NodeId, Result<Duration, String>);
 /// What one run found (for the summary line, and to compare replays).
 #[derive(Debug, PartialEq)]
 pub struct Outcome {
-    /// Writes acknowledged.
+    /// Writes acknowledged (every group's).
     pub acked: usize,
     /// Writes whose outcome stayed unknown.
     pub unknown: usize,
-    /// The replicas' common applied position at the end (a fingerprint of the run).
-    pub applied: Option<LogId>,
+    /// Each group's replicas' common applied position at the end (a fingerprint of the
+    /// run).
+    pub applied: Vec<Option<LogId>>,
     /// The election after the first leader was partitioned away.
     pub election: Duration,
     /// The transfer back to the first leader once it returned (`None`: it already led).
     pub handback: Option<Duration>,
-    /// Every transfer: from, to, time taken or why it failed.
+    /// Every transfer (every group's): from, to, time taken or why it failed.
     pub transfers: Vec<TransferRecord>,
+    /// Membership changes made, and failed (retried by later rounds).
+    pub changes: (u32, u32),
+    /// Placement moves asked for (each completed by the end).
+    pub moves: u32,
     /// Snapshots installed by their receiver.
     pub snapshots: u64,
     /// The faults injected, by kind.
@@ -157,13 +211,23 @@ pub fn run_seed<R: Replicated>(name: &str, sim: Arc<R>, seed: u64, plan: &Plan) 
         .filter_map(|(_, _, r)| r.as_ref().ok().map(|d| d.as_millis()))
         .collect();
     eprintln!(
-        "{name} sim: seed {seed} passed in {:.1} s: {} writes acknowledged ({} unknown), \
-         all at {}, new leader {} ms after the leader's partition, leadership handed back \
+        "{name} sim: seed {seed} passed in {:.1} s: {} groups, {} writes acknowledged ({} \
+         unknown), at {}, {} placement moves ({} membership changes, {} failed and \
+         retried), new leader {} ms after the leader's partition, leadership handed back \
          {}, transfers {} of {} done (ms: {done:?}), {} snapshots installed, faults {:?}",
         started.elapsed().as_secs_f64(),
+        outcome.applied.len(),
         outcome.acked,
         outcome.unknown,
-        outcome.applied.map_or("-".to_string(), |a| a.to_string()),
+        outcome
+            .applied
+            .iter()
+            .map(|a| a.map_or("-".to_string(), |a| a.to_string()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        outcome.moves,
+        outcome.changes.0,
+        outcome.changes.1,
         outcome.election.as_millis(),
         outcome
             .handback

@@ -1,11 +1,14 @@
-//! A simulated Ponder node: one Raft group (the [`Replicated`]'s machine) on an
-//! in-memory [`Disk`] that outlives crashes (and loses its unsynced writes on a power
-//! loss), served over turmoil's TCP, writes proposed through a [`Proposer`], and an
-//! operator task that hands leadership over when the test asks
-//! ([`Cluster::transfer_to`]); and the client side of its write port, which carries a
-//! command's bytes and answers the machine's reply bytes (postcard: test-only framing).
+//! A simulated Ponder node: several Raft groups (each the [`Replicated`]'s machine
+//! under its own prefix) on one in-memory [`Disk`] that outlives crashes (and loses
+//! its unsynced writes on a power loss), as a server keeps every group on one engine;
+//! one [`Router`] serves every group on the node's Raft port and one transport carries
+//! every group's calls (turmoil TCP); writes proposed through a [`Proposer`]; and an
+//! operator task per group that hands leadership over when the test asks
+//! ([`Group::transfer_to`]) and moves the membership to [`Group::want`]; and the client
+//! side of its write port, which carries a group's index and a command's bytes and
+//! answers the machine's reply bytes (postcard: test-only framing).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,58 +19,98 @@ use storage::Engine;
 use turmoil::net::{TcpListener, TcpStream};
 
 use super::disk::Disk;
-use super::{Replicated, TransferRecord};
+use super::{Mover, Placement, Replicated, TransferRecord};
 use crate::openraft::{Config, ServerState, SnapshotPolicy};
 use crate::*;
 
 pub const RAFT_PORT: u16 = 9000;
 pub const CLIENT_PORT: u16 = 9001;
-pub const GROUP: GroupId = GroupId(1);
-pub const PREFIX: &str = "raft.g1";
 
 pub fn host_name(id: NodeId) -> String {
     format!("n{id}")
+}
+
+fn address(id: NodeId) -> Node {
+    Node::new(format!("{}:{RAFT_PORT}", host_name(id)))
+}
+
+/// One group: its nodes' Rafts, the placement it is moved to, what was asked of it and
+/// done.
+pub struct Group {
+    pub id: GroupId,
+    /// Its storage prefix on every node's engine.
+    pub prefix: String,
+    /// The Raft of the group each host runs now (replaced at every restart).
+    pub rafts: Mutex<BTreeMap<NodeId, Raft>>,
+    /// A leader transfer the test asks for: the node that leads takes it.
+    pub transfer_to: Mutex<Option<NodeId>>,
+    /// Transfers done: from, to, and the time taken or why it failed.
+    pub transfers: Mutex<Vec<TransferRecord>>,
+    /// The placement the group's leader moves its membership to (with [`Plan::mover`]).
+    pub want: Mutex<Placement>,
+    /// Membership changes made, and failed.
+    pub changes: Mutex<(u32, u32)>,
 }
 
 /// What outlives a node's crashes, and what the test observes.
 pub struct Cluster<R: Replicated> {
     /// What is replicated.
     pub sim: Arc<R>,
+    /// Every host, the spare included.
     pub ids: Vec<NodeId>,
+    /// The groups' first voters (every host but the spare).
+    pub founders: BTreeSet<NodeId>,
     pub disks: HashMap<NodeId, Arc<Disk>>,
-    /// The node each host runs now (replaced at every restart).
-    pub rafts: Mutex<HashMap<NodeId, Raft>>,
+    pub groups: Vec<Group>,
     /// Snapshot transfers that were installed by their receiver.
     pub snapshots_sent: AtomicU64,
-    /// A leader transfer the test asks for: the node that leads takes it.
-    pub transfer_to: Mutex<Option<NodeId>>,
-    /// Transfers done: from, to, and the time taken or why it failed.
-    pub transfers: Mutex<Vec<TransferRecord>>,
+    pub mover: Option<Mover>,
 }
 
 impl<R: Replicated> Cluster<R> {
-    pub fn new(sim: Arc<R>, n: u64) -> Arc<Self> {
-        let ids: Vec<NodeId> = (1..=n).collect();
+    /// Hosts 1..=3 found `groups` groups; host 4, a spare, joins one only if moved there.
+    pub fn new(sim: Arc<R>, groups: usize, mover: Option<Mover>) -> Arc<Self> {
+        let founders: BTreeSet<NodeId> = (1..=3).collect();
+        let ids: Vec<NodeId> = match mover {
+            Some(_) => (1..=4).collect(),
+            None => founders.iter().copied().collect(),
+        };
         let disks = ids
             .iter()
             .map(|id| (*id, Arc::new(Disk::default())))
             .collect();
+        let groups = (0..groups as u64)
+            .map(|g| Group {
+                id: GroupId(g),
+                prefix: format!("raft.g{g}"),
+                rafts: Mutex::new(BTreeMap::new()),
+                transfer_to: Mutex::new(None),
+                transfers: Mutex::new(Vec::new()),
+                want: Mutex::new(Placement {
+                    voters: founders.clone(),
+                    learners: BTreeSet::new(),
+                }),
+                changes: Mutex::new((0, 0)),
+            })
+            .collect();
         Arc::new(Self {
             sim,
             ids,
+            founders,
             disks,
-            rafts: Mutex::new(HashMap::new()),
+            groups,
             snapshots_sent: AtomicU64::new(0),
-            transfer_to: Mutex::new(None),
-            transfers: Mutex::new(Vec::new()),
+            mover,
         })
     }
 
-    /// The replica's applied position and state; an error says why it cannot be read.
-    pub fn replica_state(&self, id: NodeId) -> Result<(Option<LogId>, R::State), String> {
+    /// Replica `id`'s applied position and state in group `g`; an error says why it
+    /// cannot be read.
+    pub fn replica_state(&self, g: usize, id: NodeId) -> Result<(Option<LogId>, R::State), String> {
         let engine = &*self.disks[&id];
-        let applied = applied_log_id(engine, PREFIX).map_err(|e| e.to_string())?;
-        Ok((applied, self.sim.state(id, engine, PREFIX)?))
+        let prefix = &self.groups[g].prefix;
+        let applied = applied_log_id(engine, prefix).map_err(|e| e.to_string())?;
+        Ok((applied, self.sim.state(id, engine, prefix)?))
     }
 }
 
@@ -109,36 +152,46 @@ fn config() -> Arc<Config> {
     Arc::new(config.validate().expect("valid config"))
 }
 
-/// The host software of node `id`: opens its storage, starts Raft, serves peers and
-/// clients until crashed.
+/// The host software of node `id`: opens every group's storage on its one engine,
+/// starts their Rafts behind one router and one transport, serves peers and clients
+/// until crashed.
 pub async fn run_node<R: Replicated>(
     id: NodeId,
     cluster: Arc<Cluster<R>>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let engine: Arc<dyn Engine> = cluster.disks[&id].clone();
-    let log = LogStore::open(engine.clone(), PREFIX, Durability::Inline)?;
-    let machine = cluster.sim.open(id, engine.clone(), PREFIX)?;
-    let sm = StateMachineStore::open(engine, PREFIX, machine, Durability::Inline)?;
     let transport = Arc::new(SimTransport {
         cluster: cluster.clone(),
     });
-    // Small chunks, so a snapshot takes several messages.
-    let network = Network::new(transport.clone(), GROUP).with_chunk_bytes(512);
-    let raft = Raft::new(id, config(), network, log, sm).await?;
-    let proposer = Proposer::new(raft.clone());
-    if id == 1 {
-        let members: BTreeMap<NodeId, Node> = cluster
-            .ids
-            .iter()
-            .map(|i| (*i, Node::new(format!("{}:{RAFT_PORT}", host_name(*i)))))
-            .collect();
-        // Refused once initialized (after a restart): that is expected.
-        let _ = raft.initialize(members).await;
-    }
-    cluster.rafts.lock().insert(id, raft.clone());
     let router = Arc::new(Router::new());
-    router.add_group(GROUP, raft.clone());
-    tokio::spawn(operate(id, cluster.clone(), proposer.clone(), transport));
+    let mut proposers = Vec::new();
+    for (g, group) in cluster.groups.iter().enumerate() {
+        let log = LogStore::open(engine.clone(), &group.prefix, Durability::Inline)?;
+        let machine = cluster.sim.open(id, engine.clone(), &group.prefix)?;
+        let sm =
+            StateMachineStore::open(engine.clone(), &group.prefix, machine, Durability::Inline)?;
+        // Small chunks, so a snapshot takes several messages.
+        let network = Network::new(transport.clone(), group.id).with_chunk_bytes(512);
+        let raft = Raft::new(id, config(), network, log, sm).await?;
+        if cluster.founders.first() == Some(&id) {
+            let members: BTreeMap<NodeId, Node> =
+                cluster.founders.iter().map(|i| (*i, address(*i))).collect();
+            // Refused once initialized (after a restart): that is expected.
+            let _ = raft.initialize(members).await;
+        }
+        group.rafts.lock().insert(id, raft.clone());
+        router.add_group(group.id, raft.clone());
+        let proposer = Proposer::new(raft);
+        tokio::spawn(operate(
+            id,
+            g,
+            cluster.clone(),
+            proposer.clone(),
+            transport.clone(),
+        ));
+        proposers.push(proposer);
+    }
+    let proposers = Arc::new(proposers);
 
     let peers = TcpListener::bind(("0.0.0.0", RAFT_PORT)).await?;
     let clients = TcpListener::bind(("0.0.0.0", CLIENT_PORT)).await?;
@@ -156,20 +209,25 @@ pub async fn run_node<R: Replicated>(
             }
             accepted = clients.accept() => {
                 let (conn, _) = accepted?;
-                tokio::spawn(serve_client(conn, proposer.clone()));
+                tokio::spawn(serve_client(conn, proposers.clone()));
             }
         }
     }
 }
 
-/// The operator: while this node leads, takes the transfer the test asks for and
-/// records its outcome (in simulated time).
+/// The operator of node `id` for group `g`, the server's controller in small: while
+/// this node leads, takes the transfer the test asks for, then makes the next
+/// membership change towards the group's placement (through [`Plan::mover`], the
+/// cluster's own code), recording outcomes (in simulated time).
 async fn operate<R: Replicated>(
     id: NodeId,
+    g: usize,
     cluster: Arc<Cluster<R>>,
     proposer: Proposer,
     transport: Arc<SimTransport<R>>,
 ) {
+    let group = &cluster.groups[g];
+    let mut round = 0u32;
     loop {
         tokio::time::sleep(Duration::from_millis(10)).await;
         if proposer.raft().metrics().borrow().state != ServerState::Leader {
@@ -177,23 +235,38 @@ async fn operate<R: Replicated>(
         }
         // A request to hand leadership to this node is left to the node that leads (this
         // one may be a deposed leader that has not heard of its successor yet).
-        let Some(to) = ({
-            let mut request = cluster.transfer_to.lock();
+        let request = {
+            let mut request = group.transfer_to.lock();
             if *request == Some(id) {
                 None
             } else {
                 request.take()
             }
-        }) else {
+        };
+        if let Some(to) = request {
+            let started = tokio::time::Instant::now();
+            let outcome = proposer
+                .transfer_leader(&*transport, group.id, to, Duration::from_secs(2))
+                .await
+                .map(|_| started.elapsed())
+                .map_err(|e| e.to_string());
+            group.transfers.lock().push((id, to, outcome));
+            continue;
+        }
+        // Membership changes every 100 ms, as a controller's rounds.
+        round += 1;
+        let Some(mover) = cluster.mover.as_ref().filter(|_| round.is_multiple_of(10)) else {
             continue;
         };
-        let started = tokio::time::Instant::now();
-        let outcome = proposer
-            .transfer_leader(&*transport, GROUP, to, Duration::from_secs(2))
-            .await
-            .map(|_| started.elapsed())
-            .map_err(|e| e.to_string());
-        cluster.transfers.lock().push((id, to, outcome));
+        let want = group.want.lock().clone();
+        let nodes = cluster.ids.iter().map(|i| (*i, address(*i))).collect();
+        if let Some(done) = mover(proposer.raft().clone(), want, nodes).await {
+            let mut changes = group.changes.lock();
+            match done {
+                Ok(_) => changes.0 += 1,
+                Err(_) => changes.1 += 1,
+            }
+        }
     }
 }
 
@@ -217,11 +290,17 @@ pub struct NoAnswer {
     pub maybe_sent: bool,
 }
 
-async fn serve_client(mut conn: TcpStream, proposer: Proposer) {
+async fn serve_client(mut conn: TcpStream, proposers: Arc<Vec<Proposer>>) {
     let Ok(Some(body)) = codec::read_frame(&mut conn).await else {
         return;
     };
-    let answer = match proposer.propose(Command(body)).await {
+    let Ok((g, command)) = postcard::from_bytes::<(usize, Vec<u8>)>(&body) else {
+        return;
+    };
+    let Some(proposer) = proposers.get(g) else {
+        return;
+    };
+    let answer = match proposer.propose(Command(command)).await {
         Ok(reply) => WriteAnswer::Done(reply.0),
         Err(ProposeError::NotLeader { leader }) => WriteAnswer::NotLeader(leader),
         Err(ProposeError::Transferring { target }) => WriteAnswer::Transferring(target),
@@ -232,8 +311,12 @@ async fn serve_client(mut conn: TcpStream, proposer: Proposer) {
     }
 }
 
-/// Sends one write (a command's bytes) to node `id`.
-pub async fn write_to(id: NodeId, command: &[u8]) -> Result<WriteAnswer, NoAnswer> {
+/// Sends one write (a command's bytes) of group `g` to node `id`.
+pub async fn write_to(id: NodeId, g: usize, command: &[u8]) -> Result<WriteAnswer, NoAnswer> {
+    let Ok(body) = postcard::to_allocvec(&(g, command)) else {
+        return Err(NoAnswer { maybe_sent: false });
+    };
+    let command = &body;
     let attempt = async {
         let unsent = |_| NoAnswer { maybe_sent: false };
         let sent = |_| NoAnswer { maybe_sent: true };

@@ -1,22 +1,20 @@
 //! The simulation's steering: stepping the simulation while checking election safety
-//! ([`Watch`]), cutting a node off and healing, and reading who leads.
+//! in every group ([`Watch`]), cutting a node off and healing, and reading who leads a
+//! group and whether its membership is the placement's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::node::{host_name, Cluster};
+use super::node::{host_name, Cluster, Group};
 use super::Replicated;
 use crate::openraft::ServerState;
 use crate::{NodeId, Vote};
 
-/// The node that leads in the highest term among live nodes not in `excluded`, if it
-/// sees itself as leader.
-pub fn leader_of<R: Replicated>(
-    cluster: &Cluster<R>,
-    excluded: &BTreeSet<NodeId>,
-) -> Option<NodeId> {
-    let rafts = cluster.rafts.lock();
+/// The node that leads `group` in the highest term among live nodes not in
+/// `excluded`, if it sees itself as leader.
+pub fn leader_of(group: &Group, excluded: &BTreeSet<NodeId>) -> Option<NodeId> {
+    let rafts = group.rafts.lock();
     rafts
         .iter()
         .filter(|(id, _)| !excluded.contains(id))
@@ -26,13 +24,16 @@ pub fn leader_of<R: Replicated>(
         .map(|(id, _)| id)
 }
 
-/// Whether every node follows one leader in one term, and that leader has matched
-/// every follower's log.
-pub fn settled<R: Replicated>(cluster: &Cluster<R>) -> bool {
-    let rafts = cluster.rafts.lock();
+/// Whether every member of `group`'s placement runs and follows one leader in one term,
+/// and that leader has matched every member's log.
+pub fn settled(group: &Group) -> bool {
+    let want = group.want.lock().clone();
+    let members: BTreeSet<NodeId> = want.voters.union(&want.learners).copied().collect();
+    let rafts = group.rafts.lock();
     let metrics: Vec<_> = rafts
-        .values()
-        .map(|r| r.metrics().borrow().clone())
+        .iter()
+        .filter(|(id, _)| members.contains(id))
+        .map(|(_, r)| r.metrics().borrow().clone())
         .collect();
     let views: BTreeSet<_> = metrics
         .iter()
@@ -41,20 +42,34 @@ pub fn settled<R: Replicated>(cluster: &Cluster<R>) -> bool {
     let matched = metrics.iter().any(|m| {
         m.state == ServerState::Leader
             && m.replication.as_ref().is_some_and(|r| {
-                cluster
-                    .ids
+                members
                     .iter()
                     .all(|id| r.get(id).is_some_and(|l| l.is_some()))
             })
     });
-    rafts.len() == cluster.ids.len()
+    metrics.len() == members.len()
         && views.len() == 1
         && views.iter().all(|(_, l)| l.is_some())
         && matched
 }
 
-pub fn term_of<R: Replicated>(cluster: &Cluster<R>, id: NodeId) -> u64 {
-    cluster.rafts.lock()[&id].metrics().borrow().current_term
+/// Whether `group`'s leader has exactly its placement's membership, in one
+/// configuration (not a joint one), committed.
+pub fn placed(group: &Group) -> bool {
+    let want = group.want.lock().clone();
+    let Some(leader) = leader_of(group, &BTreeSet::new()) else {
+        return false;
+    };
+    let m = group.rafts.lock()[&leader].metrics().borrow().clone();
+    let membership = m.membership_config.membership();
+    membership.get_joint_config().len() == 1
+        && membership.voter_ids().collect::<BTreeSet<_>>() == want.voters
+        && membership.learner_ids().collect::<BTreeSet<_>>() == want.learners
+        && m.membership_config.log_id().map(|l| l.index) <= m.last_applied.map(|l| l.index)
+}
+
+pub fn term_of(group: &Group, id: NodeId) -> u64 {
+    group.rafts.lock()[&id].metrics().borrow().current_term
 }
 
 /// Cuts `id` off from the other nodes (the client still reaches it).
@@ -78,7 +93,7 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, names: &[String], crashed: &mut BTreeSet
     }
 }
 
-/// Watches every step for Raft's safety as openraft 0.9 defines it. Its default leader
+/// Watches every step for Raft's safety as openraft 0.9 defines it, in every group. Its default leader
 /// ids are `(term, node id)`, totally ordered, and a vote moves to any greater one: a
 /// voter that granted `(t, a)` may later grant `(t, b)` for `b > a`, so two nodes can
 /// lead the same term one after the other (like Paxos ballots; the first can commit
@@ -91,10 +106,10 @@ pub fn heal(sim: &mut turmoil::Sim<'_>, names: &[String], crashed: &mut BTreeSet
 pub struct Watch<R: Replicated> {
     pub seed: u64,
     pub cluster: Arc<Cluster<R>>,
-    /// Leader ids seen leading.
-    pub leaders: BTreeSet<(u64, NodeId)>,
-    /// The greatest vote each node has reported.
-    pub votes: BTreeMap<NodeId, Vote>,
+    /// Leader ids seen leading, by group.
+    pub leaders: BTreeSet<(usize, u64, NodeId)>,
+    /// The greatest vote each node has reported, by group.
+    pub votes: BTreeMap<(usize, NodeId), Vote>,
 }
 
 impl<R: Replicated> Watch<R> {
@@ -109,38 +124,40 @@ impl<R: Replicated> Watch<R> {
 
     pub fn check(&mut self) {
         let seed = self.seed;
-        let metrics: Vec<_> = self
-            .cluster
-            .rafts
-            .lock()
-            .values()
-            .map(|r| r.metrics().borrow().clone())
-            .collect();
-        let applied = metrics
-            .iter()
-            .filter_map(|m| m.last_applied.map(|l| (l.index, m.id)))
-            .max();
-        for m in &metrics {
-            let seen = self.votes.entry(m.id).or_insert(m.vote);
-            assert!(
-                m.vote >= *seen,
-                "seed {seed}: n{}'s vote went back from {seen} to {}",
-                m.id,
-                m.vote
-            );
-            *seen = m.vote;
-            if m.state != ServerState::Leader || !self.leaders.insert((m.current_term, m.id)) {
-                continue;
-            }
-            if let Some((index, holder)) = applied {
+        for (g, group) in self.cluster.groups.iter().enumerate() {
+            let metrics: Vec<_> = group
+                .rafts
+                .lock()
+                .values()
+                .map(|r| r.metrics().borrow().clone())
+                .collect();
+            let applied = metrics
+                .iter()
+                .filter_map(|m| m.last_applied.map(|l| (l.index, m.id)))
+                .max();
+            for m in &metrics {
+                let seen = self.votes.entry((g, m.id)).or_insert(m.vote);
                 assert!(
-                    m.last_log_index >= Some(index),
-                    "seed {seed}: n{} leads {} with its last log index at {:?}, but n{holder} \
-                     applied index {index}",
+                    m.vote >= *seen,
+                    "seed {seed}: group {g}: n{}'s vote went back from {seen} to {}",
                     m.id,
-                    m.vote,
-                    m.last_log_index
+                    m.vote
                 );
+                *seen = m.vote;
+                if m.state != ServerState::Leader || !self.leaders.insert((g, m.current_term, m.id))
+                {
+                    continue;
+                }
+                if let Some((index, holder)) = applied {
+                    assert!(
+                        m.last_log_index >= Some(index),
+                        "seed {seed}: group {g}: n{} leads {} with its last log index at \
+                         {:?}, but n{holder} applied index {index}",
+                        m.id,
+                        m.vote,
+                        m.last_log_index
+                    );
+                }
             }
         }
     }

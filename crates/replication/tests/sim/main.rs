@@ -11,107 +11,15 @@
 //! The long form, by hand: `PONDER_SIM_SEEDS=50 cargo test --release -p replication
 //! --test sim -- --ignored` (random seeds, longer fault phases).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::rngs::StdRng;
-use replication::kv::{read_map, KvCommand, KvMachine};
-use replication::sim::{long_seeds, run_seed, seeds_from_env, simulate, Plan, Replicated};
-use replication::{state_spaces, NodeId, StateMachine};
-use storage::Engine;
-
-/// Unique keys put one after the other.
-struct KvSim;
-
-#[derive(Default)]
-struct Written {
-    /// Writes drawn so far (the next key's number).
-    drawn: u32,
-    acked: Vec<(String, String)>,
-}
-
-impl Replicated for KvSim {
-    type Machine = KvMachine;
-    type Model = Written;
-    type Write = (String, String);
-    type State = BTreeMap<String, String>;
-
-    fn open(
-        &self,
-        _id: NodeId,
-        _engine: Arc<dyn Engine>,
-        _prefix: &str,
-    ) -> Result<KvMachine, Box<dyn std::error::Error>> {
-        Ok(KvMachine::default())
-    }
-
-    fn next_write(&self, model: &Written, _rng: &mut StdRng) -> (String, String) {
-        let i = model.drawn;
-        (format!("k{i:05}"), format!("v{i}"))
-    }
-
-    fn command(&self, (key, value): &(String, String)) -> Vec<u8> {
-        let put = KvCommand::Put {
-            key: key.clone(),
-            value: value.clone(),
-        };
-        put.encode().expect("a put encodes")
-    }
-
-    fn acknowledged(
-        &self,
-        model: &mut Written,
-        write: (String, String),
-        reply: &[u8],
-    ) -> Result<(), String> {
-        model.drawn += 1;
-        // A fresh key had no old value.
-        if !reply.is_empty() {
-            return Err(format!("put of {write:?} answered {reply:?}"));
-        }
-        model.acked.push(write);
-        Ok(())
-    }
-
-    fn unknown(&self, model: &mut Written, _write: (String, String)) {
-        model.drawn += 1;
-    }
-
-    fn acked(&self, model: &Written) -> usize {
-        model.acked.len()
-    }
-
-    fn state(
-        &self,
-        _id: NodeId,
-        engine: &dyn Engine,
-        prefix: &str,
-    ) -> Result<BTreeMap<String, String>, String> {
-        let kinds = KvMachine::default().space_kinds();
-        let spaces = state_spaces(engine, prefix, &kinds).map_err(|e| e.to_string())?;
-        read_map(engine, &spaces[0]).map_err(|e| e.to_string())
-    }
-
-    fn check(&self, model: &Written, map: &BTreeMap<String, String>) -> Result<(), String> {
-        let missing: Vec<_> = model
-            .acked
-            .iter()
-            .filter(|(k, v)| map.get(k) != Some(v))
-            .take(5)
-            .collect();
-        match missing.is_empty() {
-            true => Ok(()),
-            false => Err(format!("acknowledged but missing: {missing:?}")),
-        }
-    }
-}
+use replication::sim::kv::KvSim;
+use replication::sim::{long_seeds, run_seed, seeds_from_env, simulate, Plan};
 
 #[test]
 fn three_nodes_survive_random_faults() {
-    let plan = Plan {
-        fault_phase: Duration::from_secs(12),
-    };
+    let plan = Plan::single(Duration::from_secs(12));
     for seed in seeds_from_env(&[1, 2, 3]) {
         run_seed("replication", Arc::new(KvSim), seed, &plan);
     }
@@ -121,9 +29,7 @@ fn three_nodes_survive_random_faults() {
 /// same election time, transfers, snapshot count and faults.
 #[test]
 fn a_seed_replays_the_same_run() {
-    let plan = Plan {
-        fault_phase: Duration::from_secs(6),
-    };
+    let plan = Plan::single(Duration::from_secs(6));
     let seed = seeds_from_env(&[5])[0];
     let first = simulate(Arc::new(KvSim), seed, &plan);
     let second = simulate(Arc::new(KvSim), seed, &plan);
@@ -133,9 +39,7 @@ fn a_seed_replays_the_same_run() {
 #[test]
 #[ignore = "long form, by hand: PONDER_SIM_SEEDS=<count> (random seeds)"]
 fn three_nodes_survive_random_faults_long() {
-    let plan = Plan {
-        fault_phase: Duration::from_secs(60),
-    };
+    let plan = Plan::single(Duration::from_secs(60));
     for seed in long_seeds() {
         run_seed("replication", Arc::new(KvSim), seed, &plan);
     }

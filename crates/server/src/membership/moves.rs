@@ -1,7 +1,8 @@
 //! The replica moves of the shard groups this server leads: each round, for every
 //! placed table's shard whose group's leader is here, one membership change towards
-//! the recorded placement (`cluster::moves::next_step`: learners first, the voters
-//! switched once the new ones caught up, demoted learners removed last).
+//! the recorded placement (`cluster::moves::change_once`, by the rule `next_step`:
+//! learners first, the voters switched once the new ones caught up, demoted learners
+//! removed last).
 //!
 //! Invariants: only a group's leader changes its membership, one change per group per
 //! round, each bounded by [`CHANGE_TIMEOUT`]; a learner is added without waiting for it
@@ -9,17 +10,11 @@
 //! repaired shard's group changes nothing until its log was purged behind the seeded
 //! documents' snapshot.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use cluster::moves::{next_step, want_of, Step, View};
+use cluster::moves::{change_once, want_of, CHANGE_TIMEOUT};
 use cluster::Cluster;
-use replication::openraft::ChangeMembers;
 use replication::{Host, Node, NodeId, SharedTransport};
-
-/// How long one membership change may take.
-const CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One round over the groups led here; what was done, for the log.
 pub(super) async fn round(
@@ -45,50 +40,20 @@ pub(super) async fn round(
             if place.lineage.seed == Some(m.id) && m.purged.is_none() {
                 continue;
             }
-            let membership = m.membership_config.membership();
-            let view = View {
-                voters: membership.voter_ids().collect(),
-                learners: membership.learner_ids().collect(),
-                matched: m
-                    .replication
-                    .iter()
-                    .flatten()
-                    .map(|(n, l)| (*n, l.map(|l| l.index)))
-                    .collect(),
-                last: m.last_log_index.unwrap_or(0),
-                config_index: m.membership_config.log_id().map_or(0, |l| l.index),
-            };
             let want = want_of(place);
-            let Some(step) = next_step(&view, &want) else {
+            // A learner's address: its server's, by the replica's node id.
+            let node = |id: NodeId| {
+                let server = place.all().find(|s| place.member(s) == Some(id))?;
+                Some(Node::new(addresses(server)?))
+            };
+            let Some((step, outcome)) =
+                change_once(&member.raft, &want, node, CHANGE_TIMEOUT).await
+            else {
                 continue;
             };
-            let what = format!("{step:?}");
-            let change = match step {
-                Step::AddLearners(ids) => {
-                    let nodes: BTreeMap<NodeId, Node> = place
-                        .all()
-                        .filter_map(|s| {
-                            let id = place.member(s)?;
-                            ids.contains(&id).then_some(())?;
-                            Some((id, Node::new(addresses(s)?)))
-                        })
-                        .collect();
-                    if nodes.is_empty() {
-                        continue;
-                    }
-                    ChangeMembers::AddNodes(nodes)
-                }
-                Step::ReplaceVoters(ids) => ChangeMembers::ReplaceAllVoters(ids),
-                Step::DemoteVoters(ids) => ChangeMembers::RemoveVoters(ids),
-                Step::RemoveLearners(ids) => ChangeMembers::RemoveNodes(ids),
-            };
-            let outcome =
-                tokio::time::timeout(CHANGE_TIMEOUT, member.raft.change_membership(change, true))
-                    .await;
             done.push(match outcome {
-                Ok(Ok(_)) => format!("shard {i} of table {table}: {what}"),
-                Ok(Err(e)) => format!("shard {i} of table {table}: {what} failed: {e}"),
-                Err(_) => format!("shard {i} of table {table}: {what} timed out"),
+                Ok(()) => format!("shard {i} of table {table}: {step:?}"),
+                Err(e) => format!("shard {i} of table {table}: {step:?} failed: {e}"),
             });
         }
     }
