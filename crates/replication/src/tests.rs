@@ -7,7 +7,7 @@ use std::sync::Arc;
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::testing::{StoreBuilder, Suite};
 use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader, RaftSnapshotBuilder};
-use storage::{Engine, Fjall, Memory};
+use storage::{Engine, Fjall, Memory, WriteBatch};
 
 use crate::kv::{read_map, KvCommand, KvMachine};
 use crate::*;
@@ -280,5 +280,37 @@ fn measure_codecs() {
         postcard,
         js.len(),
         json
+    );
+}
+
+#[tokio::test]
+async fn replication_reads_a_run_from_its_first_index_and_never_past_a_hole() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut log = open_log(&engine);
+    append(&mut log, (1..=10).map(|i| put(1, i, "k", "v")).collect()).await;
+    assert_eq!(
+        indexes(&log.limited_get_log_entries(3, 8).await.unwrap()),
+        [3, 4, 5, 6, 7]
+    );
+    // The front purged while a leader reads (found by the cluster simulation): nothing,
+    // not the entries after the purged ones (which would follow the wrong prev_log_id).
+    log.purge(log_id(1, 5)).await.unwrap();
+    assert!(log.limited_get_log_entries(3, 11).await.unwrap().is_empty());
+    assert_eq!(
+        indexes(&log.limited_get_log_entries(6, 11).await.unwrap()),
+        [6, 7, 8, 9, 10]
+    );
+    // A missing entry ends the run.
+    let mut hole = WriteBatch::new();
+    hole.delete(&format!("{PREFIX}.log"), 8u64.to_be_bytes().to_vec());
+    engine.apply(hole).unwrap();
+    assert_eq!(
+        indexes(&log.limited_get_log_entries(6, 11).await.unwrap()),
+        [6, 7]
+    );
+    // openraft's own reads still take whatever is stored in a range.
+    assert_eq!(
+        indexes(&log.try_get_log_entries(0..100).await.unwrap()),
+        [6, 7, 9, 10]
     );
 }
