@@ -25,7 +25,10 @@
 //! every write is answered `Frozen` and changes nothing, on every replica. A new shard
 //! of a resharding takes the copied documents as loads until its open entry, kept
 //! under [`OPENED`]; a load after it is refused (a late copier must not overwrite the
-//! clients' writes).
+//! clients' writes). An abandoned resharding's unfreeze entry lifts the freeze and
+//! records its generation under [`THAWED`]: a freeze for that generation or an older
+//! one (a late copier's retry) changes nothing from then on, so a shard once unfrozen
+//! stays writable until a newer resharding freezes it.
 //!
 //! Invariants: the shard's local `apply`/`write` must not be used on a replicated shard
 //! (writes reach its spaces only through entries); `apply` is deterministic: it reads
@@ -61,6 +64,10 @@ const FROZEN: &[u8] = b"frozen";
 
 /// The key under [`META`] of the generation whose copy into the shard ended (8 bytes).
 const OPENED: &[u8] = b"opened";
+
+/// The key under [`META`] of the newest abandoned resharding's generation whose freeze
+/// was lifted (8 bytes, BE).
+const THAWED: &[u8] = b"thawed";
 
 /// A secondary index of a replicated shard.
 pub struct ReplicaIndex {
@@ -98,6 +105,8 @@ pub struct ShardMachine {
     frozen: u64,
     /// The generation whose copy into the shard ended (0: none did).
     opened: u64,
+    /// The newest abandoned resharding's generation whose freeze was lifted (0: none).
+    thawed: u64,
 }
 
 /// The space kinds of a shard with indexes `ids`: [`DOCS`], then `index.<id>` each.
@@ -135,6 +144,7 @@ impl ShardMachine {
             // Read from the state by `attach`, called before anything applies.
             frozen: 0,
             opened: 0,
+            thawed: 0,
         })
     }
 
@@ -192,6 +202,28 @@ impl ShardMachine {
     }
 }
 
+impl ShardMachine {
+    /// Lifts the freeze of the reshardings up to `generation` (abandoned); idempotent.
+    fn unfreeze(&mut self, ctx: &mut ApplyCtx<'_>, generation: u64) -> Result<(), StorageError> {
+        if generation <= self.thawed {
+            return Ok(()); // A retry.
+        }
+        let meta = ctx.space(META)?;
+        let batch = ctx.batch_mut()?;
+        batch.put(meta, THAWED.to_vec(), generation.to_be_bytes().to_vec());
+        let lifted = self.frozen != 0 && self.frozen <= generation;
+        if lifted {
+            batch.delete(meta, FROZEN.to_vec());
+        }
+        ctx.commit()?;
+        self.thawed = generation;
+        if lifted {
+            self.frozen = 0;
+        }
+        Ok(())
+    }
+}
+
 impl StateMachine for ShardMachine {
     fn space_kinds(&self) -> Vec<String> {
         let mut kinds = space_kinds(self.indexes.iter().map(|(id, _)| id.as_str()));
@@ -206,14 +238,19 @@ impl StateMachine for ShardMachine {
         let outcome = match decode_entry(command) {
             Err(why) => Err(why),
             Ok(Entry::Freeze(generation)) => {
-                // The first freeze wins: a later one (a retry) changes nothing.
-                if self.frozen == 0 {
+                // The first freeze wins: a later one (a retry) changes nothing, nor
+                // does one for a resharding abandoned already.
+                if self.frozen == 0 && generation > self.thawed {
                     let meta = ctx.space(META)?;
                     ctx.batch_mut()?
                         .put(meta, FROZEN.to_vec(), generation.to_be_bytes().to_vec());
                     ctx.commit()?;
                     self.frozen = generation;
                 }
+                Ok(crate::Applied::Done((None, None, None)))
+            }
+            Ok(Entry::Unfreeze(generation)) => {
+                self.unfreeze(ctx, generation)?;
                 Ok(crate::Applied::Done((None, None, None)))
             }
             Ok(Entry::Open(generation)) => {
@@ -258,6 +295,7 @@ impl StateMachine for ShardMachine {
         };
         self.frozen = read(FROZEN)?;
         self.opened = read(OPENED)?;
+        self.thawed = read(THAWED)?;
         let (docs, rest) = spaces
             .split_first()
             .ok_or_else(|| StorageError::NoSuchSpace(DOCS.into()))?;

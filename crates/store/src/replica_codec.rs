@@ -15,7 +15,8 @@
 //! on every replica, whoever leads. The new shards of a resharding receive the copied
 //! documents as loads (`encode_load`: a replace) until an open entry (`encode_open`)
 //! ends the copy: a load after it is refused, so a late copier can never overwrite
-//! what the table's clients wrote since.
+//! what the table's clients wrote since. An abandoned resharding's unfreeze entry
+//! (`encode_unfreeze`) makes an old shard writable again.
 
 use datum::{Datum, Version};
 use replication::codec::{decode_message, decode_record, encode_message, encode_record};
@@ -44,6 +45,9 @@ enum Change {
     Load(String),
     /// Ends the copy into the shard for the resharding towards generation `.0`.
     Open(u64),
+    /// Lifts the freeze of every resharding up to generation `.0`, abandoned
+    /// (`AbortReshard`); a later freeze for those generations changes nothing.
+    Unfreeze(u64),
 }
 
 /// The answer to a command.
@@ -117,6 +121,18 @@ pub fn encode_freeze(generation: u64) -> Result<Vec<u8>, StoreError> {
     encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+/// The log entry lifting the freeze of an old shard whose resharding towards
+/// `generation` was abandoned (committed in the catalog first: docs/clustering.md,
+/// "Abandoning a resharding").
+pub fn encode_unfreeze(generation: u64) -> Result<Vec<u8>, StoreError> {
+    let command = Command {
+        key: Vec::new(),
+        expect: None,
+        change: Change::Unfreeze(generation),
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
 /// Why a resharding's copy is refused by a shard already opened to its table's writes.
 pub(crate) const LATE_LOAD: &str = "the shard serves its table: a resharding's copy came too late";
 
@@ -152,12 +168,13 @@ pub fn encode_open(generation: u64) -> Result<Vec<u8>, StoreError> {
 pub(crate) type Decoded = (Vec<u8>, Option<Version>, StoreChange);
 
 /// A decoded log entry: a write, a freeze (towards a generation), a copied document,
-/// or the end of the copy.
+/// the end of the copy, or the end of an abandoned resharding's freeze.
 pub(crate) enum Entry {
     Write(Decoded),
     Freeze(u64),
     Load(Decoded),
     Open(u64),
+    Unfreeze(u64),
 }
 
 /// Decodes a log entry; `Err` says why it is refused.
@@ -166,6 +183,7 @@ pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, String> {
     match c.change {
         Change::Freeze(g) => Ok(Entry::Freeze(g)),
         Change::Open(g) => Ok(Entry::Open(g)),
+        Change::Unfreeze(g) => Ok(Entry::Unfreeze(g)),
         Change::Load(_) => decode_op(c).map(|(d, _)| Entry::Load(d)),
         _ => decode_write(c).map(Entry::Write),
     }
@@ -199,7 +217,7 @@ pub(crate) fn decode_command(bytes: &[u8]) -> Result<Decoded, String> {
 /// `Err` says why it is refused.
 pub(crate) fn decode_write(c: Command) -> Result<Decoded, String> {
     let change = match c.change {
-        Change::Freeze(_) | Change::Open(_) | Change::Load(_) => {
+        Change::Freeze(_) | Change::Open(_) | Change::Unfreeze(_) | Change::Load(_) => {
             return Err("not a client's write".into())
         }
         Change::Keep => StoreChange::Keep,
@@ -300,6 +318,9 @@ mod tests {
         assert!(matches!(decode_entry(&put), Ok(Entry::Write(_))));
         let open = encode_open(4).unwrap();
         assert!(matches!(decode_entry(&open), Ok(Entry::Open(4))));
+        let unfreeze = encode_unfreeze(3).unwrap();
+        assert!(matches!(decode_entry(&unfreeze), Ok(Entry::Unfreeze(3))));
+        assert!(decode_command(&unfreeze).is_err());
         let d = doc(r#"{"id":1}"#);
         let load = encode_load(&Datum::Number(1.0), &d).unwrap();
         assert!(

@@ -506,3 +506,70 @@ async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_is_refused
     );
     assert!(replies[1].is_ok(), "{replies:?}");
 }
+
+#[tokio::test]
+async fn an_unfreeze_lifts_the_freeze_for_good_and_travels_in_snapshots() {
+    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut sm = open(&engine, KeyRange::all());
+    let (freeze, unfreeze) = (crate::encode_freeze, crate::encode_unfreeze);
+    let replies = apply(
+        &mut sm,
+        1,
+        vec![put(1, 1, None), freeze(2).unwrap(), put(2, 2, None)],
+    )
+    .await;
+    assert_eq!(replies[2].as_ref().unwrap_err(), &ReplyError::Frozen(2));
+    // The abandoned resharding's unfreeze: a write is accepted again; a second unfreeze
+    // (a retry) and a late freeze of that resharding (a copier's retry) change nothing.
+    let replies = apply(
+        &mut sm,
+        4,
+        vec![
+            unfreeze(2).unwrap(),
+            put(2, 2, None),
+            unfreeze(2).unwrap(),
+            freeze(2).unwrap(),
+            freeze(1).unwrap(),
+            put(3, 3, None),
+        ],
+    )
+    .await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    assert_eq!(sm.machine().frozen(), 0);
+    assert_eq!(sm.machine().shard().count(), 3);
+    let chunk = apply_chunk(&mut sm, 10, vec![op(4, 4, None)])
+        .await
+        .unwrap();
+    assert!(chunk[0].is_ok(), "{chunk:?}");
+    // An unfreeze of an older generation does not lift a newer resharding's freeze.
+    let replies = apply(
+        &mut sm,
+        11,
+        vec![freeze(3).unwrap(), unfreeze(2).unwrap(), put(5, 5, None)],
+    )
+    .await;
+    assert_eq!(replies[2].as_ref().unwrap_err(), &ReplyError::Frozen(3));
+    // Unfrozen from 3 on, as state: a snapshot of it installed elsewhere, and a reopen.
+    apply(&mut sm, 14, vec![unfreeze(3).unwrap()]).await;
+    let snapshot = sm.get_snapshot_builder().await.build_snapshot().await;
+    let snapshot = snapshot.unwrap();
+    let other: Arc<dyn Engine> = Arc::new(Memory::new());
+    let mut follower = open(&other, KeyRange::all());
+    apply(&mut follower, 1, vec![freeze(3).unwrap()]).await;
+    assert_eq!(follower.machine().frozen(), 3);
+    follower
+        .install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+    drop(sm);
+    let mut reopened = open(&engine, KeyRange::all());
+    for m in [&mut follower, &mut reopened] {
+        assert_eq!(m.machine().frozen(), 0);
+        let replies = apply(m, 15, vec![freeze(3).unwrap(), put(6, 6, None)]).await;
+        assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+        assert_eq!(m.machine().shard().count(), 5);
+        // A newer resharding freezes it again.
+        let replies = apply(m, 17, vec![freeze(4).unwrap(), put(7, 7, None)]).await;
+        assert_eq!(replies[1].as_ref().unwrap_err(), &ReplyError::Frozen(4));
+    }
+}
