@@ -33,7 +33,33 @@
 //! [`RESUME_AFTER`] without this server running it ([`Cluster::resume_stalled_reshards`],
 //! each round of the server's cluster loop), so one whose server failed finishes alone.
 //!
+//! Abandoning (docs/clustering.md, "Abandoning a resharding"): a resharding whose new
+//! shards cannot reach a quorum cannot finish. The next `reconfigure`, `rebalance` or
+//! `table_config` write on the table abandons it when one of its new shards has no
+//! quorum of available replicas and each old shard has one ([`settle`]), and an
+//! emergency repair always does (the shards it repairs are the old ones):
+//!
+//! 6. `AbortReshard` (catalog): refused once `FinishReshard` is committed, and
+//!    `FinishReshard` is refused once it is; every server drops its copies of the new
+//!    shards. The table's next resharding takes a generation past the abandoned one.
+//! 7. Unfreeze: an unfreeze entry in each old shard's log (`store::encode_unfreeze`)
+//!    lifts the freeze and makes a later freeze for that resharding change nothing.
+//! 8. `FinishAbort` (catalog): until it, no resharding of the table begins. Both steps
+//!    are idempotent and resumed as a resharding is ([`resume`]).
+//!
+//! Why it is safe: the catalog's log orders `AbortReshard` and `FinishReshard` of one
+//! resharding, and whichever comes first refuses the other. The new shards take
+//! clients' writes only from `FinishReshard` on (a server switches its handle when it
+//! applies it), so an abandoned resharding's new shards never acknowledged a client's
+//! write: dropping them loses nothing. The old shards are unfrozen only after
+//! `AbortReshard` is committed, so from then on no `FinishReshard` can switch the table
+//! to the new ones: the two generations never both take writes. A copier or a
+//! resumption still running elsewhere freezes nothing any more (the old shards'
+//! machines ignore a freeze of the abandoned generation), and its `FinishReshard` is
+//! refused; a server applying the catalog late switches to nothing.
+//!
 //! [`resume`]: Cluster::resume_reshard
+//! [`settle`]: Cluster::settle_reshard
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -43,6 +69,7 @@ use datum::Datum;
 
 use crate::catalog::{message, CatalogCommand, ReshardDef, TableEntry};
 use crate::groups::ReplicatedTable;
+use crate::placement::repair::{need, Need};
 use crate::placement::ShardPlacement;
 use crate::replica::Mark;
 use crate::Cluster;
@@ -58,12 +85,16 @@ const FOLLOW_WAIT: Duration = Duration::from_secs(10);
 /// before that leader finishes it itself.
 pub const RESUME_AFTER: Duration = Duration::from_secs(20);
 
+/// A resharding as the catalog's leader follows it: table id, generation, and whether
+/// it is the unfreeze of an abandoned one.
+type UnderWay = (String, u64, bool);
+
 /// The reshardings of this server: the tables it is resharding now, and when it first
-/// saw each other one under way (by table id and generation).
+/// saw each other one under way.
 #[derive(Default)]
 pub(crate) struct Resumes {
     running: parking_lot::Mutex<std::collections::HashSet<String>>,
-    seen: parking_lot::Mutex<std::collections::HashMap<(String, u64), Instant>>,
+    seen: parking_lot::Mutex<std::collections::HashMap<UnderWay, Instant>>,
 }
 
 /// While alive, table `.1` is being resharded by this server.
@@ -107,7 +138,7 @@ impl Cluster {
         let _running = self.reshards.run(id).ok_or_else(|| {
             format!("Table with id `{id}` is being resharded by this server already.")
         })?;
-        self.resume_reshard(id)?;
+        self.settle_reshard(id)?;
         let old = self.table_of(id)?;
         let same = old.shards == target.shards && !target.rebalance && target.placement.is_none();
         if target.resume_only || same {
@@ -133,7 +164,8 @@ impl Cluster {
             p.lineage = Default::default();
         }
         let reshard = ReshardDef {
-            generation: old.generation + 1,
+            // Past any abandoned resharding's (whose late entries may still arrive).
+            generation: old.generation.max(old.abandoned.generation) + 1,
             replicas: target.replicas,
             split_points: splits.iter().map(datum::to_json_value).collect(),
             placement,
@@ -145,11 +177,67 @@ impl Cluster {
         self.resume_reshard(id)
     }
 
-    /// Finishes the resharding of table `id` under way, if any: freezes its old
-    /// shards, copies their documents into the new ones and switches the table to
-    /// them (steps 3 to 5 of the module note). Idempotent.
+    /// Settles the resharding of table `id` under way before another change of it:
+    /// abandons it when one of its new shards has no quorum of available servers while
+    /// each old shard has one (it cannot finish, and the old shards can be unfrozen),
+    /// else finishes it ([`Cluster::resume_reshard`]).
+    fn settle_reshard(&self, id: &str) -> Result<(), String> {
+        let e = self.table_of(id)?;
+        if let Some(r) = &e.resharding {
+            let up: std::collections::HashSet<String> =
+                self.server_records().into_iter().map(|s| s.id).collect();
+            let quorum = |p: &ShardPlacement| need(p, &|s: &str| up.contains(s)) == Need::Nothing;
+            let new_ok = r.placement.iter().all(quorum);
+            let old_ok = e.placement.iter().all(quorum);
+            if !new_ok && old_ok {
+                tracing::warn!(
+                    "table {id}: abandoning its resharding to generation {}: a new shard has \
+                     no quorum of available servers",
+                    r.generation
+                );
+                self.abandon_reshard(id)?;
+            } else if !new_ok {
+                return Err(format!(
+                    "Table `{}.{}` is being resharded, and neither its new shards nor its old \
+                     ones have a quorum of available servers; \
+                     `reconfigure(emergency_repair=...)` repairs it.",
+                    e.db, e.name
+                ));
+            }
+        }
+        self.resume_reshard(id)
+    }
+
+    /// Abandons the resharding of table `id` under way, if any (`AbortReshard`, step 6
+    /// of the module note); its old shards are unfrozen by [`Cluster::resume_reshard`].
+    pub(crate) fn abandon_reshard(&self, id: &str) -> Result<(), String> {
+        let Some(r) = self.table_of(id)?.resharding else {
+            return Ok(());
+        };
+        self.commit_entry(CatalogCommand::AbortReshard {
+            id: id.to_string(),
+            generation: r.generation,
+        })
+    }
+
+    /// Finishes what table `id`'s resharding left under way: the unfreeze of an
+    /// abandoned one's old shards (steps 7 and 8 of the module note), or a resharding:
+    /// freezes its old shards, copies their documents into the new ones and switches
+    /// the table to them (steps 3 to 5). Idempotent.
     pub(crate) fn resume_reshard(&self, id: &str) -> Result<(), String> {
         let e = self.table_of(id)?;
+        if e.abandoned.unfreezing {
+            // Only once `AbortReshard` is committed (the catalog says so): no
+            // `FinishReshard` of it can commit any more.
+            let generation = e.abandoned.generation;
+            let old = self.replicated_of(id)?;
+            old.mark(Mark::Unfreeze, generation).map_err(message)?;
+            tracing::info!("table {id}: its abandoned resharding's old shards are unfrozen");
+            self.commit_entry(CatalogCommand::FinishAbort {
+                id: id.to_string(),
+                generation,
+            })?;
+        }
         let Some(next) = e.resharded() else {
             return Ok(());
         };
@@ -169,15 +257,22 @@ impl Cluster {
         })
     }
 
-    /// Finishes, each on a thread of its own, the reshardings under way that this
-    /// server has seen under way for [`RESUME_AFTER`] and is not running (call it on the
-    /// catalog's leader, periodically). A failed attempt is tried again after as long.
+    /// Finishes, each on a thread of its own, the reshardings under way (and the
+    /// unfreezes of abandoned ones) that this server has seen under way for
+    /// [`RESUME_AFTER`] and is not running (call it on the catalog's leader,
+    /// periodically). A failed attempt is tried again after as long.
     pub fn resume_stalled_reshards(&self) {
-        let under_way: Vec<(String, u64)> = {
+        let under_way: Vec<UnderWay> = {
             let st = self.catalog.read_state();
             st.tables
                 .values()
-                .filter_map(|e| Some((e.id.clone(), e.resharding.as_ref()?.generation)))
+                .filter_map(|e| match &e.resharding {
+                    Some(r) => Some((e.id.clone(), r.generation, false)),
+                    None if e.abandoned.unfreezing => {
+                        Some((e.id.clone(), e.abandoned.generation, true))
+                    }
+                    None => None,
+                })
                 .collect()
         };
         let now = Instant::now();
@@ -194,27 +289,34 @@ impl Cluster {
                     seen.insert(k.clone(), now);
                     true
                 })
-                .map(|(id, _)| id)
+                .map(|(id, _, _)| id)
                 .collect()
         };
         for id in due {
-            let Some(me) = self.me.upgrade() else {
-                return;
-            };
-            let spawned = std::thread::Builder::new()
-                .name("reshard-resume".into())
-                .spawn(move || {
-                    let Some(_running) = me.reshards.run(&id) else {
-                        return;
-                    };
-                    match me.resume_reshard(&id) {
-                        Ok(()) => tracing::info!("table {id}: an interrupted resharding finished"),
-                        Err(e) => tracing::warn!("table {id}: resharding not finished yet: {e}"),
-                    }
-                });
-            if let Err(e) = spawned {
-                tracing::warn!("could not start finishing a resharding: {e}");
-            }
+            self.resume_in_background(id);
+        }
+    }
+
+    /// Finishes what table `id`'s resharding left under way
+    /// ([`Cluster::resume_reshard`]) on a thread of its own, unless this server is
+    /// resharding it already.
+    pub(crate) fn resume_in_background(&self, id: String) {
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        let spawned = std::thread::Builder::new()
+            .name("reshard-resume".into())
+            .spawn(move || {
+                let Some(_running) = me.reshards.run(&id) else {
+                    return;
+                };
+                match me.resume_reshard(&id) {
+                    Ok(()) => tracing::info!("table {id}: an interrupted resharding finished"),
+                    Err(e) => tracing::warn!("table {id}: resharding not finished yet: {e}"),
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("could not start finishing a resharding: {e}");
         }
     }
 

@@ -83,6 +83,21 @@ pub(crate) struct TableEntry {
     pub(crate) generation: u64,
     /// The new shards of a resharding under way (docs/clustering.md, "Resharding").
     pub(crate) resharding: Option<Reshard>,
+    /// What is left of the reshardings abandoned (`AbortReshard`).
+    pub(crate) abandoned: Abandoned,
+}
+
+/// What a table keeps of its abandoned reshardings (docs/clustering.md, "Abandoning a
+/// resharding").
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Abandoned {
+    /// The newest abandoned resharding's generation (0: none). A later resharding takes
+    /// a generation past it, so nothing of the abandoned one (a late copier's entries,
+    /// its `FinishReshard`, its groups and storage names) is ever taken for a newer one.
+    pub(crate) generation: u64,
+    /// Its old shards may still be frozen (`FinishAbort` is not committed yet): no new
+    /// resharding begins until they are unfrozen.
+    pub(crate) unfreezing: bool,
 }
 
 /// The new shards of a table being resharded.
@@ -106,6 +121,7 @@ impl TableEntry {
             placement: r.placement.clone(),
             generation: r.generation,
             resharding: None,
+            abandoned: Abandoned::default(),
             ..self.clone()
         })
     }
@@ -227,6 +243,13 @@ pub(crate) fn table_record(e: &TableEntry) -> Datum {
         ];
         pairs.push(("resharding", Datum::from_pairs(fields)));
     }
+    if e.abandoned != Abandoned::default() {
+        let fields = [
+            ("generation", Datum::from(e.abandoned.generation as f64)),
+            ("unfreezing", Datum::Bool(e.abandoned.unfreezing)),
+        ];
+        pairs.push(("abandoned", Datum::from_pairs(fields)));
+    }
     Datum::from_pairs(pairs)
 }
 
@@ -268,6 +291,20 @@ fn placement_datum(placement: &[crate::placement::ShardPlacement]) -> Datum {
             Datum::from_pairs(fields)
         });
         Datum::array(shards.collect())
+    }
+}
+
+/// A table record's `abandoned` (none: the default).
+fn parse_abandoned(d: &Datum) -> Abandoned {
+    let Some(a) = d.get("abandoned") else {
+        return Abandoned::default();
+    };
+    Abandoned {
+        generation: a.get("generation").and_then(Datum::as_f64).unwrap_or(0.0) as u64,
+        unfreezing: a
+            .get("unfreezing")
+            .and_then(Datum::as_bool)
+            .unwrap_or(false),
     }
 }
 
@@ -415,6 +452,7 @@ pub(crate) fn parse_table(d: &Datum) -> TableEntry {
         placement: parse_placement(d),
         generation: d.get("generation").and_then(Datum::as_f64).unwrap_or(0.0) as u64,
         resharding: parse_reshard(d),
+        abandoned: parse_abandoned(d),
     }
 }
 

@@ -168,10 +168,12 @@ fn each_command_applies_persists_and_reloads() {
             CatalogCommand::DeleteUser { .. } => assert!(!st.users.contains_key("bob")),
             CatalogCommand::DropTable { .. } => assert!(st.tables.is_empty()),
             CatalogCommand::DropDb { .. } => assert!(!st.dbs.contains_key("e")),
-            // A placed table's: `a_resharding_begins_once_and_finishes_once`.
-            CatalogCommand::BeginReshard { .. } | CatalogCommand::FinishReshard { .. } => {
-                unreachable!("not among commands()")
-            }
+            // A placed table's: `a_resharding_begins_once_and_finishes_once` and
+            // `an_abandoned_resharding_never_finishes_and_a_finished_one_is_never_abandoned`.
+            CatalogCommand::BeginReshard { .. }
+            | CatalogCommand::FinishReshard { .. }
+            | CatalogCommand::AbortReshard { .. }
+            | CatalogCommand::FinishAbort { .. } => unreachable!("not among commands()"),
         }
     }
     // Only `test`'s record and `admin`'s are left, keyed by id and name.
@@ -473,6 +475,7 @@ fn a_repaired_placement_survives_its_record() {
         }],
         generation: 0,
         resharding: None,
+        abandoned: Default::default(),
     };
     assert_eq!(parse_table(&table_record(&e)).placement, e.placement);
 }
@@ -506,6 +509,10 @@ fn a_resharding_survives_its_record() {
             splits: vec![Datum::str("m")],
             placement: vec![place.clone(), place],
         }),
+        abandoned: super::Abandoned {
+            generation: 2,
+            unfreezing: false,
+        },
     };
     let back = parse_table(&table_record(&e));
     assert_eq!(back, e);
@@ -575,4 +582,92 @@ fn a_resharding_begins_once_and_finishes_once() {
     // Finishing again (a retry) changes nothing.
     c.apply(finish(1)).unwrap();
     assert_eq!(t(&c), t(&Catalog::open(e, "").unwrap()));
+}
+
+#[test]
+fn an_abandoned_resharding_never_finishes_and_a_finished_one_is_never_abandoned() {
+    use crate::catalog::command::ReshardDef;
+    use crate::placement::ShardPlacement;
+    use CatalogCommand as C;
+    let (e, c) = open();
+    let a = "00000000-0000-4000-8000-00000000000a".to_string();
+    let place = ShardPlacement {
+        primary: a.clone(),
+        voting: vec![a.clone()],
+        ..Default::default()
+    };
+    let mut def = table("t1", "d1", "t");
+    def.placement = vec![place.clone()];
+    c.apply(C::CreateDb {
+        id: "d1".into(),
+        name: "d".into(),
+    })
+    .unwrap();
+    c.apply(C::CreateTable { table: def }).unwrap();
+    let begin = |generation| C::BeginReshard {
+        id: "t1".into(),
+        reshard: ReshardDef {
+            generation,
+            replicas: 1,
+            split_points: vec![json!("80")],
+            placement: vec![place.clone(), place.clone()],
+        },
+    };
+    let id = || "t1".to_string();
+    let finish = |generation| C::FinishReshard {
+        id: id(),
+        generation,
+    };
+    let abort = |generation| C::AbortReshard {
+        id: id(),
+        generation,
+    };
+    let unfrozen = |generation| C::FinishAbort {
+        id: id(),
+        generation,
+    };
+    let t = |c: &Catalog| c.read_state().tables.values().next().cloned().unwrap();
+    // Nothing under way: nothing to abandon.
+    assert!(c.apply(abort(1)).is_err());
+    c.apply(begin(1)).unwrap();
+    assert!(c.apply(abort(2)).is_err());
+    c.apply(abort(1)).unwrap();
+    let aborted = t(&c);
+    assert_eq!((aborted.shards, aborted.generation), (1, 0));
+    assert_eq!(aborted.resharding, None);
+    assert_eq!(
+        aborted.abandoned,
+        super::Abandoned {
+            generation: 1,
+            unfreezing: true
+        }
+    );
+    // A retry changes nothing; the abandoned resharding never finishes (a late copier,
+    // a resumption, a server behind), even after a retry of its beginning.
+    c.apply(abort(1)).unwrap();
+    assert!(c.apply(begin(1)).is_err());
+    let err = c.apply(finish(1)).unwrap_err();
+    assert!(err.message.contains("abandoned"), "{}", err.message);
+    assert_eq!(t(&c), aborted);
+    // No new resharding until the old shards are unfrozen; then past generation 1.
+    assert!(c.apply(begin(2)).is_err());
+    assert!(c.apply(unfrozen(2)).is_err());
+    c.apply(unfrozen(1)).unwrap();
+    c.apply(unfrozen(1)).unwrap();
+    assert!(!t(&c).abandoned.unfreezing);
+    assert!(c.apply(begin(1)).is_err());
+    assert_eq!(
+        *Catalog::open(e.clone(), "").unwrap().read_state(),
+        *c.read_state()
+    );
+    c.apply(begin(2)).unwrap();
+    assert!(c.apply(finish(1)).is_err());
+    c.apply(finish(2)).unwrap();
+    // Finished: it can no longer be abandoned.
+    let done = t(&c);
+    assert_eq!((done.shards, done.generation), (2, 2));
+    let err = c.apply(abort(2)).unwrap_err();
+    assert!(err.message.contains("finished"), "{}", err.message);
+    assert_eq!(t(&c), done);
+    assert_eq!(*Catalog::open(e, "").unwrap().read_state(), *c.read_state());
 }

@@ -234,6 +234,23 @@ pub enum CatalogCommand {
         /// The generation of the new shards.
         generation: u64,
     },
+    /// Abandons a table's resharding under way, refused once it finished (and a
+    /// `FinishReshard` of it is refused from then on): every server drops its copies of
+    /// the new shards; the old ones, which still serve the table, are unfrozen next.
+    AbortReshard {
+        /// The table's id.
+        id: String,
+        /// The generation of the abandoned new shards.
+        generation: u64,
+    },
+    /// Records that the old shards of a table whose resharding was abandoned
+    /// (`AbortReshard`) are unfrozen: a new resharding may begin.
+    FinishAbort {
+        /// The table's id.
+        id: String,
+        /// The generation of the abandoned new shards.
+        generation: u64,
+    },
     /// Adds an index definition, not ready until `IndexReady`.
     CreateIndex {
         /// The table's id.

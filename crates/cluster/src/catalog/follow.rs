@@ -233,7 +233,8 @@ impl Cluster {
                 Err(_) => return self.failed(),
             },
         };
-        // A resharding under way: its new shards open next to the old ones.
+        // A resharding under way: its new shards open next to the old ones; abandoned:
+        // they are dropped.
         let next = e.resharded();
         let h = match next {
             Some(next) if h.pending.as_ref().map(|p| p.generation) != Some(next.generation) => {
@@ -244,6 +245,11 @@ impl Cluster {
                     }
                     Err(_) => return self.failed(),
                 }
+            }
+            None if h.pending.is_some() => {
+                let n = self.drop_pending(&h, &e.id);
+                self.handles.write().insert(e.id.clone(), n.clone());
+                n
             }
             _ => h,
         };

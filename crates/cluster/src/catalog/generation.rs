@@ -2,7 +2,8 @@
 //! the procedure is `crate::reshard`): when it applies `BeginReshard` it opens the new
 //! shards' groups next to the old ones ([`Pending`], kept in the table's handle; the
 //! old shards go on serving the table), and when it applies `FinishReshard` it switches
-//! the handle to them and drops its copies of the old ones.
+//! the handle to them and drops its copies of the old ones; when it applies
+//! `AbortReshard` it drops its copies of the new ones.
 //!
 //! Invariants: the new shards publish to a changefeed hub of their own until the
 //! switch (the copy into them is no change of the table's), and at the switch the old
@@ -43,6 +44,7 @@ impl Cluster {
         let g = self.table_groups()?;
         if let Some(p) = &h.pending {
             p.table.abandon();
+            g.remove_slots(&next.id, p.table.group_slots(), self.engine.clone());
         }
         let feeds = changefeed::Hub::new();
         let (shards, table) = g.open(
@@ -61,6 +63,18 @@ impl Cluster {
             feeds,
         }));
         Ok(Arc::new(handle))
+    }
+
+    /// `h` without its pending new shards (their resharding was abandoned): this node's
+    /// copies of them are dropped.
+    pub(super) fn drop_pending(&self, h: &TableHandle, id: &str) -> Arc<TableHandle> {
+        if let (Some(p), Ok(g)) = (&h.pending, self.table_groups()) {
+            p.table.abandon();
+            g.remove_slots(id, p.table.group_slots(), self.engine.clone());
+        }
+        let mut handle = h.clone();
+        handle.pending = None;
+        Arc::new(handle)
     }
 
     /// `h` switched to the shards of generation `e.generation` (a resharding finished):

@@ -723,6 +723,7 @@ impl reql::TableAccess for Cluster {
             placement,
             generation: 0,
             resharding: None,
+            abandoned: Default::default(),
         };
         self.create_table_locked(&mut g, &e)?;
         Ok(Datum::from_pairs([

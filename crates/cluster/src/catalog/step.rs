@@ -195,6 +195,12 @@ impl CatalogState {
                     Some(new) if new.generation == *generation => new,
                     // Finished already (a retry): nothing changes.
                     _ if old.generation == *generation => old.clone(),
+                    _ if old.generation < *generation && old.abandoned.generation >= *generation => {
+                        return Err(op_failed(format!(
+                            "The resharding of table `{}.{}` to generation {generation} was abandoned.",
+                            old.db, old.name
+                        )))
+                    }
                     _ => {
                         return Err(op_failed(format!(
                             "Table `{}.{}` is not being resharded to generation {generation}.",
@@ -202,6 +208,31 @@ impl CatalogState {
                         )))
                     }
                 };
+                self.tables.insert(k, new.clone());
+                out.tables.push((Some(old), Some(new)));
+            }
+            C::AbortReshard { id, generation } => {
+                let k = self.table_key_of(id)?;
+                let old = self.tables[&k].clone();
+                let new = abort_reshard(&old, *generation)?;
+                self.tables.insert(k, new.clone());
+                out.tables.push((Some(old), Some(new)));
+            }
+            C::FinishAbort { id, generation } => {
+                let k = self.table_key_of(id)?;
+                let old = self.tables[&k].clone();
+                let mut new = old.clone();
+                let a = &mut new.abandoned;
+                if a.generation < *generation {
+                    return Err(op_failed(format!(
+                        "Table `{}.{}` has no abandoned resharding to generation {generation}.",
+                        old.db, old.name
+                    )));
+                }
+                // A retry, or one for an older abandoned resharding, changes nothing.
+                if a.generation == *generation {
+                    a.unfreezing = false;
+                }
                 self.tables.insert(k, new.clone());
                 out.tables.push((Some(old), Some(new)));
             }
@@ -392,6 +423,7 @@ impl CatalogState {
             hook: None,
             generation: 0,
             resharding: None,
+            abandoned: Default::default(),
         })
     }
 
@@ -435,19 +467,50 @@ fn begin_reshard(
         splits,
         placement: placed(&r.placement, shards)?.to_vec(),
     };
+    // Past the table's and any abandoned resharding's generation.
+    let after = e.generation.max(e.abandoned.generation);
     match &e.resharding {
         Some(under_way) if *under_way == reshard => Ok(reshard),
         Some(_) => Err(op_failed(format!(
             "Table `{}.{}` is being resharded already.",
             e.db, e.name
         ))),
-        None if r.generation != e.generation + 1 || r.placement.is_empty() => {
-            Err(op_failed(format!(
-                "Resharding table `{}.{}`: generation {} does not follow {}.",
-                e.db, e.name, r.generation, e.generation
-            )))
-        }
+        None if e.abandoned.unfreezing => Err(op_failed(format!(
+            "Table `{}.{}` is leaving an abandoned resharding: its shards are being unfrozen.",
+            e.db, e.name
+        ))),
+        None if r.generation != after + 1 || r.placement.is_empty() => Err(op_failed(format!(
+            "Resharding table `{}.{}`: generation {} does not follow {after}.",
+            e.db, e.name, r.generation
+        ))),
         None => Ok(reshard),
+    }
+}
+
+/// Table `e` with its resharding to `generation` abandoned: the new shards forgotten,
+/// the old ones to unfreeze. Refused once that resharding finished (its new shards may
+/// have acknowledged writes); accepted again (a retry) once abandoned.
+fn abort_reshard(e: &TableEntry, generation: u64) -> reql::Result<TableEntry> {
+    let mut new = e.clone();
+    match &e.resharding {
+        Some(r) if r.generation == generation => {
+            new.resharding = None;
+            new.abandoned = super::apply::Abandoned {
+                generation,
+                unfreezing: true,
+            };
+            Ok(new)
+        }
+        None if e.generation < generation && e.abandoned.generation >= generation => Ok(new),
+        _ if e.generation >= generation => Err(op_failed(format!(
+            "The resharding of table `{}.{}` to generation {generation} finished; it cannot \
+             be abandoned.",
+            e.db, e.name
+        ))),
+        _ => Err(op_failed(format!(
+            "Table `{}.{}` is not being resharded to generation {generation}.",
+            e.db, e.name
+        ))),
     }
 }
 

@@ -83,6 +83,8 @@ pub enum Mark {
     Freeze,
     /// The copy into the new shard is over.
     Open,
+    /// The old shard's resharding was abandoned: it takes writes again.
+    Unfreeze,
 }
 
 /// Limits of routing one operation.
@@ -268,11 +270,13 @@ impl<T: Transport> ReplicatedShard<T> {
     /// (docs/clustering.md, "Resharding"). `Freeze` (an old shard): once this returns,
     /// every write after it in the shard's log is refused, so its documents are final.
     /// `Open` (a new shard): the copy into it is over, a later load is refused.
-    /// Idempotent.
+    /// `Unfreeze` (an old shard, its resharding abandoned): writes are taken again, and
+    /// a late freeze for that resharding changes nothing. Idempotent.
     pub async fn mark(&self, mark: Mark, generation: u64) -> Result<(), RouteError> {
         let command = match mark {
             Mark::Freeze => store::encode_freeze(generation)?,
             Mark::Open => store::encode_open(generation)?,
+            Mark::Unfreeze => store::encode_unfreeze(generation)?,
         };
         self.propose(command).await.map(|_| ())
     }

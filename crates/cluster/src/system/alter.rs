@@ -3,7 +3,9 @@
 //! with a given id. Each is a catalog command (`crate::catalog::CatalogCommand`) applied
 //! under the catalog lock; resharding and handle updates follow from its outcome. A
 //! replicated table is resharded by `crate::reshard` first (outside the lock: it
-//! copies the table), then the other changes are applied.
+//! copies the table), then the other changes are applied. An emergency repair abandons
+//! a resharding under way instead (`AbortReshard`: it repairs the old shards, which
+//! serve the table), and their unfreeze follows the repair.
 
 use reql::Durability;
 
@@ -89,6 +91,11 @@ impl Cluster {
     /// Changes a table's name, database, durability or recorded sharding (`AlterTable`).
     pub(crate) fn alter_table(&self, id: &str, a: TableAlter) -> Result<(), String> {
         let mut a = a;
+        let repair = a.repair;
+        if repair {
+            // The old shards may lack the quorum to finish it; they are repaired first.
+            self.abandon_reshard(id)?;
+        }
         if let Some(target) = self.reshard_target(id, &mut a) {
             self.reshard_replicated(id, target)?;
         }
@@ -188,6 +195,11 @@ impl Cluster {
                 .reshard(&splits, || h.indexes.all_ready().map_err(building))?;
         }
         self.sync_handles(&out);
+        drop(g);
+        if repair && self.table_by_id(id).is_some_and(|e| e.abandoned.unfreezing) {
+            // Once the repaired groups run (the catalog's leader tries again later).
+            self.resume_in_background(id.to_string());
+        }
         Ok(())
     }
 
@@ -199,18 +211,15 @@ impl Cluster {
         self.handle_by_id(id)?.replicated.as_ref()?;
         let shards = a.shards.unwrap_or(old.shards);
         let resharding = shards != old.shards || a.rebalance;
-        if !resharding && old.resharding.is_none() {
+        let under_way = old.resharding.is_some() || old.abandoned.unfreezing;
+        // A repair keeps the shards (its resharding was abandoned, above).
+        if a.repair || (!resharding && !under_way) {
             return None;
         }
         let target = crate::reshard::Target {
             shards,
             replicas: a.replicas.unwrap_or(old.replicas),
-            // A repair's placement keeps the shards; it is applied as it is, below.
-            placement: if resharding && !a.repair {
-                a.placement.take()
-            } else {
-                None
-            },
+            placement: if resharding { a.placement.take() } else { None },
             rebalance: a.rebalance,
             // Another change while a resharding is under way: that one is finished
             // first, and nothing more is resharded.

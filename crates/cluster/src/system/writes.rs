@@ -409,6 +409,7 @@ fn table_config_insert(t: &SystemTable, key: &Datum, new: &Datum) -> R {
         placement: vec![],
         generation: 0,
         resharding: None,
+        abandoned: Default::default(),
     })
 }
 
