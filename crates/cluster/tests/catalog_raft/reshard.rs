@@ -2,7 +2,9 @@
 //! on three in-process nodes: a table of 2 shards and 3 replicas with 80 documents and
 //! an index is resharded to 3, 1 and 4 shards through different nodes, then rebalanced;
 //! after each, every node reads every document (scans, counts, the index in each
-//! `read_mode`), writes go on, and no node keeps storage of an old generation.
+//! `read_mode`), writes go on, and no node keeps storage of an old generation. A
+//! resharding whose new shards are on a stopped node is abandoned by the next
+//! `reconfigure` (docs/clustering.md, "Abandoning a resharding").
 
 use super::harness::*;
 use super::indexes::{ids, read, ready_on, MODES};
@@ -122,5 +124,116 @@ async fn a_replicated_table_is_resharded_with_its_documents_and_index() {
         let c = n.cluster().clone();
         let count = blocking(move || c.table("d", "r").unwrap().count().unwrap()).await;
         assert_eq!(count, written);
+    }
+}
+
+/// A resharding whose new shards are all on a node that stopped cannot finish: the
+/// table refuses writes. A `reconfigure` through a survivor that no longer sees that
+/// node abandons it: the old shards take writes again with every document, a late
+/// `FinishReshard` is refused, and no survivor keeps storage of the new shards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resharding_whose_new_shards_lost_their_node_is_abandoned() {
+    let (mut nodes, hosts, table_id) = three_nodes_and_a_table().await;
+    let key = |i: u32| format!("{:02x}", i * 5);
+    let c0 = nodes[0].cluster().clone();
+    blocking(move || {
+        let t = c0.table("d", "r").unwrap();
+        for i in 0..40 {
+            t.apply(put(&key(i), "a")).unwrap();
+        }
+    })
+    .await;
+    // Node 3 is tagged `lost` as the others see it, then stops.
+    let records: Vec<ServerRecord> = nodes.iter().map(|n| n.cluster().local_record()).collect();
+    let mut lost = records[2].clone();
+    lost.tags = vec!["lost".into()];
+    let view = |i: usize, with_lost: bool| {
+        let mut peers = vec![records[1 - i].clone()];
+        peers.extend(with_lost.then(|| lost.clone()));
+        Arc::new(Peers(peers))
+    };
+    for (i, n) in nodes[..2].iter().enumerate() {
+        n.cluster().set_membership(view(i, true));
+    }
+    let n = &mut nodes[2];
+    n.router.remove_group(GROUP);
+    n.raft.take().unwrap().shutdown().await.unwrap();
+    n.cluster.take().unwrap().shutdown();
+    hosts[2].shutdown().await;
+    // Every new shard on the stopped node: the copy cannot reach them.
+    let c = nodes[0].cluster().clone();
+    let on_lost = reql::Replicas {
+        by_tag: [("lost".to_string(), 1)].into(),
+        primary_tag: "lost".into(),
+        nonvoting_tags: Default::default(),
+    };
+    let res = blocking(move || c.reconfigure("d", "r", 3, &on_lost, false)).await;
+    assert!(res.is_err(), "{res:?}");
+    let c = nodes[1].cluster().clone();
+    let refused = blocking(move || c.table("d", "r").unwrap().apply(put("frozen", "a"))).await;
+    assert!(refused.is_err(), "{refused:?}");
+    // The survivors no longer see node 3; a reconfigure back to 2 shards on them
+    // abandons the resharding.
+    for (i, n) in nodes[..2].iter().enumerate() {
+        n.cluster().set_membership(view(i, false));
+    }
+    let c = nodes[0].cluster().clone();
+    let two = reql::Replicas::count(2);
+    let res = blocking(move || c.reconfigure("d", "r", 2, &two, false)).await;
+    assert!(res.is_ok(), "{res:?}");
+    let late = CatalogCommand::FinishReshard {
+        id: table_id.clone(),
+        generation: 1,
+    };
+    assert!(propose(&nodes, &late).await.is_err());
+    for (i, n) in nodes[..2].iter().enumerate() {
+        serves(n, 2).await;
+        let c = n.cluster().clone();
+        let id = format!("z{i}");
+        let r = blocking(move || c.table("d", "r").unwrap().apply(put(&id, "new"))).await;
+        assert!(matches!(r, Ok(Applied::Done(None, Some(_), None))), "{r:?}");
+    }
+    let mut want: Vec<String> = (0..40).map(key).chain(["z0".into(), "z1".into()]).collect();
+    want.sort();
+    for n in &nodes[..2] {
+        let c = n.cluster().clone();
+        let got = blocking(move || {
+            let t = c.table("d", "r").unwrap();
+            let all = t.scan(Bound::Unbounded, Bound::Unbounded, false).unwrap();
+            let ids = all.map(|d| d.unwrap().get("id").unwrap().as_str().unwrap().to_string());
+            ids.collect::<Vec<_>>()
+        })
+        .await;
+        assert_eq!(got, want);
+        // Only the old generation's storage is left (the abandoned one's was dropped).
+        for _ in 0..200 {
+            if stored_slots(n, &table_id) == [0, 1] {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(stored_slots(n, &table_id), [0, 1]);
+    }
+    // The next resharding takes a generation past the abandoned one.
+    let c = nodes[1].cluster().clone();
+    let two = reql::Replicas::count(2);
+    let res = blocking(move || c.reconfigure("d", "r", 3, &two, false)).await;
+    assert!(res.is_ok(), "{res:?}");
+    let first = cluster::groups::slot_of(2, 0);
+    for n in &nodes[..2] {
+        serves(n, 3).await;
+        let c = n.cluster().clone();
+        let count = blocking(move || c.table("d", "r").unwrap().count().unwrap()).await;
+        assert_eq!(count, 42);
+        for _ in 0..200 {
+            if stored_slots(n, &table_id) == (first..first + 3).collect::<Vec<_>>() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            stored_slots(n, &table_id),
+            (first..first + 3).collect::<Vec<_>>()
+        );
     }
 }
