@@ -6,6 +6,8 @@ updates through another server. Writes refused during a switch are RethinkDB's
 availability errors; afterwards every acknowledged write is read through every server
 with `read_mode="majority"`, the index answers as the documents say, the count is
 right, and `table_status`/`wait` show the table ready with the new shards."""
+import os
+import signal
 import threading
 import time
 
@@ -218,3 +220,74 @@ def test_a_resharding_whose_server_dies_is_finished_by_the_others(dirs, procs): 
         res = retrying(lambda: t.insert({"id": "after%d" % k, "v": 0}).run(conns[s]))
         assert res["inserted"] == 1, res
     worker.join(timeout=5)
+
+
+def test_a_resharding_whose_new_shards_lost_their_server_is_abandoned(dirs, procs):  # noqa: F811
+    """A resharding whose new shards are all on a server that stopped answering
+    (SIGSTOP) cannot finish: the table refuses writes. Once the others see that server
+    gone, a `reconfigure` back to one shard on them abandons it (docs/clustering.md,
+    "Abandoning a resharding"): writes are taken again, every document is there, and
+    the paused server, resumed, follows."""
+    (a, b, c), conns = three_servers(dirs, procs)
+    sys = r.db("rethinkdb")
+    retrying(lambda: r.db_create("d").run(conns[a]))
+    # A long heartbeat: gamma stays "connected" while paused, long enough to be given
+    # the new shards.
+    sys.table("cluster_config").get("heartbeat").update(
+        {"heartbeat_timeout_secs": 60}).run(conns[a])
+    sys.table("server_config").filter({"name": "gamma"}).update(
+        {"tags": ["lost"]}).run(conns[a])
+    for conn in conns.values():
+        wait_for(lambda: r.db_list().run(conn), lambda dbs: "d" in dbs)
+        wait_for(lambda: sys.table("cluster_config").get("heartbeat").run(conn),
+                 lambda row: row["heartbeat_timeout_secs"] == 60)
+        wait_for(lambda: sys.table("server_config").filter({"name": "gamma"})
+                 .nth(0)["tags"].run(conn), lambda tags: tags == ["lost"])
+    r.db("d").table_create("t", shards=1, replicas={"default": 2, "lost": 1},
+                           primary_replica_tag="default").run(conns[a])
+    t = r.db("d").table("t")
+    retrying(lambda: t.wait(wait_for="all_replicas_ready", timeout=30).run(conns[a]))
+    n = 1000
+    docs = [{"id": "d%05d" % j, "v": j} for j in range(n)]
+    assert retrying(lambda: t.insert(docs).run(conns[a]))["inserted"] == n
+
+    os.kill(c.proc.pid, signal.SIGSTOP)
+    try:
+        def under_way():
+            return not t.status()["status"]["ready_for_writes"].run(conns[a])
+
+        deadline = time.time() + 45
+        while not under_way():
+            assert time.time() < deadline, "the resharding never began"
+            try:
+                t.reconfigure(shards=2, replicas={"lost": 1},
+                              primary_replica_tag="lost").run(conns[a])
+                pytest.fail("a resharding onto a paused server finished")
+            except ReqlError:
+                time.sleep(0.2)  # the copy cannot reach the new shards (or no leader yet)
+        with pytest.raises(ReqlOpFailedError, match="Cannot perform"):
+            t.insert({"id": "frozen"}).run(conns[b])
+        # The others notice gamma is gone (a short heartbeat), then a reconfigure
+        # through them abandons the resharding and moves the table onto them.
+        sys.table("cluster_config").get("heartbeat").update(
+            {"heartbeat_timeout_secs": 2}).run(conns[a])
+        for s in (a, b):
+            wait_for(lambda: names(conns[s]), lambda got: got == ["alpha", "beta"],
+                     timeout=20)
+        res = t.reconfigure(shards=1, replicas=2).run(conns[b])
+        assert res["reconfigured"] == 1, res
+        for k, s in enumerate((a, b)):
+            retrying(lambda: t.wait(wait_for="ready_for_writes", timeout=30).run(conns[s]))
+            res = retrying(lambda: t.insert({"id": "after%d" % k, "v": -1}).run(conns[s]))
+            assert res["inserted"] == 1, res
+        want = {d["id"]: d["v"] for d in docs}
+        want.update({"after0": -1, "after1": -1})
+        for s in (a, b):
+            majority = r.db("d").table("t", read_mode="majority")
+            assert {d["id"]: d["v"] for d in majority.run(conns[s])} == want
+            assert len(t.config()["shards"].run(conns[s])) == 1
+    finally:
+        os.kill(c.proc.pid, signal.SIGCONT)
+    # gamma, resumed, applies the abandon and reads the table as the others do.
+    cc = c.connect()
+    wait_for(lambda: retrying(lambda: t.count().run(cc)), lambda k: k == n + 2, timeout=30)

@@ -244,9 +244,10 @@ fn row(
         ]));
     }
     // While it is resharded the table is read from its old shards and refuses writes
-    // (`crate::reshard`); `wait` waits for the new shards.
+    // (`crate::reshard`); `wait` waits for the new shards, or for the old ones to be
+    // unfrozen when the resharding was abandoned.
     let reads = writes;
-    let writes = writes && e.resharding.is_none();
+    let writes = writes && e.resharding.is_none() && !e.abandoned.unfreezing;
     super::rows::obj(vec![
         ("db", db),
         ("id", Datum::str(&e.id)),
