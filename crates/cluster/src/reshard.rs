@@ -15,11 +15,17 @@
 //! 4. Copy: the old shards' documents, read from their primaries (`majority`, after the
 //!    freeze), are written into the new shards through their groups as loads (replace;
 //!    batches proposed together), then an open entry in each new shard's log ends the
-//!    copy (a load after it is refused: a copier racing this one, such as a
+//!    copy (a load after it changes nothing: a copier racing this one, such as a
 //!    resumption, can never overwrite the clients' writes). Replicas maintain the
 //!    catalog's secondary indexes as entries apply and build them as for any new
 //!    replica.
-//! 5. `FinishReshard` (catalog): the table is the new shards; every server switches its
+//! 5. Retire: a retire entry in each old shard's log; from it on the old shards answer
+//!    no read of the table but this resharding's (`crate::replica::ReadMode::Final`),
+//!    so a server that applies the switch late refuses a read (RethinkDB's "primary
+//!    replica ... not available") rather than serve the frozen copy after a write was
+//!    acknowledged through the new shards: that write follows the switch, which follows
+//!    the retirement, so a `majority` read begun after it finds the retirement applied.
+//! 6. `FinishReshard` (catalog): the table is the new shards; every server switches its
 //!    handle and drops its copies of the old shards.
 //!
 //! Invariants: the old shards are dropped only by `FinishReshard`, committed only after
@@ -159,6 +165,11 @@ impl Cluster {
         // From here a copier still running elsewhere (a resumption racing this one)
         // can no longer overwrite what the table's clients write into the new shards.
         new.mark(Mark::Open, next.generation).map_err(message)?;
+        // From here the old shards answer no read of the table: a server that has not
+        // applied the switch yet must not serve their frozen documents after a write
+        // was acknowledged through the new shards (the table is briefly unavailable
+        // there instead, as RethinkDB's is while it reshards).
+        old.mark(Mark::Retire, next.generation).map_err(message)?;
         tracing::info!(
             "table {id}: {copied} documents copied into its {} new shards",
             next.shards
@@ -306,11 +317,13 @@ fn copy(
         }
         Ok(())
     };
-    let scan = old.scan(
+    // Read as they are after the freeze, and after their retirement too (a resumption
+    // of a resharding that got that far rewrites nothing: the new shards are open).
+    let scan = old.scan_as(
         Bound::Unbounded,
         Bound::Unbounded,
         false,
-        reql::ReadMode::Majority,
+        crate::replica::ReadMode::Final,
     );
     for doc in scan {
         let doc = doc.map_err(message)?;

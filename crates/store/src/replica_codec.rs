@@ -14,8 +14,9 @@
 //! the shard's own log, so every write ordered after it is refused (`Reply::Frozen`)
 //! on every replica, whoever leads. The new shards of a resharding receive the copied
 //! documents as loads (`encode_load`: a replace) until an open entry (`encode_open`)
-//! ends the copy: a load after it is refused, so a late copier can never overwrite
-//! what the table's clients wrote since.
+//! ends the copy: a load after it changes nothing, so a late copier can never overwrite
+//! what the table's clients wrote since. A retire entry (`encode_retire`) ends an old
+//! shard's service once its documents are in the new shards.
 
 use datum::{Datum, Version};
 use replication::codec::{decode_message, decode_record, encode_message, encode_record};
@@ -44,6 +45,9 @@ enum Change {
     Load(String),
     /// Ends the copy into the shard for the resharding towards generation `.0`.
     Open(u64),
+    /// Retires the (frozen, copied) shard for the resharding towards generation `.0`:
+    /// from it on its leader refuses the table's reads (`crate::replica`).
+    Retire(u64),
 }
 
 /// The answer to a command.
@@ -117,9 +121,6 @@ pub fn encode_freeze(generation: u64) -> Result<Vec<u8>, StoreError> {
     encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-/// Why a resharding's copy is refused by a shard already opened to its table's writes.
-pub(crate) const LATE_LOAD: &str = "the shard serves its table: a resharding's copy came too late";
-
 /// The log entry copying document `doc` under `key` into a new shard of a resharding.
 pub fn encode_load(key: &Datum, doc: &Datum) -> Result<Vec<u8>, StoreError> {
     encode_record(&load_command(key, doc)?).map_err(|e| StoreError::Corrupt(e.to_string()))
@@ -148,16 +149,28 @@ pub fn encode_open(generation: u64) -> Result<Vec<u8>, StoreError> {
     encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
+/// The log entry retiring an old shard of the resharding towards `generation`, once
+/// its documents are in the new shards (`crate::replica`).
+pub fn encode_retire(generation: u64) -> Result<Vec<u8>, StoreError> {
+    let command = Command {
+        key: Vec::new(),
+        expect: None,
+        change: Change::Retire(generation),
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
 /// A decoded command: encoded key, expected version, change.
 pub(crate) type Decoded = (Vec<u8>, Option<Version>, StoreChange);
 
 /// A decoded log entry: a write, a freeze (towards a generation), a copied document,
-/// or the end of the copy.
+/// the end of the copy, or the old shard's retirement.
 pub(crate) enum Entry {
     Write(Decoded),
     Freeze(u64),
     Load(Decoded),
     Open(u64),
+    Retire(u64),
 }
 
 /// Decodes a log entry; `Err` says why it is refused.
@@ -166,6 +179,7 @@ pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, String> {
     match c.change {
         Change::Freeze(g) => Ok(Entry::Freeze(g)),
         Change::Open(g) => Ok(Entry::Open(g)),
+        Change::Retire(g) => Ok(Entry::Retire(g)),
         Change::Load(_) => decode_op(c).map(|(d, _)| Entry::Load(d)),
         _ => decode_write(c).map(Entry::Write),
     }
@@ -199,7 +213,7 @@ pub(crate) fn decode_command(bytes: &[u8]) -> Result<Decoded, String> {
 /// `Err` says why it is refused.
 pub(crate) fn decode_write(c: Command) -> Result<Decoded, String> {
     let change = match c.change {
-        Change::Freeze(_) | Change::Open(_) | Change::Load(_) => {
+        Change::Freeze(_) | Change::Open(_) | Change::Retire(_) | Change::Load(_) => {
             return Err("not a client's write".into())
         }
         Change::Keep => StoreChange::Keep,
@@ -300,6 +314,9 @@ mod tests {
         assert!(matches!(decode_entry(&put), Ok(Entry::Write(_))));
         let open = encode_open(4).unwrap();
         assert!(matches!(decode_entry(&open), Ok(Entry::Open(4))));
+        let retire = encode_retire(4).unwrap();
+        assert!(matches!(decode_entry(&retire), Ok(Entry::Retire(4))));
+        assert!(decode_command(&retire).is_err());
         let d = doc(r#"{"id":1}"#);
         let load = encode_load(&Datum::Number(1.0), &d).unwrap();
         assert!(

@@ -430,7 +430,7 @@ async fn a_frozen_shard_refuses_every_later_write_even_after_a_reopen() {
 }
 
 #[tokio::test]
-async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
+async fn loads_apply_until_the_shard_is_opened_then_change_nothing() {
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
     let mut sm = open(&engine, KeyRange::all());
     let load =
@@ -443,10 +443,11 @@ async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
     .await;
     assert!(replies.iter().all(Result::is_ok), "{replies:?}");
     assert_eq!(index_values(sm.machine()), [2.0]);
-    // After the open, a late load is refused; clients' writes go on.
+    // After the open, a late load is answered as done and changes nothing; clients'
+    // writes go on.
     let replies = apply(&mut sm, 4, vec![load(1, 9), put(2, 3, None)]).await;
     assert!(
-        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        matches!(&replies[0], Ok(Applied::Done((None, None, None)))),
         "{replies:?}"
     );
     assert!(replies[1].is_ok());
@@ -454,17 +455,23 @@ async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
     let mut sm = open(&engine, KeyRange::all());
     let replies = apply(&mut sm, 6, vec![load(3, 3)]).await;
     assert!(
-        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        matches!(&replies[0], Ok(Applied::Done((None, None, None)))),
         "{replies:?}"
     );
     assert_eq!(
         sm.machine().shard().get(&Datum::Number(1.0)).unwrap(),
         Some(doc(1, 2))
     );
+    assert!(sm
+        .machine()
+        .shard()
+        .get(&Datum::Number(3.0))
+        .unwrap()
+        .is_none());
 }
 
 #[tokio::test]
-async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_is_refused() {
+async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_changes_nothing() {
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
     let mut sm = open(&engine, KeyRange::all());
     let load = |id: u32, v: u32| {
@@ -478,14 +485,14 @@ async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_is_refused
     assert!(replies.iter().all(Result::is_ok), "{replies:?}");
     assert_eq!(sm.machine().shard().count(), 3);
     assert_eq!(index_values(sm.machine()), [1.0, 2.0, 3.0]);
-    // After the open, each load of a chunk is refused alone and writes nothing; a
+    // After the open, each load of a chunk is answered as done and writes nothing; a
     // client's write in the same chunk goes on.
     apply(&mut sm, 3, vec![crate::encode_open(1).unwrap()]).await;
     let replies = apply_chunk(&mut sm, 4, vec![load(1, 9), op(4, 4, None)])
         .await
         .unwrap();
     assert!(
-        matches!(&replies[0], Err(ReplyError::Refused(why)) if why.contains("too late")),
+        matches!(&replies[0], Ok(Applied::Done((None, None, None)))),
         "{replies:?}"
     );
     assert!(replies[1].is_ok(), "{replies:?}");
@@ -505,4 +512,49 @@ async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_is_refused
         "{replies:?}"
     );
     assert!(replies[1].is_ok(), "{replies:?}");
+}
+
+#[tokio::test]
+async fn a_retired_shard_says_so_refuses_writes_and_keeps_it_in_snapshots() {
+    let (le, fe): (Arc<dyn Engine>, Arc<dyn Engine>) =
+        (Arc::new(Memory::new()), Arc::new(Memory::new()));
+    let mut sm = open(&le, KeyRange::all());
+    let (freeze, retire) = (
+        crate::encode_freeze(3).unwrap(),
+        crate::encode_retire(3).unwrap(),
+    );
+    let replies = apply(&mut sm, 1, vec![put(1, 1, None), freeze]).await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    assert_eq!(sm.machine().shard().retired(), 0);
+    let replies = apply(&mut sm, 3, vec![retire, crate::encode_retire(9).unwrap()]).await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    // The first retirement wins; writes stay refused.
+    assert_eq!(sm.machine().shard().retired(), 3);
+    let replies = apply(&mut sm, 5, vec![put(2, 2, None)]).await;
+    assert_eq!(replies[0].as_ref().unwrap_err(), &ReplyError::Frozen(3));
+    let chunk = apply_chunk(&mut sm, 6, vec![op(4, 4, None)]).await.unwrap();
+    assert!(matches!(&chunk[0], Err(ReplyError::Frozen(3))), "{chunk:?}");
+    // A replica reopened on that state, and one installing its snapshot, are retired.
+    drop(sm);
+    let mut sm = open(&le, KeyRange::all());
+    assert_eq!(sm.machine().shard().retired(), 3);
+    let mut follower = open(&fe, KeyRange::all());
+    assert_eq!(follower.machine().shard().retired(), 0);
+    let snapshot = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    follower
+        .install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+    assert_eq!(follower.machine().shard().retired(), 3);
+    assert_eq!(follower.machine().frozen(), 3);
+    // Its documents stay readable by the resharding (`cluster::replica` decides who).
+    assert_eq!(
+        follower.machine().shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 1))
+    );
 }
