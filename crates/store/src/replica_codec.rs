@@ -111,14 +111,19 @@ pub(crate) fn command_of(
     })
 }
 
-/// The log entry freezing a shard for the resharding towards `generation`.
-pub fn encode_freeze(generation: u64) -> Result<Vec<u8>, StoreError> {
+/// The log entry of a resharding's mark (a freeze, an open, a retirement): no key.
+fn encode_mark(change: Change) -> Result<Vec<u8>, StoreError> {
     let command = Command {
         key: Vec::new(),
         expect: None,
-        change: Change::Freeze(generation),
+        change,
     };
     encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The log entry freezing a shard for the resharding towards `generation`.
+pub fn encode_freeze(generation: u64) -> Result<Vec<u8>, StoreError> {
+    encode_mark(Change::Freeze(generation))
 }
 
 /// The log entry copying document `doc` under `key` into a new shard of a resharding.
@@ -141,23 +146,13 @@ pub(crate) fn load_command(key: &Datum, doc: &Datum) -> Result<Command, StoreErr
 /// The log entry ending the copy into a new shard of the resharding towards
 /// `generation`.
 pub fn encode_open(generation: u64) -> Result<Vec<u8>, StoreError> {
-    let command = Command {
-        key: Vec::new(),
-        expect: None,
-        change: Change::Open(generation),
-    };
-    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+    encode_mark(Change::Open(generation))
 }
 
 /// The log entry retiring an old shard of the resharding towards `generation`, once
 /// its documents are in the new shards (`crate::replica`).
 pub fn encode_retire(generation: u64) -> Result<Vec<u8>, StoreError> {
-    let command = Command {
-        key: Vec::new(),
-        expect: None,
-        change: Change::Retire(generation),
-    };
-    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+    encode_mark(Change::Retire(generation))
 }
 
 /// A decoded command: encoded key, expected version, change.

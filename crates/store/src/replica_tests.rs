@@ -75,6 +75,22 @@ async fn apply(
 }
 
 /// The values of index `v`, in index order.
+/// Installs a snapshot of `from`'s state on `to`.
+async fn install(
+    from: &mut StateMachineStore<ShardMachine>,
+    to: &mut StateMachineStore<ShardMachine>,
+) {
+    let snapshot = from
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    to.install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+}
+
 fn index_values(m: &ShardMachine) -> Vec<f64> {
     let idx = m.index("v").unwrap();
     m.shard()
@@ -248,16 +264,7 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
         Some(doc(1, 100))
     );
     let before = fm.shard().space();
-    let snapshot = leader
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
-    follower
-        .install_snapshot(&snapshot.meta, snapshot.snapshot)
-        .await
-        .unwrap();
+    install(&mut leader, &mut follower).await;
     let (fm, lm) = (follower.machine(), leader.machine());
     assert_ne!(fm.shard().space(), before);
     assert_eq!(fm.shard().count(), 600);
@@ -540,16 +547,7 @@ async fn a_retired_shard_says_so_refuses_writes_and_keeps_it_in_snapshots() {
     assert_eq!(sm.machine().shard().retired(), 3);
     let mut follower = open(&fe, KeyRange::all());
     assert_eq!(follower.machine().shard().retired(), 0);
-    let snapshot = sm
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
-    follower
-        .install_snapshot(&snapshot.meta, snapshot.snapshot)
-        .await
-        .unwrap();
+    install(&mut sm, &mut follower).await;
     assert_eq!(follower.machine().shard().retired(), 3);
     assert_eq!(follower.machine().frozen(), 3);
     // Its documents stay readable by the resharding (`cluster::replica` decides who).
