@@ -1012,6 +1012,17 @@ impl ReplicatedTable {
         reverse: bool,
         mode: reql::ReadMode,
     ) -> ReplicatedScan {
+        self.scan_as(lower, upper, reverse, read_mode(mode))
+    }
+
+    /// As `scan`, in any of the replicas' read modes (a resharding's `Final`).
+    pub(crate) fn scan_as(
+        self: &Arc<Self>,
+        lower: std::ops::Bound<Datum>,
+        upper: std::ops::Bound<Datum>,
+        reverse: bool,
+        mode: crate::replica::ReadMode,
+    ) -> ReplicatedScan {
         let mut order: Vec<usize> = (0..self.slots.len()).collect();
         if reverse {
             order.reverse();
@@ -1024,7 +1035,7 @@ impl ReplicatedTable {
             upper: upper.clone(),
             bounds: (lower, upper),
             reverse,
-            mode: read_mode(mode),
+            mode,
             buffer: Default::default(),
             failed: false,
         }

@@ -15,11 +15,17 @@
 //! 4. Copy: the old shards' documents, read from their primaries (`majority`, after the
 //!    freeze), are written into the new shards through their groups as loads (replace;
 //!    batches proposed together), then an open entry in each new shard's log ends the
-//!    copy (a load after it is refused: a copier racing this one, such as a
+//!    copy (a load after it changes nothing: a copier racing this one, such as a
 //!    resumption, can never overwrite the clients' writes). Replicas maintain the
 //!    catalog's secondary indexes as entries apply and build them as for any new
 //!    replica.
-//! 5. `FinishReshard` (catalog): the table is the new shards; every server switches its
+//! 5. Retire: a retire entry in each old shard's log; from it on the old shards answer
+//!    no read of the table but this resharding's (`crate::replica::ReadMode::Final`),
+//!    so a server that applies the switch late refuses a read (RethinkDB's "primary
+//!    replica ... not available") rather than serve the frozen copy after a write was
+//!    acknowledged through the new shards: that write follows the switch, which follows
+//!    the retirement, so a `majority` read begun after it finds the retirement applied.
+//! 6. `FinishReshard` (catalog): the table is the new shards; every server switches its
 //!    handle and drops its copies of the old shards.
 //!
 //! Invariants: the old shards are dropped only by `FinishReshard`, committed only after
@@ -39,12 +45,13 @@
 //! quorum of available replicas and each old shard has one ([`settle`]), and an
 //! emergency repair always does (the shards it repairs are the old ones):
 //!
-//! 6. `AbortReshard` (catalog): refused once `FinishReshard` is committed, and
+//! 7. `AbortReshard` (catalog): refused once `FinishReshard` is committed, and
 //!    `FinishReshard` is refused once it is; every server drops its copies of the new
 //!    shards. The table's next resharding takes a generation past the abandoned one.
-//! 7. Unfreeze: an unfreeze entry in each old shard's log (`store::encode_unfreeze`)
-//!    lifts the freeze and makes a later freeze for that resharding change nothing.
-//! 8. `FinishAbort` (catalog): until it, no resharding of the table begins. Both steps
+//! 8. Unfreeze: an unfreeze entry in each old shard's log (`store::encode_unfreeze`)
+//!    lifts the freeze and the retirement, and makes a later freeze or retirement for
+//!    that resharding change nothing.
+//! 9. `FinishAbort` (catalog): until it, no resharding of the table begins. Both steps
 //!    are idempotent and resumed as a resharding is ([`resume`]).
 //!
 //! Why it is safe: the catalog's log orders `AbortReshard` and `FinishReshard` of one
@@ -54,8 +61,8 @@
 //! write: dropping them loses nothing. The old shards are unfrozen only after
 //! `AbortReshard` is committed, so from then on no `FinishReshard` can switch the table
 //! to the new ones: the two generations never both take writes. A copier or a
-//! resumption still running elsewhere freezes nothing any more (the old shards'
-//! machines ignore a freeze of the abandoned generation), and its `FinishReshard` is
+//! resumption still running elsewhere freezes or retires nothing any more (the old
+//! shards' machines ignore those marks of the abandoned generation), and its `FinishReshard` is
 //! refused; a server applying the catalog late switches to nothing.
 //!
 //! [`resume`]: Cluster::resume_reshard
@@ -208,7 +215,7 @@ impl Cluster {
         self.resume_reshard(id)
     }
 
-    /// Abandons the resharding of table `id` under way, if any (`AbortReshard`, step 6
+    /// Abandons the resharding of table `id` under way, if any (`AbortReshard`, step 7
     /// of the module note); its old shards are unfrozen by [`Cluster::resume_reshard`].
     pub(crate) fn abandon_reshard(&self, id: &str) -> Result<(), String> {
         let Some(r) = self.table_of(id)?.resharding else {
@@ -221,9 +228,9 @@ impl Cluster {
     }
 
     /// Finishes what table `id`'s resharding left under way: the unfreeze of an
-    /// abandoned one's old shards (steps 7 and 8 of the module note), or a resharding:
+    /// abandoned one's old shards (steps 8 and 9 of the module note), or a resharding:
     /// freezes its old shards, copies their documents into the new ones and switches
-    /// the table to them (steps 3 to 5). Idempotent.
+    /// the table to them (steps 3 to 6). Idempotent.
     pub(crate) fn resume_reshard(&self, id: &str) -> Result<(), String> {
         let e = self.table_of(id)?;
         if e.abandoned.unfreezing {
@@ -247,6 +254,11 @@ impl Cluster {
         // From here a copier still running elsewhere (a resumption racing this one)
         // can no longer overwrite what the table's clients write into the new shards.
         new.mark(Mark::Open, next.generation).map_err(message)?;
+        // From here the old shards answer no read of the table: a server that has not
+        // applied the switch yet must not serve their frozen documents after a write
+        // was acknowledged through the new shards (the table is briefly unavailable
+        // there instead, as RethinkDB's is while it reshards).
+        old.mark(Mark::Retire, next.generation).map_err(message)?;
         tracing::info!(
             "table {id}: {copied} documents copied into its {} new shards",
             next.shards
@@ -408,11 +420,13 @@ fn copy(
         }
         Ok(())
     };
-    let scan = old.scan(
+    // Read as they are after the freeze, and after their retirement too (a resumption
+    // of a resharding that got that far rewrites nothing: the new shards are open).
+    let scan = old.scan_as(
         Bound::Unbounded,
         Bound::Unbounded,
         false,
-        reql::ReadMode::Majority,
+        crate::replica::ReadMode::Final,
     );
     for doc in scan {
         let doc = doc.map_err(message)?;

@@ -49,8 +49,8 @@ pub use replica_chunk::{
     decode_chunk_reply, encode_chunk, encode_load_op, encode_op, CHUNK_FORMAT,
 };
 pub use replica_codec::{
-    decode_reply, encode_command, encode_freeze, encode_load, encode_open, encode_unfreeze,
-    ReplyError,
+    decode_reply, encode_command, encode_freeze, encode_load, encode_open, encode_retire,
+    encode_unfreeze, ReplyError,
 };
 pub use sample::split_sorted;
 pub use shard::{Applied, ModifyOutcome, Shard, StoreChange};

@@ -24,11 +24,19 @@
 //! (last of the machine's kinds, so it travels in snapshots), and from that entry on
 //! every write is answered `Frozen` and changes nothing, on every replica. A new shard
 //! of a resharding takes the copied documents as loads until its open entry, kept
-//! under [`OPENED`]; a load after it is refused (a late copier must not overwrite the
-//! clients' writes). An abandoned resharding's unfreeze entry lifts the freeze and
-//! records its generation under [`THAWED`]: a freeze for that generation or an older
-//! one (a late copier's retry) changes nothing from then on, so a shard once unfrozen
-//! stays writable until a newer resharding freezes it.
+//! under [`OPENED`]; a load after it changes nothing and is answered as done (a late
+//! copier must not overwrite the clients' writes, and the open proves that a copy was
+//! complete, so a resumed resharding may go on). Once the copy is over, the old shard is
+//! retired (kept under [`RETIRED`], published on the shard: `Shard::retired`): its
+//! leader then refuses the table's reads (`cluster::replica::ShardReader`), so a server
+//! that has not yet switched to the new shards cannot serve a `majority` read from
+//! this frozen copy after a write was acknowledged through the new ones.
+//!
+//! An abandoned resharding's unfreeze entry lifts the freeze and the retirement and
+//! records its generation under [`THAWED`]: a freeze or a retirement for that
+//! generation or an older one (a late copier's) changes nothing from then on, so an
+//! old shard once unfrozen serves its table as before the resharding began, until a
+//! newer resharding freezes it.
 //!
 //! Invariants: the shard's local `apply`/`write` must not be used on a replicated shard
 //! (writes reach its spaces only through entries); `apply` is deterministic: it reads
@@ -48,7 +56,7 @@ use crate::cache::CacheBudget;
 use crate::commit::GroupCommit;
 use crate::index::{IndexFn, SecondaryIndex};
 use crate::range::KeyRange;
-use crate::replica_codec::{decode_entry, encode_frozen, encode_reply, Entry, LATE_LOAD};
+use crate::replica_codec::{decode_entry, encode_frozen, encode_reply, Entry};
 use crate::shard::{count_and_sample, Shard, StoreChange};
 use crate::write::Commit;
 use crate::StoreError;
@@ -65,9 +73,15 @@ const FROZEN: &[u8] = b"frozen";
 /// The key under [`META`] of the generation whose copy into the shard ended (8 bytes).
 const OPENED: &[u8] = b"opened";
 
+/// The key under [`META`] of the generation the old shard was retired for (8 bytes).
+const RETIRED: &[u8] = b"retired";
+
 /// The key under [`META`] of the newest abandoned resharding's generation whose freeze
 /// was lifted (8 bytes, BE).
 const THAWED: &[u8] = b"thawed";
+
+/// The outcome of an entry that changes no document.
+const NOTHING: crate::Applied = crate::Applied::Done((None, None, None));
 
 /// A secondary index of a replicated shard.
 pub struct ReplicaIndex {
@@ -154,9 +168,35 @@ impl ShardMachine {
     }
 
     /// The generation whose resharding opened the shard to its table's writes (0: not
-    /// opened; a resharding's copies are refused once it is).
+    /// opened; a resharding's copies change nothing once it is).
     pub(crate) fn opened(&self) -> u64 {
         self.opened
+    }
+
+    /// The generation a write is refused for, if any: the freeze's, or (a retire without
+    /// a freeze, which a resharding never writes) the retirement's.
+    pub(crate) fn refusing(&self) -> Option<u64> {
+        [self.frozen, self.shard.retired()]
+            .into_iter()
+            .find(|&g| g != 0)
+    }
+
+    /// Records a resharding's mark under `key` in [`META`] (the first one wins: a later
+    /// one, a retry, changes nothing); whether it was recorded now.
+    fn record(
+        ctx: &mut ApplyCtx<'_>,
+        now: u64,
+        key: &[u8],
+        generation: u64,
+    ) -> Result<bool, StorageError> {
+        if now != 0 {
+            return Ok(false);
+        }
+        let meta = ctx.space(META)?;
+        ctx.batch_mut()?
+            .put(meta, key.to_vec(), generation.to_be_bytes().to_vec());
+        ctx.commit()?;
+        Ok(true)
     }
 
     /// The shard, for reads.
@@ -203,22 +243,30 @@ impl ShardMachine {
 }
 
 impl ShardMachine {
-    /// Lifts the freeze of the reshardings up to `generation` (abandoned); idempotent.
+    /// Lifts the freeze and the retirement of the reshardings up to `generation`
+    /// (abandoned); idempotent.
     fn unfreeze(&mut self, ctx: &mut ApplyCtx<'_>, generation: u64) -> Result<(), StorageError> {
         if generation <= self.thawed {
             return Ok(()); // A retry.
         }
+        let lifted = |g: u64| g != 0 && g <= generation;
+        let (frozen, retired) = (lifted(self.frozen), lifted(self.shard.retired()));
         let meta = ctx.space(META)?;
         let batch = ctx.batch_mut()?;
         batch.put(meta, THAWED.to_vec(), generation.to_be_bytes().to_vec());
-        let lifted = self.frozen != 0 && self.frozen <= generation;
-        if lifted {
+        if frozen {
             batch.delete(meta, FROZEN.to_vec());
+        }
+        if retired {
+            batch.delete(meta, RETIRED.to_vec());
         }
         ctx.commit()?;
         self.thawed = generation;
-        if lifted {
+        if frozen {
             self.frozen = 0;
+        }
+        if retired {
+            self.shard.retire(0);
         }
         Ok(())
     }
@@ -238,35 +286,35 @@ impl StateMachine for ShardMachine {
         let outcome = match decode_entry(command) {
             Err(why) => Err(why),
             Ok(Entry::Freeze(generation)) => {
-                // The first freeze wins: a later one (a retry) changes nothing, nor
-                // does one for a resharding abandoned already.
-                if self.frozen == 0 && generation > self.thawed {
-                    let meta = ctx.space(META)?;
-                    ctx.batch_mut()?
-                        .put(meta, FROZEN.to_vec(), generation.to_be_bytes().to_vec());
-                    ctx.commit()?;
+                // A freeze for a resharding abandoned already changes nothing.
+                if generation > self.thawed && Self::record(ctx, self.frozen, FROZEN, generation)? {
                     self.frozen = generation;
                 }
-                Ok(crate::Applied::Done((None, None, None)))
+                Ok(NOTHING)
             }
             Ok(Entry::Unfreeze(generation)) => {
                 self.unfreeze(ctx, generation)?;
-                Ok(crate::Applied::Done((None, None, None)))
+                Ok(NOTHING)
             }
             Ok(Entry::Open(generation)) => {
-                if self.opened == 0 {
-                    let meta = ctx.space(META)?;
-                    ctx.batch_mut()?
-                        .put(meta, OPENED.to_vec(), generation.to_be_bytes().to_vec());
-                    ctx.commit()?;
+                if Self::record(ctx, self.opened, OPENED, generation)? {
                     self.opened = generation;
                 }
-                Ok(crate::Applied::Done((None, None, None)))
+                Ok(NOTHING)
             }
-            Ok(Entry::Write(_) | Entry::Load(_)) if self.frozen != 0 => {
-                return encode_frozen(self.frozen).map_err(StorageError::Engine);
+            Ok(Entry::Retire(generation)) => {
+                let retired = self.shard.retired();
+                if generation > self.thawed && Self::record(ctx, retired, RETIRED, generation)? {
+                    self.shard.retire(generation);
+                }
+                Ok(NOTHING)
             }
-            Ok(Entry::Load(_)) if self.opened != 0 => Err(LATE_LOAD.into()),
+            Ok(Entry::Write(_) | Entry::Load(_)) if self.refusing().is_some() => {
+                let generation = self.refusing().unwrap_or_default();
+                return encode_frozen(generation).map_err(StorageError::Engine);
+            }
+            // The copy is over: a late copier's load changes nothing (module note).
+            Ok(Entry::Load(_)) if self.opened != 0 => Ok(NOTHING),
             Ok(Entry::Write((key, expect, change)) | Entry::Load((key, expect, change))) => {
                 match self.refuse_key(&key) {
                     Some(why) => Err(why),
@@ -296,6 +344,7 @@ impl StateMachine for ShardMachine {
         self.frozen = read(FROZEN)?;
         self.opened = read(OPENED)?;
         self.thawed = read(THAWED)?;
+        self.shard.retire(read(RETIRED)?);
         let (docs, rest) = spaces
             .split_first()
             .ok_or_else(|| StorageError::NoSuchSpace(DOCS.into()))?;

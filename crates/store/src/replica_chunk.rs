@@ -3,8 +3,8 @@
 //! together, so the group appends, fsyncs and replicates one entry for them rather than
 //! one per document (openraft 0.9 fsyncs each append before it takes the next client
 //! write, so concurrent proposals do not share a flush). A resharding's copies into a
-//! new shard are chunked the same way ([`encode_load_op`]): each is refused, as a
-//! single load entry is, once the shard has been opened.
+//! new shard are chunked the same way ([`encode_load_op`]): each changes nothing, as a
+//! single load entry does, once the shard has been opened.
 //!
 //! Format: the byte [`CHUNK_FORMAT`] (never a record's version byte, so a single
 //! command's entry and a chunk's are told apart by their first byte), then (postcard)
@@ -18,8 +18,8 @@
 //! once with the entry's position. An operation that does not decode, whose key is not
 //! one of this shard's, or whose writes the engine could not hold is refused alone; a
 //! chunk that does not decode, or that repeats a key, is refused whole. Both are
-//! deterministic, as a single command's refusals are. On a shard frozen by a resharding
-//! every operation is answered `Frozen`, as a single write is.
+//! deterministic, as a single command's refusals are. On a shard frozen (or retired) by
+//! a resharding every operation is answered `Frozen`, as a single write is.
 
 use std::collections::HashSet;
 
@@ -31,7 +31,7 @@ use storage::{StorageError, WriteBatch};
 
 use crate::replica::{EntryCommit, ShardMachine};
 use crate::replica_codec::{
-    applied_of, command_of, decode_op, load_command, reply_of, Command, Reply, LATE_LOAD,
+    applied_of, command_of, decode_op, load_command, reply_of, Command, Reply,
 };
 use crate::shard::{Applied, StoreChange};
 use crate::write::Commit;
@@ -135,8 +135,9 @@ impl ShardMachine {
             Err(e) => ChunkReply::Refused(format!("malformed chunk: {e}")),
             // A shard frozen by a resharding refuses every write ordered after the
             // freeze, as for a single write (`crate::replica`).
-            Ok(ops) if self.frozen() != 0 => {
-                ChunkReply::Each(ops.iter().map(|_| Reply::Frozen(self.frozen())).collect())
+            Ok(ops) if self.refusing().is_some() => {
+                let generation = self.refusing().unwrap_or_default();
+                ChunkReply::Each(ops.iter().map(|_| Reply::Frozen(generation)).collect())
             }
             Ok(ops) => self.apply_ops(ctx, &ops)?,
         };
@@ -154,17 +155,16 @@ impl ShardMachine {
             let checked = decode_message::<Command>(op)
                 .map_err(|e| format!("malformed command: {e}"))
                 .and_then(decode_op)
-                .and_then(|((k, expect, change), load)| {
-                    if load && self.opened() != 0 {
-                        return Err(LATE_LOAD.into());
-                    }
-                    match self.refuse_key(&k) {
-                        Some(why) => Err(why),
-                        None => Ok((at, k, expect, change)),
-                    }
+                .and_then(|((k, expect, change), load)| match self.refuse_key(&k) {
+                    Some(why) => Err(why),
+                    None => Ok(((at, k, expect, change), load)),
                 });
             match checked {
-                Ok(op) => {
+                // The copy is over: a late copier's load changes nothing (`crate::replica`).
+                Ok((_, true)) if self.opened() != 0 => {
+                    out.push(Some(Ok(Applied::Done((None, None, None)))))
+                }
+                Ok((op, _)) => {
                     keyed.push(op);
                     out.push(None);
                 }

@@ -14,9 +14,10 @@
 //! the shard's own log, so every write ordered after it is refused (`Reply::Frozen`)
 //! on every replica, whoever leads. The new shards of a resharding receive the copied
 //! documents as loads (`encode_load`: a replace) until an open entry (`encode_open`)
-//! ends the copy: a load after it is refused, so a late copier can never overwrite
-//! what the table's clients wrote since. An abandoned resharding's unfreeze entry
-//! (`encode_unfreeze`) makes an old shard writable again.
+//! ends the copy: a load after it changes nothing, so a late copier can never overwrite
+//! what the table's clients wrote since. A retire entry (`encode_retire`) ends an old
+//! shard's service once its documents are in the new shards. An abandoned resharding's
+//! unfreeze entry (`encode_unfreeze`) makes an old shard writable again.
 
 use datum::{Datum, Version};
 use replication::codec::{decode_message, decode_record, encode_message, encode_record};
@@ -45,6 +46,9 @@ enum Change {
     Load(String),
     /// Ends the copy into the shard for the resharding towards generation `.0`.
     Open(u64),
+    /// Retires the (frozen, copied) shard for the resharding towards generation `.0`:
+    /// from it on its leader refuses the table's reads (`crate::replica`).
+    Retire(u64),
     /// Lifts the freeze of every resharding up to generation `.0`, abandoned
     /// (`AbortReshard`); a later freeze for those generations changes nothing.
     Unfreeze(u64),
@@ -111,30 +115,27 @@ pub(crate) fn command_of(
     })
 }
 
+/// The log entry of a resharding's mark (a freeze, an open, a retirement): no key.
+fn encode_mark(change: Change) -> Result<Vec<u8>, StoreError> {
+    let command = Command {
+        key: Vec::new(),
+        expect: None,
+        change,
+    };
+    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// The log entry lifting the freeze (and the retirement) of an old shard whose
+/// resharding towards `generation` was abandoned (committed in the catalog first:
+/// docs/clustering.md, "Abandoning a resharding").
+pub fn encode_unfreeze(generation: u64) -> Result<Vec<u8>, StoreError> {
+    encode_mark(Change::Unfreeze(generation))
+}
+
 /// The log entry freezing a shard for the resharding towards `generation`.
 pub fn encode_freeze(generation: u64) -> Result<Vec<u8>, StoreError> {
-    let command = Command {
-        key: Vec::new(),
-        expect: None,
-        change: Change::Freeze(generation),
-    };
-    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+    encode_mark(Change::Freeze(generation))
 }
-
-/// The log entry lifting the freeze of an old shard whose resharding towards
-/// `generation` was abandoned (committed in the catalog first: docs/clustering.md,
-/// "Abandoning a resharding").
-pub fn encode_unfreeze(generation: u64) -> Result<Vec<u8>, StoreError> {
-    let command = Command {
-        key: Vec::new(),
-        expect: None,
-        change: Change::Unfreeze(generation),
-    };
-    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
-}
-
-/// Why a resharding's copy is refused by a shard already opened to its table's writes.
-pub(crate) const LATE_LOAD: &str = "the shard serves its table: a resharding's copy came too late";
 
 /// The log entry copying document `doc` under `key` into a new shard of a resharding.
 pub fn encode_load(key: &Datum, doc: &Datum) -> Result<Vec<u8>, StoreError> {
@@ -156,24 +157,27 @@ pub(crate) fn load_command(key: &Datum, doc: &Datum) -> Result<Command, StoreErr
 /// The log entry ending the copy into a new shard of the resharding towards
 /// `generation`.
 pub fn encode_open(generation: u64) -> Result<Vec<u8>, StoreError> {
-    let command = Command {
-        key: Vec::new(),
-        expect: None,
-        change: Change::Open(generation),
-    };
-    encode_record(&command).map_err(|e| StoreError::Corrupt(e.to_string()))
+    encode_mark(Change::Open(generation))
+}
+
+/// The log entry retiring an old shard of the resharding towards `generation`, once
+/// its documents are in the new shards (`crate::replica`).
+pub fn encode_retire(generation: u64) -> Result<Vec<u8>, StoreError> {
+    encode_mark(Change::Retire(generation))
 }
 
 /// A decoded command: encoded key, expected version, change.
 pub(crate) type Decoded = (Vec<u8>, Option<Version>, StoreChange);
 
 /// A decoded log entry: a write, a freeze (towards a generation), a copied document,
-/// the end of the copy, or the end of an abandoned resharding's freeze.
+/// the end of the copy, the old shard's retirement, or the end of an abandoned
+/// resharding's freeze.
 pub(crate) enum Entry {
     Write(Decoded),
     Freeze(u64),
     Load(Decoded),
     Open(u64),
+    Retire(u64),
     Unfreeze(u64),
 }
 
@@ -183,6 +187,7 @@ pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, String> {
     match c.change {
         Change::Freeze(g) => Ok(Entry::Freeze(g)),
         Change::Open(g) => Ok(Entry::Open(g)),
+        Change::Retire(g) => Ok(Entry::Retire(g)),
         Change::Unfreeze(g) => Ok(Entry::Unfreeze(g)),
         Change::Load(_) => decode_op(c).map(|(d, _)| Entry::Load(d)),
         _ => decode_write(c).map(Entry::Write),
@@ -217,9 +222,11 @@ pub(crate) fn decode_command(bytes: &[u8]) -> Result<Decoded, String> {
 /// `Err` says why it is refused.
 pub(crate) fn decode_write(c: Command) -> Result<Decoded, String> {
     let change = match c.change {
-        Change::Freeze(_) | Change::Open(_) | Change::Unfreeze(_) | Change::Load(_) => {
-            return Err("not a client's write".into())
-        }
+        Change::Freeze(_)
+        | Change::Open(_)
+        | Change::Retire(_)
+        | Change::Unfreeze(_)
+        | Change::Load(_) => return Err("not a client's write".into()),
         Change::Keep => StoreChange::Keep,
         Change::Delete => StoreChange::Delete,
         Change::Put(json) => {
@@ -318,6 +325,9 @@ mod tests {
         assert!(matches!(decode_entry(&put), Ok(Entry::Write(_))));
         let open = encode_open(4).unwrap();
         assert!(matches!(decode_entry(&open), Ok(Entry::Open(4))));
+        let retire = encode_retire(4).unwrap();
+        assert!(matches!(decode_entry(&retire), Ok(Entry::Retire(4))));
+        assert!(decode_command(&retire).is_err());
         let unfreeze = encode_unfreeze(3).unwrap();
         assert!(matches!(decode_entry(&unfreeze), Ok(Entry::Unfreeze(3))));
         assert!(decode_command(&unfreeze).is_err());

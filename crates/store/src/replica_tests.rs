@@ -75,6 +75,22 @@ async fn apply(
 }
 
 /// The values of index `v`, in index order.
+/// Installs a snapshot of `from`'s state on `to`.
+async fn install(
+    from: &mut StateMachineStore<ShardMachine>,
+    to: &mut StateMachineStore<ShardMachine>,
+) {
+    let snapshot = from
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    to.install_snapshot(&snapshot.meta, snapshot.snapshot)
+        .await
+        .unwrap();
+}
+
 fn index_values(m: &ShardMachine) -> Vec<f64> {
     let idx = m.index("v").unwrap();
     m.shard()
@@ -248,16 +264,7 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
         Some(doc(1, 100))
     );
     let before = fm.shard().space();
-    let snapshot = leader
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
-    follower
-        .install_snapshot(&snapshot.meta, snapshot.snapshot)
-        .await
-        .unwrap();
+    install(&mut leader, &mut follower).await;
     let (fm, lm) = (follower.machine(), leader.machine());
     assert_ne!(fm.shard().space(), before);
     assert_eq!(fm.shard().count(), 600);
@@ -430,7 +437,7 @@ async fn a_frozen_shard_refuses_every_later_write_even_after_a_reopen() {
 }
 
 #[tokio::test]
-async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
+async fn loads_apply_until_the_shard_is_opened_then_change_nothing() {
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
     let mut sm = open(&engine, KeyRange::all());
     let load =
@@ -443,10 +450,11 @@ async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
     .await;
     assert!(replies.iter().all(Result::is_ok), "{replies:?}");
     assert_eq!(index_values(sm.machine()), [2.0]);
-    // After the open, a late load is refused; clients' writes go on.
+    // After the open, a late load is answered as done and changes nothing; clients'
+    // writes go on.
     let replies = apply(&mut sm, 4, vec![load(1, 9), put(2, 3, None)]).await;
     assert!(
-        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        matches!(&replies[0], Ok(Applied::Done((None, None, None)))),
         "{replies:?}"
     );
     assert!(replies[1].is_ok());
@@ -454,17 +462,23 @@ async fn loads_apply_until_the_shard_is_opened_then_are_refused() {
     let mut sm = open(&engine, KeyRange::all());
     let replies = apply(&mut sm, 6, vec![load(3, 3)]).await;
     assert!(
-        matches!(&replies[0], Err(ReplyError::Refused(_))),
+        matches!(&replies[0], Ok(Applied::Done((None, None, None)))),
         "{replies:?}"
     );
     assert_eq!(
         sm.machine().shard().get(&Datum::Number(1.0)).unwrap(),
         Some(doc(1, 2))
     );
+    assert!(sm
+        .machine()
+        .shard()
+        .get(&Datum::Number(3.0))
+        .unwrap()
+        .is_none());
 }
 
 #[tokio::test]
-async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_is_refused() {
+async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_changes_nothing() {
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
     let mut sm = open(&engine, KeyRange::all());
     let load = |id: u32, v: u32| {
@@ -478,14 +492,14 @@ async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_is_refused
     assert!(replies.iter().all(Result::is_ok), "{replies:?}");
     assert_eq!(sm.machine().shard().count(), 3);
     assert_eq!(index_values(sm.machine()), [1.0, 2.0, 3.0]);
-    // After the open, each load of a chunk is refused alone and writes nothing; a
+    // After the open, each load of a chunk is answered as done and writes nothing; a
     // client's write in the same chunk goes on.
     apply(&mut sm, 3, vec![crate::encode_open(1).unwrap()]).await;
     let replies = apply_chunk(&mut sm, 4, vec![load(1, 9), op(4, 4, None)])
         .await
         .unwrap();
     assert!(
-        matches!(&replies[0], Err(ReplyError::Refused(why)) if why.contains("too late")),
+        matches!(&replies[0], Ok(Applied::Done((None, None, None)))),
         "{replies:?}"
     );
     assert!(replies[1].is_ok(), "{replies:?}");
@@ -508,10 +522,11 @@ async fn a_chunk_of_loads_applies_until_the_shard_is_opened_then_each_is_refused
 }
 
 #[tokio::test]
-async fn an_unfreeze_lifts_the_freeze_for_good_and_travels_in_snapshots() {
+async fn an_unfreeze_lifts_the_freeze_and_retirement_for_good_and_travels_in_snapshots() {
     let engine: Arc<dyn Engine> = Arc::new(Memory::new());
     let mut sm = open(&engine, KeyRange::all());
-    let (freeze, unfreeze) = (crate::encode_freeze, crate::encode_unfreeze);
+    let (freeze, retire) = (crate::encode_freeze, crate::encode_retire);
+    let unfreeze = crate::encode_unfreeze;
     let replies = apply(
         &mut sm,
         1,
@@ -519,16 +534,20 @@ async fn an_unfreeze_lifts_the_freeze_for_good_and_travels_in_snapshots() {
     )
     .await;
     assert_eq!(replies[2].as_ref().unwrap_err(), &ReplyError::Frozen(2));
+    apply(&mut sm, 4, vec![retire(2).unwrap()]).await;
+    assert_eq!(sm.machine().shard().retired(), 2);
     // The abandoned resharding's unfreeze: a write is accepted again; a second unfreeze
-    // (a retry) and a late freeze of that resharding (a copier's retry) change nothing.
+    // (a retry) and a late freeze or retirement of that resharding (a copier's) change
+    // nothing.
     let replies = apply(
         &mut sm,
-        4,
+        5,
         vec![
             unfreeze(2).unwrap(),
             put(2, 2, None),
             unfreeze(2).unwrap(),
             freeze(2).unwrap(),
+            retire(2).unwrap(),
             freeze(1).unwrap(),
             put(3, 3, None),
         ],
@@ -536,40 +555,80 @@ async fn an_unfreeze_lifts_the_freeze_for_good_and_travels_in_snapshots() {
     .await;
     assert!(replies.iter().all(Result::is_ok), "{replies:?}");
     assert_eq!(sm.machine().frozen(), 0);
+    assert_eq!(sm.machine().shard().retired(), 0);
     assert_eq!(sm.machine().shard().count(), 3);
-    let chunk = apply_chunk(&mut sm, 10, vec![op(4, 4, None)])
+    let chunk = apply_chunk(&mut sm, 12, vec![op(4, 4, None)])
         .await
         .unwrap();
     assert!(chunk[0].is_ok(), "{chunk:?}");
     // An unfreeze of an older generation does not lift a newer resharding's freeze.
     let replies = apply(
         &mut sm,
-        11,
+        13,
         vec![freeze(3).unwrap(), unfreeze(2).unwrap(), put(5, 5, None)],
     )
     .await;
     assert_eq!(replies[2].as_ref().unwrap_err(), &ReplyError::Frozen(3));
     // Unfrozen from 3 on, as state: a snapshot of it installed elsewhere, and a reopen.
-    apply(&mut sm, 14, vec![unfreeze(3).unwrap()]).await;
-    let snapshot = sm.get_snapshot_builder().await.build_snapshot().await;
-    let snapshot = snapshot.unwrap();
+    apply(&mut sm, 16, vec![unfreeze(3).unwrap()]).await;
     let other: Arc<dyn Engine> = Arc::new(Memory::new());
     let mut follower = open(&other, KeyRange::all());
-    apply(&mut follower, 1, vec![freeze(3).unwrap()]).await;
+    apply(
+        &mut follower,
+        1,
+        vec![freeze(3).unwrap(), retire(3).unwrap()],
+    )
+    .await;
     assert_eq!(follower.machine().frozen(), 3);
-    follower
-        .install_snapshot(&snapshot.meta, snapshot.snapshot)
-        .await
-        .unwrap();
+    install(&mut sm, &mut follower).await;
     drop(sm);
     let mut reopened = open(&engine, KeyRange::all());
     for m in [&mut follower, &mut reopened] {
-        assert_eq!(m.machine().frozen(), 0);
-        let replies = apply(m, 15, vec![freeze(3).unwrap(), put(6, 6, None)]).await;
+        assert_eq!(
+            (m.machine().frozen(), m.machine().shard().retired()),
+            (0, 0)
+        );
+        let replies = apply(m, 17, vec![freeze(3).unwrap(), put(6, 6, None)]).await;
         assert!(replies.iter().all(Result::is_ok), "{replies:?}");
         assert_eq!(m.machine().shard().count(), 5);
         // A newer resharding freezes it again.
-        let replies = apply(m, 17, vec![freeze(4).unwrap(), put(7, 7, None)]).await;
+        let replies = apply(m, 19, vec![freeze(4).unwrap(), put(7, 7, None)]).await;
         assert_eq!(replies[1].as_ref().unwrap_err(), &ReplyError::Frozen(4));
     }
+}
+
+#[tokio::test]
+async fn a_retired_shard_says_so_refuses_writes_and_keeps_it_in_snapshots() {
+    let (le, fe): (Arc<dyn Engine>, Arc<dyn Engine>) =
+        (Arc::new(Memory::new()), Arc::new(Memory::new()));
+    let mut sm = open(&le, KeyRange::all());
+    let (freeze, retire) = (
+        crate::encode_freeze(3).unwrap(),
+        crate::encode_retire(3).unwrap(),
+    );
+    let replies = apply(&mut sm, 1, vec![put(1, 1, None), freeze]).await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    assert_eq!(sm.machine().shard().retired(), 0);
+    let replies = apply(&mut sm, 3, vec![retire, crate::encode_retire(9).unwrap()]).await;
+    assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+    // The first retirement wins; writes stay refused.
+    assert_eq!(sm.machine().shard().retired(), 3);
+    let replies = apply(&mut sm, 5, vec![put(2, 2, None)]).await;
+    assert_eq!(replies[0].as_ref().unwrap_err(), &ReplyError::Frozen(3));
+    let chunk = apply_chunk(&mut sm, 6, vec![op(4, 4, None)]).await.unwrap();
+    assert!(matches!(&chunk[0], Err(ReplyError::Frozen(3))), "{chunk:?}");
+    // A replica reopened on that state, and one installing its snapshot, are retired.
+    drop(sm);
+    let mut sm = open(&le, KeyRange::all());
+    assert_eq!(sm.machine().shard().retired(), 3);
+    let mut follower = open(&fe, KeyRange::all());
+    assert_eq!(follower.machine().shard().retired(), 0);
+    install(&mut sm, &mut follower).await;
+    assert_eq!(follower.machine().shard().retired(), 3);
+    assert_eq!(follower.machine().frozen(), 3);
+    // Its documents stay readable by the resharding (`cluster::replica` decides who).
+    assert_eq!(
+        follower.machine().shard().get(&Datum::Number(1.0)).unwrap(),
+        Some(doc(1, 1))
+    );
 }

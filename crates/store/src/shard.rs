@@ -63,6 +63,9 @@ pub struct Shard {
     pub(crate) range: KeyRange,
     /// Held by a replicated shard's index build (`replica_index.rs`): one at a time.
     pub(crate) replica_builds: Mutex<()>,
+    /// The generation of the resharding that retired this replicated shard (0: none;
+    /// set by its machine, `crate::replica`).
+    retired: std::sync::atomic::AtomicU64,
 }
 
 /// The number of documents of `range` in `space`, and their key sample.
@@ -130,7 +133,19 @@ impl Shard {
             sample,
             range,
             replica_builds: Mutex::new(()),
+            retired: Default::default(),
         })
+    }
+
+    /// The generation of the resharding that retired this replicated shard, once its
+    /// machine applied the retirement (0: serving its table).
+    pub fn retired(&self) -> u64 {
+        self.retired.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub(crate) fn retire(&self, generation: u64) {
+        self.retired
+            .store(generation, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The documents' storage space now (a replicated shard's `attach` moves it).

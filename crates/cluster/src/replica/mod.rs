@@ -62,6 +62,9 @@ pub enum ReadMode {
     Majority,
     /// This server's replica, whatever its state.
     Outdated,
+    /// As `Majority`, answered by an old shard after its retirement too: a resharding's
+    /// reads of the shards it copies (`read::ReadQuery::Final`).
+    Final,
 }
 
 impl ReadMode {
@@ -83,6 +86,8 @@ pub enum Mark {
     Freeze,
     /// The copy into the new shard is over.
     Open,
+    /// The old shard's documents are in the new shards: it answers no more reads.
+    Retire,
     /// The old shard's resharding was abandoned: it takes writes again.
     Unfreeze,
 }
@@ -114,6 +119,8 @@ pub struct ReplicatedShard<T: Transport> {
     route: GroupRoute<T>,
     /// This server's replica; none on a server that is only the group's client.
     shard: Option<Arc<Shard>>,
+    /// The reader of this server's replica (what `outdated` reads here).
+    local: Option<Arc<ShardReader>>,
     primary_key: String,
 }
 
@@ -181,8 +188,9 @@ impl<T: Transport> ReplicatedShard<T> {
         let range = range_text(shard.range());
         let mut reader = reader;
         reader.primary_key = primary_key.to_owned();
+        let reader = Arc::new(reader);
         let service = ClientService {
-            reader: Arc::new(reader),
+            reader: reader.clone(),
             policy: client,
         };
         Self {
@@ -195,6 +203,7 @@ impl<T: Transport> ReplicatedShard<T> {
                 range,
             ),
             shard: Some(shard),
+            local: Some(reader),
             primary_key: primary_key.to_owned(),
         }
     }
@@ -228,6 +237,7 @@ impl<T: Transport> ReplicatedShard<T> {
                 label,
             ),
             shard: None,
+            local: None,
             primary_key: primary_key.to_owned(),
         }
     }
@@ -276,6 +286,7 @@ impl<T: Transport> ReplicatedShard<T> {
         let command = match mark {
             Mark::Freeze => store::encode_freeze(generation)?,
             Mark::Open => store::encode_open(generation)?,
+            Mark::Retire => store::encode_retire(generation)?,
             Mark::Unfreeze => store::encode_unfreeze(generation)?,
         };
         self.propose(command).await.map(|_| ())
@@ -340,11 +351,14 @@ impl<T: Transport> ReplicatedShard<T> {
         let shard = self.shard.as_ref()?;
         let local = match mode {
             ReadMode::Outdated => true,
-            ReadMode::Single => self
-                .route
-                .raft()
-                .is_some_and(|raft| replication::leads_now(raft, &self.route.service.policy)),
-            ReadMode::Majority => false,
+            // A retired shard's leader refuses the table's reads (`read` module note).
+            ReadMode::Single => {
+                shard.retired() == 0
+                    && self.route.raft().is_some_and(|raft| {
+                        replication::leads_now(raft, &self.route.service.policy)
+                    })
+            }
+            ReadMode::Majority | ReadMode::Final => false,
         };
         local.then(|| shard.get(key).map_err(RouteError::from))
     }
@@ -443,24 +457,33 @@ impl<T: Transport> ReplicatedShard<T> {
 
     /// Answers `query` from this server's replica (`outdated`) or the leader's.
     async fn answer(&self, mode: ReadMode, query: &ReadQuery) -> Result<ReadAnswer, RouteError> {
-        if mode == ReadMode::Outdated && self.shard.is_some() {
-            let reader = &*self.route.service.reader;
-            let bytes = replication::ReadService::read(reader, &query.encode()?)
-                .map_err(RouteError::ReadFailed)?;
-            ReadAnswer::decode(&bytes)
-        } else {
-            self.read(mode, query).await
+        match (mode, &self.local) {
+            (ReadMode::Outdated, Some(local)) => {
+                local.answer(query.clone()).map_err(RouteError::ReadFailed)
+            }
+            _ => self.read(mode, query).await,
         }
     }
 
     /// Routes a read to the leader.
     async fn read(&self, mode: ReadMode, query: &ReadQuery) -> Result<ReadAnswer, RouteError> {
+        let query = match mode {
+            ReadMode::Final => ReadQuery::Final(Box::new(query.clone())).encode()?,
+            _ => query.encode()?,
+        };
         let request = ClientRequest::Read {
-            linearizable: mode == ReadMode::Majority,
-            query: query.encode()?,
+            linearizable: matches!(mode, ReadMode::Majority | ReadMode::Final),
+            query,
         };
         match self.route.route(Op::Read, request).await? {
-            ClientResponse::Read(bytes) => ReadAnswer::decode(&bytes),
+            ClientResponse::Read(bytes) => match ReadAnswer::decode(&bytes)? {
+                // The table is being switched to its new shards (`read` module note).
+                ReadAnswer::Retired(_) => Err(RouteError::PrimaryUnavailable {
+                    op: Op::Read,
+                    range: self.route.label.clone(),
+                }),
+                answer => Ok(answer),
+            },
             _ => Err(RouteError::ReadFailed("answer of the wrong kind".into())),
         }
     }

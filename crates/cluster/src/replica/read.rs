@@ -2,6 +2,15 @@
 //! leader's [`ShardReader`] that answers it, and [`RangeReader`], a range read fetched
 //! in bounded batches.
 //!
+//! A shard retired by a resharding (`store::Shard::retired`: its documents were copied
+//! into the new shards and the table is about to switch to them) answers no routed read
+//! but its resharding's own (`ReadQuery::Final`) and feeds': a server that has not yet
+//! switched must not serve a `majority` read from the frozen copy once a write was
+//! acknowledged through the new shards. The retirement is an entry of the shard's log,
+//! committed before the switch, so a linearizable read that starts after such a write
+//! finds it applied. The caller answers RethinkDB's "primary replica ... not available"
+//! (the table is being resharded), as for a write to a frozen shard.
+//!
 //! Invariants: an answer holds at most one batch (`limit` documents), so a forwarded
 //! range read never sits whole in memory or in one frame; a batch resumes strictly after
 //! the primary key of the previous batch's last document, so a range read sees every
@@ -102,6 +111,9 @@ pub(crate) enum ReadQuery {
     Index(IndexQuery),
     /// A changefeed session's request (`super::tap`).
     Feed(FeedQuery),
+    /// A resharding's read of an old shard (`super::ReadMode::Final`): answered after
+    /// the shard's retirement too. Last: older queries keep their encoding.
+    Final(Box<ReadQuery>),
 }
 
 impl ReadQuery {
@@ -122,6 +134,9 @@ pub(crate) enum ReadAnswer {
     Count(u64),
     Index(IndexAnswer),
     Feed(FeedAnswer),
+    /// The shard was retired by the resharding towards this generation: its documents
+    /// are the new shards' now, so it answers no read of the table (module note).
+    Retired(u64),
 }
 
 impl ReadAnswer {
@@ -181,7 +196,22 @@ impl ShardReader {
         }
     }
 
-    fn answer(&self, query: ReadQuery) -> Result<ReadAnswer, String> {
+    /// The answer to a query routed to this replica (as the leader, or an `outdated`
+    /// read here): a retired shard answers only its resharding's and feeds' queries.
+    pub(crate) fn serve(&self, query: ReadQuery) -> Result<ReadAnswer, String> {
+        match query {
+            ReadQuery::Final(query) => self.answer(*query),
+            ReadQuery::Feed(_) => self.answer(query),
+            _ => match self.shard.retired() {
+                0 => self.answer(query),
+                generation => Ok(ReadAnswer::Retired(generation)),
+            },
+        }
+    }
+
+    /// The answer to `query` from this replica as it is, retired or not (what an
+    /// `outdated` read may see).
+    pub(crate) fn answer(&self, query: ReadQuery) -> Result<ReadAnswer, String> {
         match query {
             ReadQuery::Get(key) => {
                 let doc = self.shard.get(&parse(key)?).map_err(|e| e.to_string())?;
@@ -222,6 +252,7 @@ impl ShardReader {
                 .taps
                 .answer(&self.shard, &self.primary_key, q)
                 .map(ReadAnswer::Feed),
+            ReadQuery::Final(query) => self.answer(*query),
         }
     }
 }
@@ -229,7 +260,7 @@ impl ShardReader {
 impl ReadService for ShardReader {
     fn read(&self, query: &[u8]) -> Result<Vec<u8>, String> {
         let query: ReadQuery = decode_message(query).map_err(|e| e.to_string())?;
-        let answer = self.answer(query)?;
+        let answer = self.serve(query)?;
         encode_message(&answer).map_err(|e| e.to_string())
     }
 

@@ -7,6 +7,8 @@
 //! errors while `outdated` reads answer; a forwarded write whose answer is lost is
 //! indeterminate, and is not retried; one forwarded to a leader that falls silent
 //! (paused) is indeterminate as soon as another is elected, and a read is asked of it.
+//! A shard retired by a resharding refuses writes and routed reads with RethinkDB's
+//! availability error, and still answers its resharding's reads and `outdated` ones.
 
 mod harness;
 
@@ -14,7 +16,7 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use cluster::replica::{Op, ReadMode, RouteError};
+use cluster::replica::{Mark, Op, ReadMode, RouteError};
 use harness::*;
 use replication::ClientPolicy;
 use reql::error::ErrorKind;
@@ -342,6 +344,83 @@ async fn a_request_forwarded_to_a_silent_leader_ends_when_another_is_elected() {
     for n in &mut nodes {
         n.transport.silent.store(false, Ordering::SeqCst);
         n.transport.silent_to.store(0, Ordering::SeqCst);
+    }
+    for mut n in nodes {
+        n.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_shard_answers_only_its_reshardings_reads_and_outdated_ones() {
+    let nodes = start_group(Duration::from_secs(5), client_policy()).await;
+    let l = leader(&nodes).await;
+    for id in 1..=20 {
+        insert(nodes[id as usize % 3].h(), id, "a").await.unwrap();
+    }
+    let all: Vec<u32> = (1..=20).collect();
+    // Frozen only: every mode still reads the final documents.
+    nodes[l].h().mark(Mark::Freeze, 2).await.unwrap();
+    for n in &nodes {
+        replicated(n, 20, &doc(20, "a")).await;
+        for mode in [ReadMode::Majority, ReadMode::Single, ReadMode::Outdated] {
+            assert_eq!(n.h().get(&key(3), mode).await.unwrap(), Some(doc(3, "a")));
+        }
+    }
+    // Retired (through a follower): a routed read is refused as the primary's absence,
+    // on every node, including the leader's own lease-served `single` read.
+    let f = (l + 1) % 3;
+    nodes[f].h().mark(Mark::Retire, 2).await.unwrap();
+    for n in &nodes {
+        for mode in [ReadMode::Majority, ReadMode::Single] {
+            let err = n.h().get(&key(3), mode).await.unwrap_err();
+            assert!(
+                matches!(&err, RouteError::PrimaryUnavailable { op: Op::Read, .. }),
+                "{mode:?}: {err:?}"
+            );
+            assert!(n.h().get_now(&key(3), mode).is_none(), "{mode:?}");
+            let e = err.to_reql();
+            assert_eq!(e.kind, ErrorKind::OpFailed);
+            assert!(
+                e.message
+                    .starts_with("Cannot perform read: primary replica for shard"),
+                "{}",
+                e.message
+            );
+            let count = n
+                .h()
+                .count(mode, &Bound::Unbounded, &Bound::Unbounded)
+                .await;
+            assert!(count.is_err(), "{mode:?}: {count:?}");
+        }
+        // Its resharding still reads every document; `outdated` reads the replica.
+        let got = collect(
+            n.h(),
+            ReadMode::Final,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+        )
+        .await;
+        assert_eq!(got, all);
+        let got = collect(
+            n.h(),
+            ReadMode::Outdated,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            true,
+        )
+        .await;
+        assert_eq!(got, all.iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(
+            n.h().get(&key(3), ReadMode::Outdated).await.unwrap(),
+            Some(doc(3, "a"))
+        );
+        // Writes stay refused, as frozen.
+        let err = insert(n.h(), 99, "late").await.unwrap_err();
+        assert!(
+            matches!(&err, RouteError::PrimaryUnavailable { op: Op::Write, .. }),
+            "{err:?}"
+        );
     }
     for mut n in nodes {
         n.stop().await;
