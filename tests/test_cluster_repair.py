@@ -10,10 +10,11 @@ whose only replica died is refused by `unsafe_rollback` and erased (empty, writa
 by `unsafe_rollback_or_erase`."""
 import os
 import signal
+import time
 
 import pytest
 from rethinkdb import r
-from rethinkdb.errors import ReqlAvailabilityError, ReqlOpFailedError
+from rethinkdb.errors import ReqlAvailabilityError, ReqlError, ReqlOpFailedError
 
 from conftest import Server
 from test_cluster_join import free_port, wait_for, names, dirs, procs  # noqa: F401
@@ -221,3 +222,55 @@ def test_the_replica_that_applied_the_most_is_kept(dirs, procs):  # noqa: F811
         assert retrying(lambda: ids("m", c)) == sorted(early + late)
     wait_for(lambda: ids("m", conns["beta"], read_mode="outdated"),
              lambda g: g == sorted(early + late), timeout=20)
+
+
+def test_an_emergency_repair_abandons_a_stuck_resharding(dirs, procs):  # noqa: F811
+    """A resharding of `t` whose new shard is on delta, paused (SIGSTOP) once it was
+    given it, cannot finish: the old shard is frozen. Then epsilon dies and the old
+    shard loses its quorum too. An emergency repair no longer waits on the resharding:
+    it abandons it (docs/clustering.md, "Abandoning a resharding"), repairs the old
+    shard on alpha, which is then unfrozen: writable, with every document."""
+    servers, conns = five_servers(dirs, procs)
+    conn = conns["alpha"]
+    heartbeat = r.db("rethinkdb").table("cluster_config").get("heartbeat")
+    # Long enough for delta to stay "connected" while paused, and given the new shard.
+    heartbeat.update({"heartbeat_timeout_secs": 60}).run(conn)
+    for c in conns.values():
+        wait_for(lambda: heartbeat.run(c), lambda row: row["heartbeat_timeout_secs"] == 60)
+    retrying(lambda: r.db("test").table_create(
+        "t", replicas={"doomed": 3}, primary_replica_tag="doomed").run(conn))
+    retrying(lambda: T.wait(wait_for="all_replicas_ready", timeout=30).run(conn))
+    docs = [{"id": "k%03d" % i} for i in range(200)]
+    assert retrying(lambda: T.insert(docs).run(conn))["inserted"] == 200
+    acked = [d["id"] for d in docs]
+    wait_for(lambda: ids("t", conn, read_mode="outdated"), lambda got: got == acked,
+             timeout=20)
+
+    os.kill(servers["delta"].proc.pid, signal.SIGSTOP)
+    try:
+        deadline = time.time() + 45
+        while T.status()["status"]["ready_for_writes"].run(conn):
+            assert time.time() < deadline, "the resharding never began"
+            try:
+                T.reconfigure(shards=2, replicas={"lost": 1},
+                              primary_replica_tag="lost").run(conn)
+                pytest.fail("a resharding onto a paused server finished")
+            except ReqlError:
+                time.sleep(0.2)  # the copy cannot reach the new shard
+        with pytest.raises(ReqlOpFailedError, match="Cannot perform"):
+            T.insert({"id": "frozen"}).run(conns["beta"])
+        servers["epsilon"].kill9()
+        heartbeat.update({"heartbeat_timeout_secs": 2}).run(conn)
+        wait_for(lambda: names(conn), lambda n: n == ["alpha", "beta", "gamma"], timeout=20)
+        res = retrying(lambda: repair(T, conn, "unsafe_rollback"), timeout=30)
+        assert res["reconfigured"] == 1, res
+        for c in (conns["alpha"], conns["beta"], conns["gamma"]):
+            wait_for(lambda: replicas(T, c), lambda got: got == [["alpha"]], timeout=20)
+        # Ready for writes once the repaired shard is unfrozen.
+        retrying(lambda: T.wait(wait_for="ready_for_writes", timeout=60).run(conn), timeout=90)
+        assert retrying(lambda: T.insert({"id": "after"}).run(conns["gamma"]))["inserted"] == 1
+        acked = sorted(acked + ["after"])
+        for c in (conns["alpha"], conns["beta"], conns["gamma"]):
+            assert retrying(lambda: ids("t", c, read_mode="majority")) == acked
+    finally:
+        os.kill(servers["delta"].proc.pid, signal.SIGCONT)

@@ -202,7 +202,13 @@ impl Cluster {
                      no quorum of available servers",
                     r.generation
                 );
-                self.abandon_reshard(id)?;
+                if let Err(e) = self.abandon_reshard(id) {
+                    // Refused when it finished meanwhile (its `FinishReshard` came
+                    // first): then there is nothing left to abandon.
+                    if self.table_of(id)?.resharding.is_some() {
+                        return Err(e);
+                    }
+                }
             } else if !new_ok {
                 return Err(format!(
                     "Table `{}.{}` is being resharded, and neither its new shards nor its old \
