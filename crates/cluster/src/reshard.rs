@@ -62,8 +62,8 @@
 //! `AbortReshard` is committed, so from then on no `FinishReshard` can switch the table
 //! to the new ones: the two generations never both take writes. A copier or a
 //! resumption still running elsewhere freezes or retires nothing any more (the old
-//! shards' machines ignore those marks of the abandoned generation), and its `FinishReshard` is
-//! refused; a server applying the catalog late switches to nothing.
+//! shards' machines ignore those marks of the abandoned generation), and its
+//! `FinishReshard` is refused; a server applying the catalog late switches to nothing.
 //!
 //! [`resume`]: Cluster::resume_reshard
 //! [`settle`]: Cluster::settle_reshard

@@ -191,13 +191,16 @@ impl CatalogState {
             C::FinishReshard { id, generation } => {
                 let k = self.table_key_of(id)?;
                 let old = self.tables[&k].clone();
+                let abandoned =
+                    old.generation < *generation && old.abandoned.generation >= *generation;
                 let new = match old.resharded() {
                     Some(new) if new.generation == *generation => new,
                     // Finished already (a retry): nothing changes.
                     _ if old.generation == *generation => old.clone(),
-                    _ if old.generation < *generation && old.abandoned.generation >= *generation => {
+                    _ if abandoned => {
                         return Err(op_failed(format!(
-                            "The resharding of table `{}.{}` to generation {generation} was abandoned.",
+                            "The resharding of table `{}.{}` to generation {generation} \
+                             was abandoned.",
                             old.db, old.name
                         )))
                     }
