@@ -294,6 +294,9 @@ impl reql::Table for SystemTable {
     fn index_status(&self) -> reql::Result<Vec<reql::IndexStatus>> {
         Ok(Vec::new())
     }
+    fn index_statistics(&self) -> reql::Result<Vec<reql::IndexStatus>> {
+        self.index_status()
+    }
     fn index_scan(
         &self,
         name: &str,
