@@ -25,9 +25,13 @@
 //! write after planning began, concurrent with the query, which one server misses in
 //! the same way (it reads its counts at planning and its index later). A leader applies
 //! in log order, so its later reads see a state at least as new; `majority` asks with a
-//! linearizable read, so any leader's later read does. An `outdated` read goes to this
-//! server's replica, which may be behind the leader whose counts would be taken: no
-//! statistics then. Nothing is cached.
+//! linearizable read, so any leader's later read does. Not closed: a `single` plan
+//! whose shard changes leader before the read may read a new leader that has not
+//! applied as far yet (as `single` reads may go back in time across a failover), and
+//! could then miss a document that became indexable in between; carrying the counted
+//! log position and checking each read's against it would close it. An
+//! `outdated` read goes to this server's replica, which may be behind the leader whose
+//! counts would be taken: no statistics then. Nothing is cached.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
