@@ -46,22 +46,40 @@ def test_system_tables_are_listed_and_shaped(conn):
     fresh(conn, "shape")
 
 
-@pytest.mark.single_server(
-    "rethinkdb.stats has the answering server's rows only, counting the documents its "
-    "queries read and wrote (RethinkDB's rows are per server holding a replica; "
-    "docs/clustering.md)")
-def test_stats_count_reads_and_writes(conn):
+def test_stats_count_reads_and_writes(server, conn):
+    """Each server has its rows (in a cluster too: every connected server's counters),
+    and the cluster and table rows sum them."""
     fresh(conn, "st")
     r.db_create("st").run(conn)
     r.db("st").table_create("t").run(conn)
     r.db("st").table("t").insert([{"id": i} for i in range(5)]).run(conn)
     list(r.db("st").table("t").run(conn))
     tid = r.db("st").table("t").config()["id"].run(conn)
-    row = r.db("rethinkdb").table("stats").get(["table_server", tid, r.db("rethinkdb").table("server_status").nth(0)["id"]]).run(conn)
+    me = conn.server()["id"]
+    stats = r.db("rethinkdb").table("stats")
+    row = stats.get(["table_server", tid, me]).run(conn)
     assert row["query_engine"]["written_docs_total"] == 5
     assert row["query_engine"]["read_docs_total"] >= 5
-    cluster = r.db("rethinkdb").table("stats").get(["cluster"]).run(conn)
+    cluster = stats.get(["cluster"]).run(conn)
     assert "queries_per_sec" in cluster["query_engine"]
+    servers = set(r.db("rethinkdb").table("server_status")["id"].run(conn))
+    rows = list(stats.run(conn))
+    assert {x["id"][1] for x in rows if x["id"][0] == "server"} == servers
+    on = {x["id"][2] for x in rows if x["id"][0] == "table_server" and x["id"][1] == tid}
+    assert on == servers
+    names = {x["server"] for x in rows if x["id"][0] == "server"}
+    assert names == set(r.db("rethinkdb").table("server_status")["name"].run(conn))
+    # Another server's counters, read through this one.
+    for other in getattr(server, "servers", [])[1:]:
+        c = other.connect()
+        try:
+            list(r.db("st").table("t").run(c))
+            them = c.server()["id"]
+        finally:
+            c.close()
+        row = stats.get(["table_server", tid, them]).run(conn)
+        assert row["query_engine"]["read_docs_total"] >= 5
+        assert stats.get(["server", them]).run(conn)["query_engine"]["queries_total"] >= 1
     fresh(conn, "st")
 
 

@@ -487,6 +487,7 @@ impl Permissions {
             | Call::IndexValues { .. }
             | Call::IndexPairs { .. }
             | Call::CountRange { .. }
+            | Call::IndexStatistics
             | Call::Subscribe { .. } => Some(Perm::Read),
             // `write` is granted only with `read` (`auth::Users::allowed`); `sync`
             // needs it too, as in RethinkDB.
@@ -567,7 +568,7 @@ mod tests {
 
     /// Every `Table` call that can fail, with the permission it needs (`None`: none),
     /// written out here independently of `Permissions::needed`.
-    const NEEDS: [(&str, Option<Perm>); 19] = [
+    const NEEDS: [(&str, Option<Perm>); 20] = [
         ("get", Some(Perm::Read)),
         ("scan", Some(Perm::Read)),
         ("count", Some(Perm::Read)),
@@ -587,6 +588,7 @@ mod tests {
         ("require_config", Some(Perm::Config)),
         ("subscribe", Some(Perm::Read)),
         ("sync_ticket", Some(Perm::Write)),
+        ("index_statistics", Some(Perm::Read)),
     ];
 
     /// Makes every fallible call on `t` (index `v` is expected to exist), in `NEEDS`
@@ -640,6 +642,7 @@ mod tests {
             ("require_config", t.require_config().err()),
             ("subscribe", t.subscribe(req).err()),
             ("sync_ticket", t.sync_ticket().err()),
+            ("index_statistics", t.index_statistics().err()),
         ]
     }
 

@@ -14,6 +14,24 @@
 //! `read_mode` of that server can use it (a follower elsewhere may still be building;
 //! its `outdated` reads say so with RethinkDB's "accessed before its construction was
 //! finished" until it is done).
+//!
+//! The optimizer's statistics (`index_statistics`: entry and unkeyed counts) are asked
+//! of every shard's leader at once, one round per plan, and summed; none when any shard
+//! did not give them (fail closed: the optimizer then plans without them). `unkeyed`
+//! decides correctness (`reql::optimize::bands`: an index range read misses documents
+//! whose value the index cannot hold), so the counts must describe a state of the
+//! replica the reads go to no newer than the one the reads see: then a document the
+//! read misses had no unindexable value when the counts were taken, and got it from a
+//! write after planning began, concurrent with the query, which one server misses in
+//! the same way (it reads its counts at planning and its index later). A leader applies
+//! in log order, so its later reads see a state at least as new; `majority` asks with a
+//! linearizable read, so any leader's later read does. Not closed: a `single` plan
+//! whose shard changes leader before the read may read a new leader that has not
+//! applied as far yet (as `single` reads may go back in time across a failover), and
+//! could then miss a document that became indexable in between; carrying the counted
+//! log position and checking each read's against it would close it. An
+//! `outdated` read goes to this server's replica, which may be behind the leader whose
+//! counts would be taken: no statistics then. Nothing is cached.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -27,7 +45,8 @@ use store::IndexEntry;
 use super::{read_mode, ReplicatedTable};
 use crate::catalog::TableEntry;
 use crate::replica::{
-    after_of, bounds, entry_of, wait_for, IndexAnswer, IndexMissing, IndexQuery, Op, RouteError,
+    after_of, bounds, entry_of, wait_for, IndexAnswer, IndexCounts, IndexMissing, IndexQuery, Op,
+    RouteError,
 };
 
 /// How many entries an index read fetches per shard round trip.
@@ -174,6 +193,42 @@ impl ReplicatedTable {
             .collect())
     }
 
+    /// `index_status` of the indexes `defs` with the optimizer's statistics, summed
+    /// over the shards' leaders (see the module note), read as `mode` would read.
+    pub(crate) fn index_statistics(
+        &self,
+        defs: Vec<(String, String, IndexSpec)>,
+        mode: reql::ReadMode,
+    ) -> reql::Result<Vec<IndexStatus>> {
+        let ids: Vec<String> = defs.iter().map(|(_, id, _)| id.clone()).collect();
+        let mut all = self.index_status(defs)?;
+        let mode = match mode {
+            reql::ReadMode::Outdated => return Ok(all),
+            m => read_mode(m),
+        };
+        let wait = self.wait;
+        let asks = (0..self.slots.len()).map(|i| (i, ids.clone())).collect();
+        let answers = self.ask_shards(asks, move |slot, ids| async move {
+            let rs = ReplicatedTable::route(&slot, wait, Op::Read).await.ok()?;
+            match rs.index(mode, IndexQuery::Stats { ids }).await.ok()? {
+                IndexAnswer::Stats(s) => Some(s),
+                _ => None,
+            }
+        });
+        for (status, sum) in all.iter_mut().zip(sum_counts(ids.len(), answers)) {
+            if let Some(c) = sum {
+                let [null, array, object] = c.unkeyed;
+                status.entries = Some(c.entries);
+                status.unkeyed = Some(reql::Unkeyed {
+                    null,
+                    array,
+                    object,
+                });
+            }
+        }
+        Ok(all)
+    }
+
     /// How many entries of the index lie between two values, over every shard
     /// (stopping at `limit`).
     pub(crate) fn index_count(
@@ -234,6 +289,31 @@ impl ReplicatedTable {
             failed: false,
         }
     }
+}
+
+/// The statistics of each of `n` indexes summed over the shards' answers (`None` for
+/// a shard that did not answer): `None` for an index some shard has no counts of.
+fn sum_counts(n: usize, shards: Vec<Option<Vec<Option<IndexCounts>>>>) -> Vec<Option<IndexCounts>> {
+    let mut sums = vec![
+        Some(IndexCounts {
+            entries: 0,
+            unkeyed: [0; 3]
+        });
+        n
+    ];
+    for answer in shards {
+        for (i, sum) in sums.iter_mut().enumerate() {
+            let part = answer.as_ref().and_then(|a| a.get(i).copied().flatten());
+            *sum = match (*sum, part) {
+                (Some(s), Some(p)) => Some(IndexCounts {
+                    entries: s.entries.saturating_add(p.entries),
+                    unkeyed: std::array::from_fn(|c| s.unkeyed[c].saturating_add(p.unkeyed[c])),
+                }),
+                _ => None,
+            };
+        }
+    }
+    sums
 }
 
 /// One shard's part of an [`IndexScan`].
@@ -326,5 +406,43 @@ impl Iterator for IndexScan {
         }
         let i = self.first()?;
         self.parts.get_mut(i)?.buffer.pop_front().map(Ok)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(entries: u64, unkeyed: [u64; 3]) -> Option<IndexCounts> {
+        Some(IndexCounts { entries, unkeyed })
+    }
+
+    #[test]
+    fn shards_counts_are_summed_per_index() {
+        let shards = vec![
+            Some(vec![c(3, [1, 0, 0]), c(5, [0, 0, 0])]),
+            Some(vec![c(4, [0, 2, 1]), c(0, [0, 0, 0])]),
+        ];
+        assert_eq!(
+            sum_counts(2, shards),
+            vec![c(7, [1, 2, 1]), c(5, [0, 0, 0])]
+        );
+    }
+
+    #[test]
+    fn a_shard_without_counts_leaves_the_index_without_statistics() {
+        // The second shard's leader has the first index not counted, the third did
+        // not answer the second's question at all (a shorter answer).
+        let shards = vec![
+            Some(vec![c(3, [0, 0, 0]), c(5, [0, 0, 0]), c(1, [0, 0, 0])]),
+            Some(vec![None, c(1, [0, 0, 0]), c(1, [0, 0, 0])]),
+            Some(vec![c(1, [0, 0, 0]), c(1, [0, 0, 0])]),
+        ];
+        assert_eq!(sum_counts(3, shards), vec![None, c(7, [0, 0, 0]), None]);
+        // A shard that did not answer: nothing has statistics.
+        let shards = vec![Some(vec![c(3, [0, 0, 0])]), None];
+        assert_eq!(sum_counts(1, shards), vec![None]);
+        // No shards asked: zero (an empty table has no documents, no entries).
+        assert_eq!(sum_counts(1, vec![]), vec![c(0, [0, 0, 0])]);
     }
 }

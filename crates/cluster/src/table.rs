@@ -335,6 +335,12 @@ impl reql::Table for TableHandle {
         }
         Ok(self.indexes.status())
     }
+    fn index_statistics(&self) -> reql::Result<Vec<reql::IndexStatus>> {
+        if let Some(r) = &self.replicated {
+            return r.index_statistics(self.indexes.defs(), self.read_mode);
+        }
+        Ok(self.indexes.status())
+    }
     fn index_scan(
         &self,
         name: &str,

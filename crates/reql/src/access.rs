@@ -168,6 +168,11 @@ pub trait Table: Send + Sync {
     fn index_rename(&self, old: &str, new: &str, overwrite: bool) -> Result<()>;
     /// Every secondary index with its definition and build state, sorted by name.
     fn index_status(&self) -> Result<Vec<IndexStatus>>;
+    /// `index_status` with the optimizer's statistics (`entries`, `unkeyed`) wherever
+    /// the table has them: what the optimizer plans with, read once per plan. It may
+    /// cost a round of requests (a replicated table asks its shards' leaders), which
+    /// `index_status`, read by every index read, must not.
+    fn index_statistics(&self) -> Result<Vec<IndexStatus>>;
     /// Documents whose values in index `name` lie between two bounds, in index order (a
     /// document appears once per matching entry of a multi index). An unknown index
     /// answers `index_not_found`.

@@ -59,7 +59,8 @@ impl Layer for Interruptible {
             | Call::SplitPoints { .. }
             | Call::Apply { .. }
             | Call::IndexCount { .. }
-            | Call::CountRange { .. } => self.check_flag(),
+            | Call::CountRange { .. }
+            | Call::IndexStatistics => self.check_flag(),
             // Streams: not checked when opened; `stream` checks at every item.
             Call::Scan { .. }
             | Call::IndexScan { .. }

@@ -84,6 +84,8 @@ pub enum Call<'a> {
     },
     /// `Table::index_status`.
     IndexStatus,
+    /// `Table::index_statistics`.
+    IndexStatistics,
     /// `Table::index_scan`.
     IndexScan {
         /// The index name.
@@ -162,6 +164,7 @@ impl Call<'_> {
             Call::IndexDrop { .. } => "index_drop",
             Call::IndexRename { .. } => "index_rename",
             Call::IndexStatus => "index_status",
+            Call::IndexStatistics => "index_statistics",
             Call::IndexScan { .. } => "index_scan",
             Call::IndexCount { .. } => "index_count",
             Call::IndexValues { .. } => "index_values",
@@ -314,6 +317,9 @@ impl<L: Layer> Table for Layered<L> {
     fn index_status(&self) -> Result<Vec<IndexStatus>> {
         self.through(Call::IndexStatus)?.index_status()
     }
+    fn index_statistics(&self) -> Result<Vec<IndexStatus>> {
+        self.through(Call::IndexStatistics)?.index_statistics()
+    }
     fn index_scan(
         &self,
         name: &str,
@@ -416,7 +422,7 @@ mod tests {
     use crate::write_op::WriteOp;
 
     /// The `Table` methods that can fail, in the order `call_every` makes them.
-    const METHODS: [&str; 19] = [
+    const METHODS: [&str; 20] = [
         "get",
         "scan",
         "count",
@@ -436,6 +442,7 @@ mod tests {
         "require_config",
         "subscribe",
         "sync_ticket",
+        "index_statistics",
     ];
 
     /// A call's place in `METHODS`. Exhaustive: a new `Call` stops this test compiling
@@ -461,6 +468,7 @@ mod tests {
             Call::RequireConfig => 16,
             Call::Subscribe { .. } => 17,
             Call::SyncTicket => 18,
+            Call::IndexStatistics => 19,
         }
     }
 
@@ -505,6 +513,7 @@ mod tests {
             t.require_config().err(),
             t.subscribe(req).err(),
             t.sync_ticket().err(),
+            t.index_statistics().err(),
         ]
     }
 

@@ -152,6 +152,9 @@ impl Table for TableSlice {
     fn index_status(&self) -> Result<Vec<IndexStatus>> {
         self.base.index_status()
     }
+    fn index_statistics(&self) -> Result<Vec<IndexStatus>> {
+        self.base.index_statistics()
+    }
     fn index_scan(
         &self,
         name: &str,

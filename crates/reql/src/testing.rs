@@ -171,6 +171,9 @@ impl Table for MemTable {
     fn index_status(&self) -> Result<Vec<IndexStatus>> {
         Ok(Vec::new())
     }
+    fn index_statistics(&self) -> Result<Vec<IndexStatus>> {
+        self.index_status()
+    }
     fn index_count_upto(
         &self,
         name: &str,

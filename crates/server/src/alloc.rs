@@ -13,6 +13,8 @@
 
 use std::alloc::{GlobalAlloc, Layout};
 
+use libmimalloc_sys as mi;
+
 /// mimalloc's `mi_option_purge_delay` (its place in `mi_option_e`, the same in
 /// mimalloc 2 and 3; libmimalloc-sys names no constant for it).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
@@ -42,14 +44,28 @@ pub fn purge_delay_ms() -> std::ffi::c_long {
 /// mimalloc with per-query accounting.
 pub struct Counting;
 
-static INNER: mimalloc::MiMalloc = mimalloc::MiMalloc;
+/// The alignment every mimalloc block has whatever its size: blocks are whole words.
+/// A layout asking no more goes to `mi_malloc` and friends; `MiMalloc` sends every
+/// layout to `mi_malloc_aligned`, whose fast path only serves blocks of at most 1 KiB
+/// and checks the alignment even then: 460 instructions more per point read, which
+/// makes about ten allocations (docs/performance.md, eleventh session).
+const WORD_ALIGN: usize = std::mem::size_of::<usize>();
 
-// SAFETY: every call is forwarded unchanged to mimalloc, a correct `GlobalAlloc`; the
-// accounting calls only touch thread-local cells and atomics.
+// SAFETY: every call is forwarded to mimalloc: to its plain functions when the layout
+// asks for no more than word alignment (which all of mimalloc's blocks have), else to
+// its aligned ones, as `MiMalloc` does; both kinds of block are freed by `mi_free`.
+// The accounting calls only touch thread-local cells and atomics.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's guarantees.
-        let p = unsafe { INNER.alloc(layout) };
+        // SAFETY: mimalloc's allocation functions accept any size and alignment.
+        let p = unsafe {
+            if layout.align() <= WORD_ALIGN {
+                mi::mi_malloc(layout.size())
+            } else {
+                mi::mi_malloc_aligned(layout.size(), layout.align())
+            }
+        }
+        .cast::<u8>();
         if !p.is_null() {
             charge_alloc(layout.size());
         }
@@ -57,8 +73,15 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: forwarded with the caller's guarantees.
-        let p = unsafe { INNER.alloc_zeroed(layout) };
+        // SAFETY: as in `alloc`.
+        let p = unsafe {
+            if layout.align() <= WORD_ALIGN {
+                mi::mi_zalloc(layout.size())
+            } else {
+                mi::mi_zalloc_aligned(layout.size(), layout.align())
+            }
+        }
+        .cast::<u8>();
         if !p.is_null() {
             charge_alloc(layout.size());
         }
@@ -66,14 +89,21 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { INNER.dealloc(ptr, layout) };
+        // SAFETY: `ptr` came from one of mimalloc's functions above.
+        unsafe { mi::mi_free(ptr.cast()) };
         charge_dealloc(layout.size());
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: forwarded with the caller's guarantees.
-        let p = unsafe { INNER.realloc(ptr, layout, new_size) };
+        // SAFETY: `ptr` came from mimalloc with `layout`; the alignment is kept.
+        let p = unsafe {
+            if layout.align() <= WORD_ALIGN {
+                mi::mi_realloc(ptr.cast(), new_size)
+            } else {
+                mi::mi_realloc_aligned(ptr.cast(), new_size, layout.align())
+            }
+        }
+        .cast::<u8>();
         if !p.is_null() {
             charge_dealloc(layout.size());
             charge_alloc(new_size);

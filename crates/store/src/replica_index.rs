@@ -31,6 +31,11 @@
 //! - One build per shard at a time (`Shard::replica_builds`): an install's rebuild
 //!   waits for a background build to stop, so no build writes entries of documents the
 //!   install replaced after the index was emptied.
+//! - A ready replica index has its statistics (entry count and unkeyed counts, as
+//!   `index::track_entries` keeps them on one server): they are counted with every
+//!   write to the shard blocked before it is marked ready (at open when complete, after
+//!   each build), and every applied entry keeps them from then on. The cluster's query
+//!   optimizer reads them from each shard's leader.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -63,8 +68,11 @@ impl Shard {
             // Whatever an interrupted build left may follow documents that are gone.
             self.engine.drop_space(space)?;
         }
-        let idx = SecondaryIndex::new(space, func, multi, built);
+        let idx = SecondaryIndex::new(space, func, multi, false);
         self.add_index(idx.clone())?;
+        if built {
+            self.count_then_ready(&idx)?;
+        }
         Ok(idx)
     }
 
@@ -86,8 +94,18 @@ impl Shard {
         let mut b = storage::WriteBatch::new();
         b.put(&idx.space(), BUILT.to_vec(), docs.as_bytes().to_vec());
         self.engine.apply(b)?;
-        idx.set_ready();
+        self.count_then_ready(idx)?;
         Ok(true)
+    }
+
+    /// Counts a complete index's entries and markers while no write can apply, then
+    /// marks it ready: a ready replica index never shows counts of other documents (an
+    /// install's rebuild leaves the old ones until this recount).
+    fn count_then_ready(&self, idx: &SecondaryIndex) -> Result<(), StoreError> {
+        let _all: Vec<_> = self.locks.iter().map(|l| l.lock()).collect();
+        self.recount(idx)?;
+        idx.set_ready();
+        Ok(())
     }
 
     /// After a snapshot install moved the documents: empties and rebuilds every

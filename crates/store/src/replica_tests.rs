@@ -258,6 +258,10 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
             .collect()
     };
     assert_eq!(values(fm, &added[0]), vec![1.0, 100.0]);
+    // Built, each copy has its own replica's statistics.
+    assert_eq!(added[0].entry_count(), Some(2));
+    assert_eq!(added[1].entry_count(), Some(600));
+    assert_eq!(added[1].unkeyed_counts(), Some([0, 0, 0]));
     // Cached on the follower before the install.
     assert_eq!(
         fm.shard().get(&Datum::Number(1.0)).unwrap(),
@@ -281,6 +285,8 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
     assert!(added[0].is_ready());
     assert_eq!(values(fm, &added[0]), values(lm, &added[1]));
     assert_eq!(values(fm, &added[0]).len(), 600);
+    // Counted again for the installed documents before it was ready again.
+    assert_eq!(added[0].entry_count(), Some(600));
     // Writes go on in the new spaces.
     let replies = apply(&mut follower, 601, vec![put(700, 3, Some(Version::ABSENT))]).await;
     assert!(replies[0].is_ok());
@@ -290,11 +296,15 @@ async fn an_installed_snapshot_moves_readers_and_rebuilds_derived_state() {
         Some(601)
     );
     assert_eq!(values(follower.machine(), &added[0]).len(), 601);
+    assert_eq!(added[0].entry_count(), Some(601));
+    assert_eq!(added[0].unkeyed_counts(), Some([0, 0, 0]));
     // Reopened on the installed documents, it is complete: kept as it is.
     let shard = follower.machine().shard();
     let again = Shard::open(fe.clone(), &shard.space(), GroupCommit::start(fe.clone())).unwrap();
     let idx = again.open_replica_index(&added[0].space(), Arc::new(Field), false);
-    assert!(idx.unwrap().is_ready());
+    let idx = idx.unwrap();
+    assert!(idx.is_ready());
+    assert_eq!(idx.entry_count(), Some(601));
 }
 
 fn op(id: u32, v: u32, expect: Option<Version>) -> Vec<u8> {

@@ -1,6 +1,6 @@
 //! Secondary indexes of this server's replica of one shard ([`ShardIndexes`]), and the
 //! index reads a replicated shard answers ([`IndexQuery`]): entries in bounded batches,
-//! counts and build states.
+//! counts, build states and the optimizer's statistics ([`IndexCounts`]).
 //!
 //! The definitions come from the replicated catalog (`crate::index::TableIndexes`
 //! follows them on every server); this keeps the store-side indexes of one replica in
@@ -64,6 +64,19 @@ pub(crate) enum IndexQuery {
     },
     /// Whether each index is complete on the answering replica, and its progress.
     Status { ids: Vec<String> },
+    /// Each index's statistics on the answering replica (a shard's leader: the
+    /// optimizer's, `crate::groups_index`).
+    Stats { ids: Vec<String> },
+}
+
+/// One replica's statistics of a ready index (`store::SecondaryIndex::entry_count` and
+/// `unkeyed_counts`, kept by every entry it applies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct IndexCounts {
+    /// Its entries.
+    pub(crate) entries: u64,
+    /// Documents without entries by class (null, array, object; never an under-count).
+    pub(crate) unkeyed: [u64; 3],
 }
 
 /// One entry sent between servers: stored key, whole value, document as JSON text.
@@ -78,6 +91,8 @@ pub(crate) enum IndexAnswer {
     /// progress.
     Status(Vec<Option<(bool, f64)>>),
     Missing(IndexMissing),
+    /// Per index asked: `None` when the replica does not have it ready and counted.
+    Stats(Vec<Option<IndexCounts>>),
 }
 
 impl ShardIndexes {
@@ -214,7 +229,20 @@ impl ShardIndexes {
                     .map(|id| self.get(id).map(|i| (i.is_ready(), i.progress())))
                     .collect(),
             )),
+            IndexQuery::Stats { ids } => Ok(IndexAnswer::Stats(
+                ids.iter().map(|id| self.counts(id)).collect(),
+            )),
         }
+    }
+
+    /// The statistics of index `id` when this replica has it ready and counted (a
+    /// replica index is counted before it is marked ready, `store::replica_index`).
+    fn counts(&self, id: &str) -> Option<IndexCounts> {
+        let idx = self.get(id).filter(|i| i.is_ready())?;
+        Some(IndexCounts {
+            entries: idx.entry_count()?,
+            unkeyed: idx.unkeyed_counts()?,
+        })
     }
 }
 

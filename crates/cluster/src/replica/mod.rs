@@ -40,7 +40,7 @@ use store::{
 
 pub use blocking::wait_for;
 pub use error::{range_text, Op, RouteError, StoreErrorText};
-pub(crate) use indexes::{after_of, bounds, entry_of, IndexAnswer, IndexQuery};
+pub(crate) use indexes::{after_of, bounds, entry_of, IndexAnswer, IndexCounts, IndexQuery};
 pub use indexes::{IndexMissing, ShardIndexes};
 pub(crate) use read::NoReads;
 use read::{docs, ReadAnswer, ReadQuery};

@@ -10,7 +10,8 @@
 //!
 //! `identifier_format: "uuid"` shows databases, tables and servers by id instead of
 //! name. `server_config`, `server_status` and the server issues list every connected
-//! server of the cluster (`servers`).
+//! server of the cluster (`servers`), and `stats` has every connected server's counters
+//! (`stats`).
 
 mod alter;
 mod feeds;
@@ -19,6 +20,7 @@ mod repair;
 mod rows;
 mod servers;
 mod state;
+mod stats;
 mod status;
 mod writes;
 
@@ -41,6 +43,7 @@ pub use state::{
     now_secs, AdminState, CursorGuard, JobGuard, JobQuery, Metrics, ServerInfo, TableCounters,
     TableMetrics, LATENCY_BOUNDS,
 };
+pub use stats::{ServerStats, TableStats};
 
 /// The system database's name.
 pub const SYSTEM_DB: &str = "rethinkdb";
@@ -293,6 +296,9 @@ impl reql::Table for SystemTable {
     }
     fn index_status(&self) -> reql::Result<Vec<reql::IndexStatus>> {
         Ok(Vec::new())
+    }
+    fn index_statistics(&self) -> reql::Result<Vec<reql::IndexStatus>> {
+        self.index_status()
     }
     fn index_scan(
         &self,

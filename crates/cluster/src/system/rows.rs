@@ -1,7 +1,5 @@
 //! The rows of each system table, in RethinkDB 2.4's shapes.
 
-use std::sync::atomic::Ordering;
-
 use datum::{Datum, Object, Str};
 
 use super::{system_id, Kind, SystemTable, SYSTEM_DB};
@@ -44,7 +42,7 @@ pub(super) fn rows(t: &SystemTable) -> reql::Result<Vec<Datum>> {
         ])],
         Kind::CurrentIssues => super::issues::issue_rows(c),
         Kind::Jobs => jobs_rows(c, t.uuids, &t.user),
-        Kind::Stats => stats_rows(c, t.uuids),
+        Kind::Stats => super::stats::stats_rows(c, t.uuids),
         Kind::Logs => logs_rows(c, t.uuids),
         Kind::Users => c.users.rows(),
         Kind::Permissions => permissions_rows(c, t.uuids),
@@ -60,7 +58,7 @@ fn server(c: &Cluster, uuids: bool) -> Datum {
     }
 }
 
-fn db_ident(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
+pub(super) fn db_ident(c: &Cluster, e: &TableEntry, uuids: bool) -> Datum {
     if uuids {
         Datum::from(c.db_id_of(&e.db).unwrap_or_default())
     } else {
@@ -211,119 +209,6 @@ fn jobs_rows(c: &Cluster, uuids: bool, viewer: &str) -> Vec<Datum> {
             ])
         })
         .collect()
-}
-
-fn stats_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {
-    let k = &c.admin.counters;
-    let num = |x: u64| Datum::Number(x as f64);
-    let queries = k.queries.load(Ordering::Relaxed);
-    let conns = k.connections.load(Ordering::Relaxed);
-    let active = c.admin.jobs.count() as u64;
-    let (read, written) = k.totals();
-    let qps = k.rate("queries", queries);
-    let rps = k.rate("read", read);
-    let wps = k.rate("written", written);
-    let sid = Datum::str(&c.admin.server_id);
-    let mut out = vec![
-        obj(vec![
-            ("id", Datum::array(vec![Datum::str("cluster")])),
-            (
-                "query_engine",
-                obj(vec![
-                    ("client_connections", num(conns)),
-                    ("clients_active", num(active)),
-                    ("queries_per_sec", Datum::Number(qps)),
-                    ("read_docs_per_sec", Datum::Number(rps)),
-                    ("written_docs_per_sec", Datum::Number(wps)),
-                ]),
-            ),
-        ]),
-        obj(vec![
-            ("id", Datum::array(vec![Datum::str("server"), sid.clone()])),
-            (
-                "query_engine",
-                obj(vec![
-                    ("client_connections", num(conns)),
-                    ("clients_active", num(active)),
-                    ("queries_per_sec", Datum::Number(qps)),
-                    ("queries_total", num(queries)),
-                    ("read_docs_per_sec", Datum::Number(rps)),
-                    ("read_docs_total", num(read)),
-                    ("written_docs_per_sec", Datum::Number(wps)),
-                    ("written_docs_total", num(written)),
-                ]),
-            ),
-            ("server", server(c, uuids)),
-        ]),
-    ];
-    for e in c.tables_snapshot() {
-        let (r, w) = k.table_totals(&e.id);
-        let tr = k.rate(&format!("r/{}", e.id), r);
-        let tw = k.rate(&format!("w/{}", e.id), w);
-        let tid = Datum::str(&e.id);
-        let table = if uuids {
-            tid.clone()
-        } else {
-            Datum::str(&e.name)
-        };
-        out.push(obj(vec![
-            ("db", db_ident(c, &e, uuids)),
-            ("id", Datum::array(vec![Datum::str("table"), tid.clone()])),
-            (
-                "query_engine",
-                obj(vec![
-                    ("read_docs_per_sec", Datum::Number(tr)),
-                    ("written_docs_per_sec", Datum::Number(tw)),
-                ]),
-            ),
-            ("table", table.clone()),
-        ]));
-        out.push(obj(vec![
-            ("db", db_ident(c, &e, uuids)),
-            (
-                "id",
-                Datum::array(vec![Datum::str("table_server"), tid, sid.clone()]),
-            ),
-            (
-                "query_engine",
-                obj(vec![
-                    // Ponder's: changefeed pollers of remote shards running here.
-                    ("feed_pollers", num(k.feed_pollers(&e.id))),
-                    ("read_docs_per_sec", Datum::Number(tr)),
-                    ("read_docs_total", num(r)),
-                    ("written_docs_per_sec", Datum::Number(tw)),
-                    ("written_docs_total", num(w)),
-                ]),
-            ),
-            ("server", server(c, uuids)),
-            (
-                "storage_engine",
-                obj(vec![
-                    ("cache", obj(vec![("in_use_bytes", Datum::Number(0.0))])),
-                    (
-                        "disk",
-                        obj(vec![
-                            ("read_bytes_per_sec", Datum::Number(0.0)),
-                            ("read_bytes_total", Datum::Number(0.0)),
-                            (
-                                "space_usage",
-                                obj(vec![
-                                    ("data_bytes", Datum::Number(0.0)),
-                                    ("garbage_bytes", Datum::Number(0.0)),
-                                    ("metadata_bytes", Datum::Number(0.0)),
-                                    ("preallocated_bytes", Datum::Number(0.0)),
-                                ]),
-                            ),
-                            ("written_bytes_per_sec", Datum::Number(0.0)),
-                            ("written_bytes_total", Datum::Number(0.0)),
-                        ]),
-                    ),
-                ]),
-            ),
-            ("table", table),
-        ]));
-    }
-    out
 }
 
 fn logs_rows(c: &Cluster, uuids: bool) -> Vec<Datum> {

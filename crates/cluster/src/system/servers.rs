@@ -74,6 +74,9 @@ pub trait Membership: Send + Sync {
     /// Every server it has heard from, connected or not: id → name (for naming a
     /// disconnected replica in `table_status`).
     fn names(&self) -> BTreeMap<String, String>;
+    /// Each connected peer's query counters (`rethinkdb.stats`), asked of all at once:
+    /// none of a peer that does not answer in time. Called on an evaluation thread.
+    fn peer_stats(&self) -> Vec<super::ServerStats>;
 }
 
 /// The version string `server_status` shows.
@@ -100,7 +103,7 @@ impl Cluster {
         *self.admin.membership.write() = Some(m);
     }
 
-    fn membership(&self) -> Option<Arc<dyn Membership>> {
+    pub(super) fn membership(&self) -> Option<Arc<dyn Membership>> {
         self.admin.membership.read().clone()
     }
 

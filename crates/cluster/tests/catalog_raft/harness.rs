@@ -216,6 +216,9 @@ impl cluster::system::Membership for Peers {
         Err("not in this test".into())
     }
     fn heartbeat_written(&self, _: f64) {}
+    fn peer_stats(&self) -> Vec<cluster::system::ServerStats> {
+        Vec::new()
+    }
     fn names(&self) -> BTreeMap<String, String> {
         self.0
             .iter()

@@ -2,7 +2,8 @@
 //! another writes is built by every replica and read through every node in each
 //! `read_mode`, merged over both shards in index order; RethinkDB's errors for a
 //! duplicate, a missing and a dropped index; a rename and a drop reach every node; a
-//! server holding no replica reads an index through the shard's group.
+//! server holding no replica reads an index through the shard's group; the optimizer's
+//! statistics are the leaders' counts summed over the shards, through every node.
 
 use super::harness::*;
 use super::tables::{doc, host_tables, one_shard_on_two, put, three_nodes_and_a_table};
@@ -26,6 +27,19 @@ pub(super) async fn ready_on(n: &TestNode, table: &'static str, names: &[&str]) 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("indexes {want:?} of d.{table} never ready");
+}
+
+/// Index `name`'s statistics (entries, unkeyed) as node `n` reads them in `mode`.
+async fn stats(
+    n: &TestNode,
+    table: &'static str,
+    mode: ReadMode,
+    name: &'static str,
+) -> (Option<u64>, Option<reql::Unkeyed>) {
+    let c = n.cluster().clone();
+    let all = blocking(move || c.table_read_mode("d", table, mode)?.index_statistics()).await;
+    let s = all.unwrap().into_iter().find(|s| s.name == name).unwrap();
+    (s.entries, s.unkeyed)
 }
 
 pub(super) fn ids(docs: Vec<Datum>) -> Vec<String> {
@@ -116,6 +130,37 @@ async fn an_index_of_a_replicated_table_is_built_read_renamed_and_dropped() {
         let got = read(n, "r", ReadMode::Single, "v", Some("v9"), false).await;
         assert_eq!(got.unwrap(), vec![doc("ff", "v9")]);
     }
+    // The optimizer's statistics: both shards' leaders' counts, summed, through every
+    // node; none for `outdated` reads (a replica there may be behind the leaders), and
+    // none in `index_status`, which every index read asks for.
+    let none = reql::Unkeyed::default();
+    let nulls = reql::Unkeyed { null: 1, ..none };
+    for n in &nodes {
+        for mode in [ReadMode::Single, ReadMode::Majority] {
+            let got = stats(n, "r", mode, "v").await;
+            assert_eq!(got, (Some(41), Some(none)), "{mode:?}");
+        }
+        assert_eq!(stats(n, "r", ReadMode::Outdated, "v").await, (None, None));
+        let c = n.cluster().clone();
+        let plain = blocking(move || c.table("d", "r").unwrap().index_status()).await;
+        assert_eq!(plain.unwrap()[0].unkeyed, None);
+    }
+    // A value the index cannot hold (null) is counted by its shard's leader at once.
+    let c0 = nodes[0].cluster().clone();
+    blocking(move || {
+        let d = datum::from_json_value(&serde_json::json!({"id": "01", "v": null})).unwrap();
+        let op = reql::WriteOp {
+            key: Datum::from("01"),
+            expect: Some(datum::Version::ABSENT),
+            change: reql::Change::Put(d),
+        };
+        c0.table("d", "r").unwrap().apply(op).unwrap()
+    })
+    .await;
+    for n in &nodes {
+        let got = stats(n, "r", ReadMode::Single, "v").await;
+        assert_eq!(got, (Some(41), Some(nulls)));
+    }
 
     // RethinkDB's errors.
     let c = nodes[2].cluster().clone();
@@ -191,4 +236,7 @@ async fn a_server_without_a_replica_reads_an_index_through_the_group() {
         let got = read(&nodes[outside], "two", mode, "v", Some("x"), false).await;
         assert_eq!(ids(got.unwrap()), ["a", "c"], "{mode:?}");
     }
+    // Its statistics come from the leader too.
+    let got = stats(&nodes[outside], "two", ReadMode::Single, "v").await;
+    assert_eq!(got, (Some(3), Some(reql::Unkeyed::default())));
 }

@@ -117,14 +117,16 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
-/// The indexes the optimizer may read: ready, not geospatial, of a known shape.
-/// None for system tables (`rethinkdb.*`, computed rows without ranges), and when the
-/// list cannot be read (the scan then reports what is wrong).
+/// The indexes the optimizer may read: ready, not geospatial, of a known shape, with
+/// their statistics (`Table::index_statistics`, which may cost a round of requests: read
+/// once per plan and passed along). None for system tables (`rethinkdb.*`, computed rows
+/// without ranges), and when the list cannot be read (the scan then reports what is
+/// wrong).
 fn facts(t: &Arc<dyn Table>) -> Result<Vec<IndexFact>> {
     if t.db() == "rethinkdb" {
         return Ok(Vec::new());
     }
-    Ok(t.index_status()
+    Ok(t.index_statistics()
         .unwrap_or_default()
         .into_iter()
         .filter(|s| s.ready && !s.spec.geo)
@@ -187,16 +189,22 @@ fn default_drops_missing(term: &Term) -> bool {
 }
 
 /// Every candidate plan of `filter` term `filter` over the whole table `t` (none with
-/// the optimizer off or outside the planner's language).
-fn filter_candidates(ctx: &QueryCtx, filter: &Term, t: &Arc<dyn Table>) -> Result<Vec<Candidate>> {
+/// the optimizer off or outside the planner's language), with the index facts they
+/// were planned from.
+fn filter_candidates(
+    ctx: &QueryCtx,
+    filter: &Term,
+    t: &Arc<dyn Table>,
+) -> Result<(Vec<Candidate>, Vec<IndexFact>)> {
     if !ctx.optimizer || t.db() == "rethinkdb" || !default_drops_missing(filter) {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let Some(analysis) = filter.args.get(1).and_then(|p| optimize::analyze(p)) else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let facts = facts(t)?;
-    Ok(optimize::candidates(&analysis, t.primary_key(), &facts))
+    let cands = optimize::candidates(&analysis, t.primary_key(), &facts);
+    Ok((cands, facts))
 }
 
 /// The entries (documents, for the primary key) in a candidate's ranges, counting no
@@ -227,9 +235,9 @@ fn entries_in(t: &Arc<dyn Table>, c: &Candidate, cap: u64) -> Result<u64> {
 fn cheapest(
     t: &Arc<dyn Table>,
     mut cands: Vec<Candidate>,
+    facts: &[IndexFact],
     cap: u64,
 ) -> Result<Option<(u64, Candidate)>> {
-    let facts = facts(t)?;
     let total = |c: &Candidate| match &c.source {
         Source::Primary => 0,
         Source::Index { name, .. } => facts
@@ -268,7 +276,7 @@ pub fn choose_filter(
     filter: &Term,
     t: &Arc<dyn Table>,
 ) -> Result<Option<Candidate>> {
-    let mut cands = filter_candidates(ctx, filter, t)?;
+    let (mut cands, facts) = filter_candidates(ctx, filter, t)?;
     if cands.len() <= 1 && cands.first().is_some_and(|c| c.source == Source::Primary) {
         // Alone, the primary key needs no estimate: its ranges are a part of the scan.
         return Ok(cands.pop());
@@ -280,7 +288,7 @@ pub fn choose_filter(
     let cap = (t.count()? / 2)
         .min(ctx.array_limit as u64)
         .saturating_add(1);
-    Ok(cheapest(t, cands, cap)?.map(|(_, c)| c))
+    Ok(cheapest(t, cands, &facts, cap)?.map(|(_, c)| c))
 }
 
 fn plan_filter(ev: &Ev, t: &Arc<dyn Table>, began: Instant) -> Result<Option<DatumStream>> {
@@ -344,7 +352,7 @@ pub fn preempts_parallel(ctx: &QueryCtx, term: &Term, t: &Arc<dyn Table>) -> Res
     }
     if let Some(filter) = counted_filter(term) {
         if filter.args.first().is_some_and(|a| a.tt == T::TABLE)
-            && filter_candidates(ctx, filter, t)?.iter().any(|c| c.exact)
+            && filter_candidates(ctx, filter, t)?.0.iter().any(|c| c.exact)
         {
             return Ok(true);
         }
@@ -562,11 +570,9 @@ fn count_filter(ev: &Ev) -> Result<Option<Val>> {
     let Some(t) = plain_table(ev, table_term)? else {
         return Ok(None);
     };
-    let exact: Vec<Candidate> = filter_candidates(ev.ctx, filter, &t)?
-        .into_iter()
-        .filter(|c| c.exact)
-        .collect();
-    let Some((n, chosen)) = cheapest(&t, exact, u64::MAX)? else {
+    let (cands, facts) = filter_candidates(ev.ctx, filter, &t)?;
+    let exact: Vec<Candidate> = cands.into_iter().filter(|c| c.exact).collect();
+    let Some((n, chosen)) = cheapest(&t, exact, &facts, u64::MAX)? else {
         return Ok(None);
     };
     let what = match &chosen.source {

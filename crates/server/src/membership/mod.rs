@@ -52,6 +52,8 @@ use crate::Error;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a rename through another server may take.
 pub(crate) const CONFIGURE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a peer's counters (`rethinkdb.stats`) may take.
+pub(crate) const STATS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What a ping and its answer carry.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -70,6 +72,8 @@ enum Request {
         name: String,
         tags: Vec<String>,
     },
+    /// This server's query counters (`rethinkdb.stats` read on a peer).
+    Stats,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -77,6 +81,7 @@ enum Answer {
     Pong(Box<Hello>),
     Configured(Result<(), String>),
     Malformed(String),
+    Stats(Box<cluster::system::ServerStats>),
 }
 
 struct Inner {
@@ -425,6 +430,10 @@ impl Inner {
             Ok(Request::Configure { .. }) => {
                 Answer::Configured(Err("The server id does not match.".into()))
             }
+            Ok(Request::Stats) => match self.cluster.upgrade() {
+                Some(c) => Answer::Stats(Box::new(c.local_stats())),
+                None => Answer::Malformed("the server is shutting down".into()),
+            },
             Err(e) => Answer::Malformed(e.to_string()),
         }
     }

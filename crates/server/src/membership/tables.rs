@@ -1,6 +1,8 @@
 //! What the system tables ask of the membership layer (`cluster::system::Membership`):
 //! the connected peers, this server's `connected_to`, renames and retags (of this
-//! server, applied here; of a peer, sent to it and waited for), and heartbeat writes.
+//! server, applied here; of a peer, sent to it and waited for), heartbeat writes, and
+//! the peers' query counters (`rethinkdb.stats`, asked of all at once, each within
+//! `STATS_TIMEOUT`).
 //!
 //! Invariant: a rename of a peer is shown only once the peer confirmed it applied and
 //! persisted it; an answer that does not come within `CONFIGURE_TIMEOUT` is RethinkDB's
@@ -8,9 +10,9 @@
 
 use std::time::Duration;
 
-use cluster::system::{now_secs, ServerRecord};
+use cluster::system::{now_secs, ServerRecord, ServerStats};
 
-use super::{Answer, Inner, Request, CONFIGURE_TIMEOUT};
+use super::{Answer, Inner, Request, CONFIGURE_TIMEOUT, STATS_TIMEOUT};
 
 impl cluster::system::Membership for Inner {
     fn peers(&self) -> Vec<ServerRecord> {
@@ -84,6 +86,50 @@ impl cluster::system::Membership for Inner {
             Ok(Some(Answer::Configured(Err(e)))) => Err(not_changed(&old_name, &e)),
             _ => Err(lost()),
         }
+    }
+
+    fn peer_stats(&self) -> Vec<ServerStats> {
+        let targets: Vec<Vec<String>> = {
+            let peers = self.peers.lock();
+            (peers.connected().iter())
+                .filter_map(|r| peers.addresses_of(&r.id))
+                .collect()
+        };
+        let (Some(transport), Ok(body)) = (
+            self.transport.get().cloned(),
+            serde_json::to_vec(&Request::Stats),
+        ) else {
+            return Vec::new();
+        };
+        // Called on an evaluation thread (never an async worker): wait for the answers.
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.runtime.spawn(async move {
+            let mut calls = tokio::task::JoinSet::new();
+            for addresses in targets {
+                let (t, body) = (transport.clone(), body.clone());
+                calls.spawn(tokio::time::timeout(STATS_TIMEOUT, async move {
+                    for addr in addresses {
+                        if let Ok(b) = t.call_service(&addr, body.clone(), STATS_TIMEOUT).await {
+                            return match serde_json::from_slice::<Answer>(&b) {
+                                Ok(Answer::Stats(s)) => Some(*s),
+                                _ => None,
+                            };
+                        }
+                    }
+                    None
+                }));
+            }
+            let mut all = Vec::new();
+            while let Some(done) = calls.join_next().await {
+                if let Ok(Ok(Some(s))) = done {
+                    all.push(s);
+                }
+            }
+            all.sort_by(|a: &ServerStats, b| a.name.cmp(&b.name));
+            let _ = tx.send(all);
+        });
+        rx.recv_timeout(STATS_TIMEOUT + Duration::from_secs(1))
+            .unwrap_or_default()
     }
 
     fn heartbeat_written(&self, secs: f64) {
