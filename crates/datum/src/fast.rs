@@ -25,7 +25,7 @@ mod validate;
 pub use reader::{JsonReader, TextMark};
 pub(crate) use validate::{
     count_in_member_string, find_member, member, plain_object_end, validate_canonical, value_at,
-    IdMember,
+    with_members, IdMember,
 };
 
 /// Nesting beyond this is left to serde (whose own limit is 128): as deep as a stored
@@ -829,5 +829,83 @@ mod tests {
         assert!(!validate_canonical(
             format!("{}1{}", "{\"a\":".repeat(max + 1), "}".repeat(max + 1)).as_bytes()
         ));
+    }
+
+    /// What merging plain members into an object gives: its map with them inserted.
+    fn merged_by_map(old: &Datum, patch: &Object) -> Vec<u8> {
+        let mut map = old.as_object().unwrap().clone().into_map();
+        for (k, v) in patch.iter() {
+            map.insert(k.clone(), v.clone());
+        }
+        Datum::object(Object::from(map)).to_json_bytes()
+    }
+
+    fn plain_value() -> impl Strategy<Value = Datum> {
+        prop_oneof![
+            Just(Datum::Null),
+            any::<bool>().prop_map(Datum::Bool),
+            number().prop_map(Datum::Number),
+            STRING.prop_map(|s| Datum::str(&s)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Plain members put into the text give the text of the merged map, kept as
+        /// text; keys of every kind (escaped, non-ASCII) and values of every kind around.
+        #[test]
+        fn plain_members_put_into_the_text_match_the_merged_map(
+            b in canonical(),
+            kv in prop::collection::vec((STRING, plain_value()), 0..4),
+        ) {
+            let old = crate::json::from_json_owned(b.clone()).unwrap();
+            let patch: Object = kv.into_iter().map(|(k, v)| (Str::from(k), v)).collect();
+            let new = old.as_object().unwrap().with_plain_members(&patch).unwrap();
+            let expected = merged_by_map(&old, &patch);
+            let o = new.as_object().unwrap();
+            prop_assert_eq!(o.raw_json(), Some(&expected[..]));
+            prop_assert!(!o.is_built());
+            prop_assert_eq!(&new, &crate::json::from_json_slice(&expected).unwrap());
+        }
+    }
+
+    #[test]
+    fn members_that_are_not_plain_or_a_pseudo_type_are_not_put_into_the_text() {
+        let doc = |t: &str| crate::json::from_json_owned(t.as_bytes().to_vec()).unwrap();
+        let patch = |t: &str| doc(t).as_object().unwrap().clone();
+        let old = doc(r#"{"a":1,"b":{"c":[1,2]},"id":"k"}"#);
+        let o = old.as_object().unwrap();
+        // Plain: replaced, added before, between and after; the rest copied as it is.
+        let new = o.with_plain_members(&patch(r#"{"0":null,"a":"x","bb":true,"z":2.5}"#));
+        assert_eq!(
+            new.unwrap().to_json_string(),
+            r#"{"0":null,"a":"x","b":{"c":[1,2]},"bb":true,"id":"k","z":2.5}"#
+        );
+        assert_eq!(
+            o.with_plain_members(&Object::new())
+                .unwrap()
+                .to_json_string(),
+            old.to_json_string()
+        );
+        // A value that merges deeper, or a pseudo-type on either side: not here.
+        assert!(o.with_plain_members(&patch(r#"{"b":{"d":1}}"#)).is_none());
+        assert!(o.with_plain_members(&patch(r#"{"b":[1]}"#)).is_none());
+        assert!(o
+            .with_plain_members(&patch(r#"{"$reql_type$":"LITERAL"}"#))
+            .is_none());
+        let time = doc(r#"{"$reql_type$":"TIME","epoch_time":1,"timezone":"+00:00"}"#);
+        let t = time.as_object().unwrap();
+        assert!(t.with_plain_members(&patch(r#"{"a":1}"#)).is_none());
+        // No text (a built map): not here either.
+        let built = Object::from(o.clone().into_map());
+        assert!(built.with_plain_members(&patch(r#"{"a":2}"#)).is_none());
+        // Into an empty object.
+        let empty = doc("{}");
+        let new = empty
+            .as_object()
+            .unwrap()
+            .with_plain_members(&patch(r#"{"a":2}"#));
+        assert_eq!(new.unwrap().to_json_string(), r#"{"a":2}"#);
     }
 }

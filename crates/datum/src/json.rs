@@ -255,7 +255,7 @@ fn write_number_to<W: std::io::Write>(n: f64, out: &mut W) -> std::io::Result<()
 /// control characters as their short escapes (`b t n f r`) or `u00xx` with lower-case
 /// hex, nothing else. Runs of bytes that need no escape are found eight at a time
 /// (`next_escape`) and copied whole: documents are mostly such runs.
-fn write_string(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn write_string(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);

@@ -122,6 +122,38 @@ impl Object {
         (self.levels > 0).then_some(self.levels as usize)
     }
 
+    /// This object with the members of `patch` put in, when every one of them is a
+    /// plain value (null, a boolean, a number or a string), so that merging them in is
+    /// replacing or adding them: computed on this object's text, without decoding it
+    /// (`fast::with_members`), and kept as text. `None` when that does not apply (no
+    /// text, a value that merges deeper, a pseudo-type on either side): merge the maps.
+    pub fn with_plain_members(&self, patch: &Object) -> Option<Datum> {
+        let old = self.raw.as_deref()?;
+        let mut members = Vec::with_capacity(patch.len());
+        for (k, v) in patch.iter() {
+            if &**k == REQL_TYPE
+                || !matches!(
+                    v,
+                    Datum::Null | Datum::Bool(_) | Datum::Number(_) | Datum::String(_)
+                )
+            {
+                return None;
+            }
+            let (mut key, mut value) = (Vec::with_capacity(k.len() + 2), Vec::new());
+            crate::json::write_string(k, &mut key);
+            crate::json::write_json(v, &mut value, false);
+            members.push((&**k, key, value));
+        }
+        let text = crate::fast::with_members(old, &members)?;
+        // Checked again, so that only text `parse` agrees with is kept undecoded.
+        match crate::fast::plain_object_end(&text, 0, crate::MAX_NESTING as u32) {
+            Some((end, levels, id)) if end == text.len() => Some(Datum::Object(Arc::new(
+                Object::plain(Bytes::from(text), levels, id),
+            ))),
+            _ => crate::json::from_json_owned(text).ok(),
+        }
+    }
+
     /// Whether the map has been built (a lazy object's is not until first looked at).
     pub fn is_built(&self) -> bool {
         self.map.get().is_some()

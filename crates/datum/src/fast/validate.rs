@@ -8,6 +8,9 @@
 use super::{number_at, plain_run, Parser, MAX_DEPTH};
 use crate::value::Datum;
 
+mod splice;
+pub(crate) use splice::with_members;
+
 /// True when `bytes` is a JSON object that `parse` decodes with `canonical == true`,
 /// decided without allocating. `from_json_owned` relies on it to keep such a document
 /// undecoded (`Object::lazy`), so it must never accept what `parse` rejects or reports
@@ -20,15 +23,7 @@ pub(crate) fn validate_canonical(bytes: &[u8]) -> bool {
     if bytes.first() != Some(&b'{') || std::str::from_utf8(bytes).is_err() {
         return false;
     }
-    let mut v = Validator {
-        b: bytes,
-        i: 0,
-        depth: 0,
-        limit: MAX_DEPTH,
-        plain: false,
-        deepest: 0,
-        id_at: None,
-    };
+    let mut v = Validator::at(bytes, 0, MAX_DEPTH, false);
     v.value().is_some() && v.i == bytes.len()
 }
 
@@ -46,15 +41,7 @@ pub(crate) fn plain_object_end(
     if bytes.get(from) != Some(&b'{') {
         return None;
     }
-    let mut v = Validator {
-        b: bytes,
-        i: from,
-        depth: 0,
-        limit: limit.min(MAX_DEPTH),
-        plain: true,
-        deepest: 0,
-        id_at: None,
-    };
+    let mut v = Validator::at(bytes, from, limit.min(MAX_DEPTH), true);
     v.value()?;
     // The validator reads strings as bytes: UTF-8 is checked on the object's text.
     std::str::from_utf8(bytes.get(from..v.i)?).ok()?;
@@ -91,15 +78,7 @@ pub(crate) fn value_at(bytes: &[u8], at: usize) -> Option<Datum> {
 /// text, so the search stops at the first greater key; values before it are skipped
 /// without being decoded.
 pub(crate) fn find_member(bytes: &[u8], key: &str) -> Option<usize> {
-    let mut v = Validator {
-        b: bytes,
-        i: 0,
-        depth: 0,
-        limit: MAX_DEPTH,
-        plain: false,
-        deepest: 0,
-        id_at: None,
-    };
+    let mut v = Validator::at(bytes, 0, MAX_DEPTH, false);
     v.expect(b'{')?;
     if v.peek()? == b'}' {
         return None;
@@ -162,15 +141,8 @@ pub(crate) fn count_in_member_string(bytes: &[u8], key: &str, b: u8) -> Option<u
     if !(b.is_ascii_punctuation() || b == b' ') || matches!(b, b'"' | b'\\' | b'/') {
         return None;
     }
-    let mut v = Validator {
-        b: bytes,
-        i: find_member(bytes, key)?,
-        depth: 1,
-        limit: MAX_DEPTH,
-        plain: false,
-        deepest: 0,
-        id_at: None,
-    };
+    let mut v = Validator::at(bytes, find_member(bytes, key)?, MAX_DEPTH, false);
+    v.depth = 1;
     v.expect(b'"')?;
     // The validator's own scan: it ends the literal at the first unescaped quote and
     // accepts canonical escapes only.
@@ -242,6 +214,20 @@ impl Iterator for Unescape<'_> {
 }
 
 impl<'a> Validator<'a> {
+    /// A validator of `b` from offset `i`, nesting at most `limit` levels, with
+    /// `plain_object_end`'s grammar when `plain`.
+    fn at(b: &'a [u8], i: usize, limit: u32, plain: bool) -> Self {
+        Validator {
+            b,
+            i,
+            depth: 0,
+            limit,
+            plain,
+            deepest: 0,
+            id_at: None,
+        }
+    }
+
     #[inline]
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
