@@ -96,3 +96,42 @@ def test_insert_conflict_functions_see_the_current_document(server, conn):
     for th in ts:
         th.join(60)
     assert t.get(1)["n"].run(conn) == threads * per
+
+
+def test_updates_with_plain_values_answer_as_merges_do(conn):
+    """Plain values are merged into the stored text without decoding it (issue #16):
+    the answers, counts, changes and documents are those of the merged maps."""
+    t = fresh(conn, "wo_plain")
+    doc = {"id": "k", "a": 1, "n": {"x": [1, 2]}, "s\u00e9": "v", "q\"\\": None, "z": 2.5}
+    t.insert(doc).run(conn)
+    # Replaced, added before, between and after the stored keys; old and new changes.
+    res = t.get("k").update(
+        {"0": True, "a": "x", "m": -0.5, "zz": None}, return_changes=True
+    ).run(conn)
+    assert res["replaced"] == 1 and res["errors"] == 0, res
+    new = dict(doc, **{"0": True, "a": "x", "m": -0.5, "zz": None})
+    assert res["changes"] == [{"old_val": doc, "new_val": new}]
+    assert t.get("k").run(conn) == new
+    assert list(t.get("k").keys().run(conn)) == sorted(new)
+    # The same values again: unchanged; an empty patch too.
+    res = t.get("k").update({"a": "x", "z": 2.5}).run(conn)
+    assert res["unchanged"] == 1 and res["replaced"] == 0, res
+    assert t.get("k").update({}).run(conn)["unchanged"] == 1
+    # A number printed alike in another form is the same value.
+    assert t.get("k").update({"z": 25e-1}).run(conn)["unchanged"] == 1
+    # The primary key cannot change, whichever way the merge runs.
+    res = t.get("k").update({"id": "other"}).run(conn)
+    assert res["errors"] == 1, res
+    assert res["first_error"].startswith("Primary key `id` cannot be changed"), res
+    assert t.get("k").run(conn) == new
+    # Values that merge deeper, and literals, still merge as maps.
+    t.get("k").update({"n": {"y": 1}}).run(conn)
+    assert t.get("k")["n"].run(conn) == {"x": [1, 2], "y": 1}
+    t.get("k").update({"n": r.literal({"w": 0})}).run(conn)
+    assert t.get("k")["n"].run(conn) == {"w": 0}
+    # An index on an updated field follows.
+    t.index_create("a").run(conn)
+    t.index_wait("a").run(conn)
+    t.get("k").update({"a": "y"}).run(conn)
+    assert t.get_all("y", index="a")["id"].coerce_to("array").run(conn) == ["k"]
+    assert t.get_all("x", index="a").count().run(conn) == 0
