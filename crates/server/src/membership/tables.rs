@@ -101,6 +101,12 @@ impl cluster::system::Membership for Inner {
         ) else {
             return Vec::new();
         };
+        // No peer to ask (a server alone): nothing to wait for. Waiting anyway cost the
+        // whole timeout when this thread was a runtime worker, whose own queue held the
+        // spawned task (the web console's dashboard polls `stats.get(['cluster'])`).
+        if targets.is_empty() {
+            return Vec::new();
+        }
         // Called on an evaluation thread (never an async worker): wait for the answers.
         let (tx, rx) = std::sync::mpsc::channel();
         self.runtime.spawn(async move {
