@@ -539,15 +539,7 @@ mod tests {
     use crate::auth::Scope;
 
     fn cluster() -> Arc<Cluster> {
-        let e: Arc<dyn storage::Engine> = Arc::new(storage::Memory::new());
-        let c = Cluster::open(e, "s1").unwrap();
-        let opts = TableOptions {
-            primary_key: "id".into(),
-            durability: Durability::Soft,
-            shards: 1,
-            replicas: reql::Replicas::count(1),
-        };
-        c.table_create("test", "t", opts).unwrap();
+        let c = crate::test_cluster::with_table("s1", Durability::Soft, 1);
         let t = c.table("test", "t").unwrap();
         for i in 0..3 {
             let doc = Datum::from_pairs([("id", Datum::from(i as f64)), ("v", Datum::from(1.0))]);

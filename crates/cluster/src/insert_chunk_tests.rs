@@ -6,22 +6,12 @@
 use std::sync::Arc;
 
 use datum::Datum;
-use reql::{Durability, TableAccess, TableOptions, Val};
-use storage::{Engine, Memory};
+use reql::{Durability, TableAccess, Val};
 
 use crate::Cluster;
 
 fn setup() -> Arc<Cluster> {
-    let engine: Arc<dyn Engine> = Arc::new(Memory::new());
-    let c = Cluster::open(engine, "s").unwrap();
-    let options = TableOptions {
-        primary_key: "id".into(),
-        durability: Durability::Hard,
-        shards: 2,
-        replicas: reql::Replicas::count(1),
-    };
-    c.table_create("test", "t", options).unwrap();
-    c
+    crate::test_cluster::with_table("s", Durability::Hard, 2)
 }
 
 /// Runs one query (its wire JSON) and returns its datum.

@@ -32,6 +32,8 @@ mod reshard;
 mod shards;
 pub mod system;
 mod table;
+#[cfg(test)]
+mod test_cluster;
 
 pub use access::{denied, UserAccess};
 pub use catalog::{

@@ -523,26 +523,31 @@ fn a_resharding_survives_its_record() {
     );
 }
 
-#[test]
-fn a_resharding_begins_once_and_finishes_once() {
-    use crate::catalog::command::ReshardDef;
-    use crate::placement::ShardPlacement;
-    use CatalogCommand as C;
-    let (e, c) = open();
+/// Creates database `d1` and its table `t1` of one shard on one server; that placement.
+fn placed_table(c: &Catalog) -> crate::placement::ShardPlacement {
     let a = "00000000-0000-4000-8000-00000000000a".to_string();
-    let place = ShardPlacement {
+    let place = crate::placement::ShardPlacement {
         primary: a.clone(),
         voting: vec![a.clone()],
         ..Default::default()
     };
     let mut def = table("t1", "d1", "t");
     def.placement = vec![place.clone()];
-    c.apply(C::CreateDb {
+    c.apply(CatalogCommand::CreateDb {
         id: "d1".into(),
         name: "d".into(),
     })
     .unwrap();
-    c.apply(C::CreateTable { table: def }).unwrap();
+    c.apply(CatalogCommand::CreateTable { table: def }).unwrap();
+    place
+}
+
+#[test]
+fn a_resharding_begins_once_and_finishes_once() {
+    use crate::catalog::command::ReshardDef;
+    use CatalogCommand as C;
+    let (e, c) = open();
+    let place = placed_table(&c);
     let reshard = |generation| ReshardDef {
         generation,
         replicas: 1,
@@ -587,23 +592,9 @@ fn a_resharding_begins_once_and_finishes_once() {
 #[test]
 fn an_abandoned_resharding_never_finishes_and_a_finished_one_is_never_abandoned() {
     use crate::catalog::command::ReshardDef;
-    use crate::placement::ShardPlacement;
     use CatalogCommand as C;
     let (e, c) = open();
-    let a = "00000000-0000-4000-8000-00000000000a".to_string();
-    let place = ShardPlacement {
-        primary: a.clone(),
-        voting: vec![a.clone()],
-        ..Default::default()
-    };
-    let mut def = table("t1", "d1", "t");
-    def.placement = vec![place.clone()];
-    c.apply(C::CreateDb {
-        id: "d1".into(),
-        name: "d".into(),
-    })
-    .unwrap();
-    c.apply(C::CreateTable { table: def }).unwrap();
+    let place = placed_table(&c);
     let begin = |generation| C::BeginReshard {
         id: "t1".into(),
         reshard: ReshardDef {

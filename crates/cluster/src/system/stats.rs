@@ -236,7 +236,7 @@ mod tests {
     use std::collections::BTreeMap;
     use std::sync::Arc;
 
-    use reql::{Durability, TableAccess, TableOptions};
+    use reql::Durability;
 
     use super::*;
     use crate::system::{Membership, ServerRecord};
@@ -273,14 +273,7 @@ mod tests {
 
     #[test]
     fn every_server_has_rows_and_the_cluster_and_table_rows_sum_them() {
-        let c = Cluster::open(Arc::new(storage::Memory::new()), "s1").unwrap();
-        let opts = TableOptions {
-            primary_key: "id".into(),
-            durability: Durability::Soft,
-            shards: 1,
-            replicas: reql::Replicas::count(1),
-        };
-        c.table_create("test", "t", opts).unwrap();
+        let c = crate::test_cluster::with_table("s1", Durability::Soft, 1);
         let id = c.table_entry("test", "t").unwrap().id;
         let peer = ServerStats {
             id: "p-id".into(),
