@@ -314,3 +314,52 @@ def test_single_server_behaviour_holds_through_a_server_without_the_table(dirs, 
     assert len(list(t.run(conn))) == 9
     assert len(list(t.get_all("k1", index="k").run(conn))) == 3
     assert stats["query_engine"]["read_docs_total"].run(conn) >= before + 12
+
+
+def test_queries_on_a_table_that_lost_its_quorum_do_not_hold_up_the_others(dirs, procs):  # noqa: F811
+    """Writes to a table whose shard lost its quorum wait (for a leader, until the
+    route's deadline) on the server's evaluation threads; more of them than the pool
+    has threads must not keep that server's queries on a healthy table waiting
+    behind them (`server::exec`: a waiting worker lets another run)."""
+    (a, b, c), conns = three_servers(dirs, procs)
+    conn = conns[a]
+    db = r.db("test")
+    retrying(lambda: db.table_create("lost", replicas=3).run(conn))
+    db.table("lost").wait(timeout=30).run(conn)
+    for n in range(8):
+        name = "here%d" % n
+        res = db.table_create(name, replicas=1).run(conn)
+        if res["config_changes"][0]["new_val"]["shards"][0]["primary_replica"] == "alpha":
+            break
+    else:
+        pytest.fail("no table was placed on alpha")
+    here = db.table(name)
+    here.insert({"id": 0}).run(conn)
+    b.kill9()
+    c.kill9()
+    # More stuck writers than alpha has evaluation threads (four per core).
+    writers, done, lock = [], [], threading.Lock()
+
+    def write(k, wconn):
+        try:
+            db.table("lost").insert({"id": k}).run(wconn)
+        except ReqlError:
+            pass
+        with lock:
+            done.append(k)
+
+    for k in range(24):
+        w = threading.Thread(target=write, args=(k, a.connect()), daemon=True)
+        w.start()
+        writers.append(w)
+    time.sleep(1)  # let them reach the evaluation threads (not a timing assertion)
+    with lock:
+        assert done == [], "the writes to the table without a quorum did not wait"
+    # The healthy table's queries are answered while every stuck write still waits.
+    assert here.insert({"id": 1}).run(conn)["inserted"] == 1
+    assert here.count().run(conn) == 2
+    with lock:
+        assert done == [], "answered only after stuck writes gave up"
+    for w in writers:
+        w.join(timeout=120)
+    assert len(done) == 24

@@ -1,31 +1,73 @@
-//! A fixed pool of evaluation threads.
+//! The pool of evaluation threads.
 //!
 //! Query evaluation is synchronous and may touch the disk, so it never runs on the async
-//! workers. A small fixed pool (rather than tokio's blocking pool, which grows a thread
-//! per concurrent query) keeps context switches low when many connections are busy:
-//! with 64 clients on 2 cores the blocking pool thrashes 64 threads, this pool runs a
-//! handful. Evaluation never waits for fsync (durability is awaited asynchronously after
+//! workers. A small pool (rather than tokio's blocking pool, which grows a thread per
+//! concurrent query) keeps context switches low when many connections are busy: with 64
+//! clients on 2 cores the blocking pool thrashes 64 threads, this pool runs a handful.
+//! Evaluation never waits for a local fsync (durability is awaited asynchronously after
 //! it returns), so a small pool is not starved by hard-durability writes.
+//!
+//! A replicated table's operations do wait, on an evaluation thread, for the shard's
+//! leader and a quorum's fsync (`cluster::replica::wait_for`). A worker that waits there
+//! tells the pool (`cluster::replica::on_block`), which then starts another worker if jobs
+//! are queued and fewer than `core` workers are running: so at most `core` threads run
+//! at once, as before, but waiting ones no longer hold the server's queries back. Workers
+//! beyond `core` exit after [`EXTRA_IDLE`] without a job; there are never more than `max`.
 //!
 //! Dropping the pool stops its threads once the queued jobs are done, so a server that
 //! shuts down leaves no thread behind in a process that goes on (tests, embedding).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::oneshot;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// How long a worker beyond the pool's core size waits for a job before it exits.
+pub const EXTRA_IDLE: Duration = Duration::from_secs(10);
+
+/// Most workers a pool of `core` has, waiting ones included: each waiting worker is a
+/// replicated operation in flight, already bounded by the connections' queries.
+pub fn max_workers(core: usize) -> usize {
+    core.max(1) * 64
+}
+
 struct Jobs {
     queue: std::collections::VecDeque<Job>,
     /// Set when the pool is dropped: workers exit once `queue` is empty.
     closed: bool,
+    /// Workers alive.
+    alive: usize,
+    /// Workers waiting for a job.
+    idle: usize,
+    /// Workers waiting in a replication call (their hook said so).
+    blocked: usize,
+}
+
+impl Jobs {
+    /// Whether a queued job should get a new worker: none is idle, fewer than `core`
+    /// run, and the pool is under its maximum. Counts the new worker as alive.
+    fn take_spawn(&mut self, core: usize, max: usize) -> bool {
+        let running = self.alive - self.idle - self.blocked;
+        let spawn = !self.queue.is_empty()
+            && !self.closed
+            && self.idle == 0
+            && running < core
+            && self.alive < max;
+        if spawn {
+            self.alive += 1;
+        }
+        spawn
+    }
 }
 
 struct Queue {
     jobs: Mutex<Jobs>,
     ready: Condvar,
+    core: usize,
+    max: usize,
 }
 
 /// The evaluation pool.
@@ -34,34 +76,23 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Starts `threads` workers.
+    /// Starts `threads` workers (the core size; see the module notes).
     pub fn new(threads: usize) -> std::io::Result<Pool> {
+        let core = threads.max(1);
         let queue = Arc::new(Queue {
             jobs: Mutex::new(Jobs {
                 queue: std::collections::VecDeque::new(),
                 closed: false,
+                alive: core,
+                idle: 0,
+                blocked: 0,
             }),
             ready: Condvar::new(),
+            core,
+            max: max_workers(core),
         });
-        for i in 0..threads.max(1) {
-            let q = queue.clone();
-            std::thread::Builder::new()
-                .name(format!("eval-{i}"))
-                .spawn(move || loop {
-                    let job = {
-                        let mut jobs = q.jobs.lock();
-                        loop {
-                            if let Some(j) = jobs.queue.pop_front() {
-                                break j;
-                            }
-                            if jobs.closed {
-                                return;
-                            }
-                            q.ready.wait(&mut jobs);
-                        }
-                    };
-                    job();
-                })?;
+        for i in 0..core {
+            spawn_worker(&queue, i)?;
         }
         Ok(Pool { queue })
     }
@@ -78,9 +109,90 @@ impl Pool {
                 let _ = tx.send(v);
             }
         });
-        self.queue.jobs.lock().queue.push_back(job);
-        self.queue.ready.notify_one();
+        let spawn = {
+            let mut jobs = self.queue.jobs.lock();
+            jobs.queue.push_back(job);
+            jobs.take_spawn(self.queue.core, self.queue.max)
+        };
+        if spawn {
+            grow(&self.queue);
+        } else {
+            self.queue.ready.notify_one();
+        }
         rx.await.ok()
+    }
+
+    /// Workers alive now.
+    #[cfg(test)]
+    pub fn workers(&self) -> usize {
+        self.queue.jobs.lock().alive
+    }
+}
+
+/// Starts a worker already counted in `alive`; if the thread cannot be made, uncounts
+/// it (the queued jobs wait for the other workers).
+fn grow(queue: &Arc<Queue>) {
+    let n = queue.jobs.lock().alive;
+    if spawn_worker(queue, n).is_err() {
+        queue.jobs.lock().alive -= 1;
+        queue.ready.notify_one();
+    }
+}
+
+fn spawn_worker(queue: &Arc<Queue>, i: usize) -> std::io::Result<()> {
+    let q = queue.clone();
+    std::thread::Builder::new()
+        .name(format!("eval-{i}"))
+        .spawn(move || {
+            let hook = q.clone();
+            cluster::replica::on_block(Arc::new(move |begins| blocked(&hook, begins)));
+            work(&q);
+        })?;
+    Ok(())
+}
+
+/// A worker's loop: jobs until the pool closes, or, beyond the core size, until
+/// [`EXTRA_IDLE`] passes without one.
+fn work(q: &Queue) {
+    loop {
+        let job = {
+            let mut jobs = q.jobs.lock();
+            loop {
+                if let Some(j) = jobs.queue.pop_front() {
+                    break j;
+                }
+                if jobs.closed {
+                    jobs.alive -= 1;
+                    return;
+                }
+                jobs.idle += 1;
+                let timed_out = q.ready.wait_for(&mut jobs, EXTRA_IDLE).timed_out();
+                jobs.idle -= 1;
+                if timed_out && jobs.queue.is_empty() && jobs.alive > q.core {
+                    jobs.alive -= 1;
+                    return;
+                }
+            }
+        };
+        job();
+    }
+}
+
+/// The hook of a worker's replication waits: while it waits, a queued job may get a
+/// new worker.
+fn blocked(queue: &Arc<Queue>, begins: bool) {
+    let spawn = {
+        let mut jobs = queue.jobs.lock();
+        if begins {
+            jobs.blocked += 1;
+            jobs.take_spawn(queue.core, queue.max)
+        } else {
+            jobs.blocked -= 1;
+            false
+        }
+    };
+    if spawn {
+        grow(queue);
     }
 }
 
@@ -119,5 +231,43 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_worker_waiting_on_replication_lets_another_run() {
+        let rt = tokio::runtime::Handle::current();
+        let p = Arc::new(Pool::new(1).unwrap());
+        // The only core worker waits in a replication call until `go` is sent.
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        let (started, began) = tokio::sync::oneshot::channel::<()>();
+        let r2 = rt.clone();
+        let waiting = {
+            let p = p.clone();
+            tokio::spawn(async move {
+                p.run(move || {
+                    let _ = started.send(());
+                    cluster::replica::wait_for(&r2, async move { wait.await.ok() })
+                })
+                .await
+            })
+        };
+        began.await.unwrap();
+        // Another job still runs, on a worker the pool started for it.
+        let other = tokio::time::timeout(Duration::from_secs(20), p.run(|| 5)).await;
+        assert_eq!(other.ok().flatten(), Some(5));
+        assert_eq!(p.workers(), 2);
+        go.send(()).unwrap();
+        assert_eq!(waiting.await.unwrap(), Some(Some(Some(()))));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_that_does_not_wait_gets_no_extra_worker() {
+        let p = Pool::new(1).unwrap();
+        // The core worker is busy (not waiting) for a while: the next job queues.
+        let busy = p.run(|| std::thread::sleep(Duration::from_millis(200)));
+        let next = p.run(|| 1);
+        let (a, b) = tokio::join!(busy, next);
+        assert_eq!((a, b), (Some(()), Some(1)));
+        assert_eq!(p.workers(), 1);
     }
 }
