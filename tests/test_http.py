@@ -227,3 +227,32 @@ def test_public_only_refuses_private_addresses(make_server, web):
     assert r.http(web + "/text").default("refused").run(c) == "refused"
     assert sum(Handler.hits.values()) == hits
     c.close()
+
+
+def test_slow_requests_do_not_hold_up_other_queries(make_server, web):
+    """`r.http` waits on an evaluation thread for the remote server; more such waits
+    than the server has evaluation threads (four per core) must not keep its other
+    queries waiting behind them (`reql::blocking`, `server::exec`)."""
+    s = make_server()
+    conn = s.connect()
+    r.db("test").table_create("t").run(conn)
+    r.table("t").insert([{"id": i} for i in range(3)]).run(conn)
+    done, lock = [], threading.Lock()
+
+    def fetch(k, c):
+        r.http(web + "/slow").run(c)
+        with lock:
+            done.append(k)
+
+    fetchers = [threading.Thread(target=fetch, args=(k, s.connect()), daemon=True)
+                for k in range(24)]
+    for f in fetchers:
+        f.start()
+    time.sleep(0.5)  # let them reach the evaluation threads (not a timing assertion)
+    assert r.table("t").count().run(conn) == 3
+    assert r.table("t").filter(r.row["id"] > 0).count().run(conn) == 2
+    with lock:
+        assert done == [], "answered only after slow requests ended"
+    for f in fetchers:
+        f.join(timeout=60)
+    assert len(done) == 24

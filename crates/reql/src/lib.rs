@@ -9,6 +9,7 @@
 //! backtrace; the server maps it to the wire in one place.
 
 pub mod access;
+pub mod blocking;
 pub mod compiled;
 pub mod ctx;
 pub mod error;

@@ -8,8 +8,8 @@
 //! it returns), so a small pool is not starved by hard-durability writes.
 //!
 //! A replicated table's operations do wait, on an evaluation thread, for the shard's
-//! leader and a quorum's fsync (`cluster::replica::wait_for`). A worker that waits there
-//! tells the pool (`cluster::replica::on_block`), which then starts another worker if jobs
+//! leader and a quorum's fsync (`cluster::replica::wait_for`), and `r.http` for its
+//! server. A worker that waits there tells the pool (`reql::blocking::on_block`), which then starts another worker if jobs
 //! are queued and fewer than `core` workers are running: so at most `core` threads run
 //! at once, as before, but waiting ones no longer hold the server's queries back. Workers
 //! beyond `core` exit after [`EXTRA_IDLE`] without a job; there are never more than `max`.
@@ -145,7 +145,7 @@ fn spawn_worker(queue: &Arc<Queue>, i: usize) -> std::io::Result<()> {
         .name(format!("eval-{i}"))
         .spawn(move || {
             let hook = q.clone();
-            cluster::replica::on_block(Arc::new(move |begins| blocked(&hook, begins)));
+            reql::blocking::on_block(Arc::new(move |begins| blocked(&hook, begins)));
             work(&q);
         })?;
     Ok(())

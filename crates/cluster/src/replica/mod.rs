@@ -38,7 +38,7 @@ use store::{
     StoreChange,
 };
 
-pub use blocking::{on_block, wait_for, BlockHook};
+pub use blocking::wait_for;
 pub use error::{range_text, Op, RouteError, StoreErrorText};
 pub(crate) use indexes::{after_of, bounds, entry_of, IndexAnswer, IndexCounts, IndexQuery};
 pub use indexes::{IndexMissing, ShardIndexes};

@@ -4,7 +4,7 @@
 //! conversion of the response (`result_format`) with RethinkDB's error texts.
 //!
 //! It runs on the evaluation pool's thread (never on an async worker), on `ureq` with
-//! rustls. Everything here is plain data in, `Outcome` out; `terms::http` turns an
+//! rustls, as a `reql::blocking` wait. Everything here is plain data in, `Outcome` out; `terms::http` turns an
 //! error into the ReQL error.
 
 use std::time::{Duration, Instant};
@@ -232,6 +232,8 @@ struct Raw {
 
 /// Performs the exchange: attempts, retries and the conversion of the body.
 pub fn perform(opts: &Opts) -> Outcome {
+    // Network time, not CPU: the evaluation pool may run another query meanwhile.
+    let _waiting = crate::blocking::Waiting::begin();
     let mut out = Outcome::default();
     let deadline = Instant::now() + Duration::from_millis(opts.timeout_ms);
     let url = full_url(&opts.url, &opts.params);
