@@ -1,4 +1,4 @@
-//! Writes memtables out to table files once writes go quiet, and early under point writes.
+//! Writes memtables out to table files once writes go quiet.
 //!
 //! fjall flushes a keyspace's memtable only when it fills (64 MiB), so after a load up to
 //! that much of every keyspace stays in the memtable, a skip list: scanning it costs
@@ -7,11 +7,6 @@
 //! next start. A background thread therefore rotates every memtable of at least
 //! [`MIN_BYTES`] once no write has been applied for [`QUIET`]; fjall's flush workers
 //! write it out as usual (nothing here writes data, so durability is unchanged).
-//!
-//! Under steady point writes (an update workload) the same thread rotates memtables
-//! once they pass [`STEADY_BYTES`], a quarter of fjall's size, so that the memtables
-//! kept in memory meanwhile (active, flushing, flushed and waiting for a GC) are small;
-//! bulk writes (many documents per batch, [`BULK_BATCH_BYTES`]) keep full-size ones.
 //!
 //! Releasing the flushed memtable: lsm-tree 3.1 keeps every "super version" (memtables
 //! plus table list) that a snapshot might still read, and drops old ones only when a
@@ -119,8 +114,6 @@ fn run(stop: &(Mutex<bool>, Condvar), w: &Watched) {
     let mut seen = w.applied.load(Ordering::Acquire);
     // The count at the last flush round: nothing to do again until it moves.
     let mut flushed = seen;
-    // The memtables' bytes at the last tick with writes (`u64::MAX`: not known).
-    let mut steady_bytes = u64::MAX;
     let (mut retries_left, mut retry_pause, mut retry_at) = (0, QUIET, Instant::now());
     loop {
         if stopped_after(stop, QUIET) {
@@ -128,11 +121,9 @@ fn run(stop: &(Mutex<bool>, Condvar), w: &Watched) {
         }
         let now = w.applied.load(Ordering::Acquire);
         if now != seen {
-            steady_round(w, &mut steady_bytes, now - seen);
             seen = now;
             continue;
         }
-        steady_bytes = u64::MAX;
         if now == flushed {
             // A collection that left versions behind (a flush worker still publishing
             // its version, or a snapshot open) is tried again, a bounded number of times
@@ -182,44 +173,6 @@ fn run(stop: &(Mutex<bool>, Condvar), w: &Watched) {
             collect_versions(w);
         }
     }
-}
-
-/// While point writes go on, the memtable size at which a keyspace's memtable is
-/// rotated, below fjall's own limit (64 MiB, `fjall_engine`). Up to three memtables
-/// are in memory under steady writes (the active one, one being flushed, and a flushed
-/// one whose version waits for the next rotation's GC, see the module notes), so
-/// YCSB A held about 130 MB more than YCSB C with 64 MiB ones.
-pub(crate) const STEADY_BYTES: u64 = 16 << 20;
-
-/// Writes that add at least this much to the memtables per applied batch on average
-/// are bulk writes (a load's chunks), left to fill fjall's full-size memtables: fewer,
-/// larger tables cost a load less compaction (16 MiB memtables made it about a third
-/// slower per document, docs/decisions.md, "memtable size").
-pub(crate) const BULK_BATCH_BYTES: u64 = 64 << 10;
-
-/// One tick while writes go on: when the batches applied since the last tick (`batches`)
-/// were point writes, rotates every memtable past [`STEADY_BYTES`] that has none
-/// being flushed. `last` carries the memtables' total size between ticks; a tick whose
-/// total shrank (fjall rotated one) only records it.
-fn steady_round(w: &Watched, last: &mut u64, batches: u64) {
-    let spaces = Arc::clone(&w.spaces.read());
-    let sizes = || spaces.values().map(|ks| ks.tree.active_memtable().size());
-    let total: u64 = sizes().sum();
-    let grown = total.checked_sub(*last);
-    *last = total;
-    let point_writes = grown.is_some_and(|g| g / batches.max(1) < BULK_BATCH_BYTES);
-    if !point_writes || sizes().all(|s| s < STEADY_BYTES) {
-        return;
-    }
-    let _ddl = w.ddl.lock();
-    for ks in spaces.values() {
-        if ks.tree.active_memtable().size() >= STEADY_BYTES && ks.tree.sealed_memtable_count() == 0
-        {
-            // A failure (a poisoned journal) is reported by the next write.
-            let _ = ks.rotate_memtable();
-        }
-    }
-    *last = u64::MAX;
 }
 
 /// How many times a round's collection is tried again while old versions remain.
@@ -296,45 +249,6 @@ mod tests {
             e.get("small", b"k00000099").expect("get").map(|v| v.len()),
             Some(1000)
         );
-    }
-
-    /// Writes `mib` MiB to `space` in batches of `per_batch` 1 KB values, pausing 40 ms
-    /// per MiB so that the thread ticks while the writes go on (the pauses are far
-    /// shorter than `QUIET`); true when the memtable shrank meanwhile (was rotated).
-    fn rotated_while_writing(e: &Fjall, space: &str, mib: usize, per_batch: usize) -> bool {
-        let mut last = 0;
-        for batch in 0..(mib << 10) / per_batch {
-            let mut b = WriteBatch::new();
-            for i in 0..per_batch {
-                b.put(
-                    space,
-                    format!("k{:08}", batch * per_batch + i),
-                    vec![b'x'; 1000],
-                );
-            }
-            e.apply(b).expect("apply");
-            if (batch * per_batch) % 1024 < per_batch {
-                let now = memtable_bytes(e, space);
-                if now < last {
-                    return true;
-                }
-                last = now;
-                std::thread::sleep(Duration::from_millis(40));
-            }
-        }
-        false
-    }
-
-    #[test]
-    fn point_writes_rotate_memtables_early_and_bulk_writes_do_not() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let e = Fjall::open(dir.path(), 8 << 20).expect("open");
-        e.create_space("point").expect("space");
-        e.create_space("bulk").expect("space");
-        // 56 MiB stays under fjall's own 64 MiB limit: only the thread can rotate.
-        assert!(rotated_while_writing(&e, "point", 56, 1));
-        assert!(!rotated_while_writing(&e, "bulk", 56, 128));
-        assert!(memtable_bytes(&e, "bulk") > STEADY_BYTES);
     }
 
     #[test]
