@@ -34,6 +34,9 @@ pub fn max_workers(core: usize) -> usize {
     core.max(1) * 64
 }
 
+/// Takes a job's hand-back of its result and calls it when it sees fit (`Pool::run_then`).
+pub type Scheduler = Box<dyn FnOnce(Box<dyn FnOnce() + Send>) + Send>;
+
 struct Jobs {
     queue: std::collections::VecDeque<Job>,
     /// Set when the pool is dropped: workers exit once `queue` is empty.
@@ -102,11 +105,30 @@ impl Pool {
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> Option<T> {
+        self.run_then(f, |_| None).await
+    }
+
+    /// As `run`, but `hold` may delay the hand-back of the result: given the result, it
+    /// returns nothing (handed back at once) or a scheduler, which gets the hand-back to
+    /// call later from any thread. A hard write's answer waits for its fsync that way,
+    /// so the awaiting task is woken once rather than twice.
+    pub async fn run_then<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+        hold: impl FnOnce(&T) -> Option<Scheduler> + Send + 'static,
+    ) -> Option<T> {
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
             if let Ok(v) = r {
-                let _ = tx.send(v);
+                let later = hold(&v);
+                let deliver: Job = Box::new(move || {
+                    let _ = tx.send(v);
+                });
+                match later {
+                    Some(schedule) => schedule(deliver),
+                    None => deliver(),
+                }
             }
         });
         let spawn = {

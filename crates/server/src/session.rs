@@ -367,8 +367,17 @@ impl Session {
             }))
             .ok()
         } else {
-            pool.run(move || run_start(&state, &who, q, payload, term, job))
-                .await
+            // A hard write's answer is handed back after its fsync, so that this task
+            // is woken once (`Pool::run_then`); `wait_durable` below still decides.
+            let cluster = state.cluster.clone();
+            pool.run_then(
+                move || run_start(&state, &who, q, payload, term, job),
+                move |r| {
+                    let t = *r.as_ref().ok()?.1.as_ref()?;
+                    Some(Box::new(move |deliver| cluster.when_durable(t, deliver)))
+                },
+            )
+            .await
         };
         let (outcome, ticket) = match run {
             Some(Ok(x)) => x,

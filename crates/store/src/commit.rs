@@ -1,4 +1,11 @@
 //! Group commit: tickets, one fsync thread, and async waiting for durability.
+//!
+//! Besides `wait`, a caller may hand the flush thread a callback to run once a ticket
+//! is durable or the flush failed (`when_durable`): the evaluation pool delivers a hard
+//! write's answer that way, so the connection's task is woken once, after the fsync,
+//! instead of once for the evaluation and again for the fsync. Invariant: every
+//! callback runs exactly once, after a flush pass that saw its ticket durable or
+//! failed, or when the thread stops; it is a hint, the caller still checks with `wait`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,7 +36,12 @@ pub struct GroupCommit {
     stop: Mutex<bool>,
     /// The soft-flush bound in milliseconds.
     soft_flush_ms: AtomicU64,
+    /// Callbacks waiting for their ticket (`when_durable`).
+    pending: Mutex<Vec<(u64, Callback)>>,
 }
+
+/// What `when_durable` runs.
+pub type Callback = Box<dyn FnOnce() + Send>;
 
 impl GroupCommit {
     /// Starts the flush thread for `engine`.
@@ -45,6 +57,7 @@ impl GroupCommit {
             mark: tx,
             stop: Mutex::new(false),
             soft_flush_ms: AtomicU64::new(SOFT_FLUSH_INTERVAL.as_millis() as u64),
+            pending: Mutex::new(Vec::new()),
         });
         let me = gc.clone();
         let spawned = std::thread::Builder::new()
@@ -102,6 +115,38 @@ impl GroupCommit {
         }
     }
 
+    /// Runs `then` once `ticket` is durable or the flush failed: here and now if that is
+    /// already so, else on the flush thread after the flush that covers it (asked for
+    /// here, so that it starts without waiting for the caller's `wait`).
+    pub fn when_durable(&self, ticket: u64, then: Callback) {
+        let m = *self.mark.borrow();
+        if m.durable >= ticket || m.failed {
+            return then();
+        }
+        self.pending.lock().push((ticket, then));
+        // After the push: the flush pass this asks for sees the callback (module note).
+        self.request();
+    }
+
+    /// Runs the callbacks whose ticket `m` covers (all of them if the flush failed or
+    /// `all`), outside the list's lock.
+    fn run_callbacks(&self, m: Mark, all: bool) {
+        let due: Vec<Callback> = {
+            let mut p = self.pending.lock();
+            if p.is_empty() {
+                return;
+            }
+            let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut *p)
+                .into_iter()
+                .partition(|(t, _)| all || m.failed || *t <= m.durable);
+            *p = rest;
+            due.into_iter().map(|(_, f)| f).collect()
+        };
+        for f in due {
+            f();
+        }
+    }
+
     /// Blocking variant of `wait`, for threads outside the async runtime.
     pub fn wait_blocking(&self, ticket: u64) -> Result<(), StoreError> {
         let mut rx = self.mark.subscribe();
@@ -155,7 +200,9 @@ impl GroupCommit {
                     }
                 }
             }
-            if *self.stop.lock() {
+            let stop = *self.stop.lock();
+            self.run_callbacks(*self.mark.borrow(), stop);
+            if stop {
                 return;
             }
         }
@@ -187,6 +234,53 @@ mod tests {
         let e: Arc<dyn Engine> = f.clone();
         let gc = GroupCommit::start(e);
         let t = gc.ticket();
+        assert!(gc.wait_blocking(t).is_err());
+        gc.shutdown();
+    }
+
+    /// A channel the callback of `when_durable` reports on.
+    fn callback() -> (Callback, std::sync::mpsc::Receiver<()>) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        (
+            Box::new(move || {
+                let _ = tx.send(());
+            }),
+            rx,
+        )
+    }
+
+    #[test]
+    fn callbacks_run_after_the_flush_that_covers_them() {
+        let f = Arc::new(Faulty::new(Memory::new()));
+        f.create_space("s").unwrap();
+        let e: Arc<dyn Engine> = f.clone();
+        let gc = GroupCommit::start(e);
+        let mut b = WriteBatch::new();
+        b.put("s", b"k".to_vec(), b"v".to_vec());
+        f.apply(b).unwrap();
+        let t = gc.ticket();
+        let (cb, rx) = callback();
+        gc.when_durable(t, cb);
+        rx.recv().unwrap();
+        // Run only once the write is on stable storage.
+        assert!(f.unpersisted().is_empty());
+        // A durable ticket's callback runs at once, on the caller's thread.
+        let (cb, rx) = callback();
+        gc.when_durable(t, cb);
+        assert!(rx.try_recv().is_ok());
+        gc.shutdown();
+    }
+
+    #[test]
+    fn callbacks_run_when_the_flush_fails() {
+        let f = Arc::new(Faulty::new(Memory::new()));
+        f.fail_next_persists(1000);
+        let e: Arc<dyn Engine> = f.clone();
+        let gc = GroupCommit::start(e);
+        let t = gc.ticket();
+        let (cb, rx) = callback();
+        gc.when_durable(t, cb);
+        rx.recv().unwrap();
         assert!(gc.wait_blocking(t).is_err());
         gc.shutdown();
     }

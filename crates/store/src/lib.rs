@@ -40,7 +40,7 @@ mod write;
 mod write_many;
 
 pub use cache::CacheBudget;
-pub use commit::{GroupCommit, SOFT_FLUSH_INTERVAL};
+pub use commit::{Callback, GroupCommit, SOFT_FLUSH_INTERVAL};
 pub use feeds::quiesce_all;
 pub use index::{track_entries, EntryIter, IndexEntry, IndexFn, IndexRange, SecondaryIndex};
 pub use range::KeyRange;

@@ -505,6 +505,13 @@ impl Cluster {
         self.commit.wait(ticket).await.map_err(store_err)
     }
 
+    /// Runs `then` once the write with `ticket` is durable or its flush failed (on the
+    /// flush thread; `store::GroupCommit::when_durable`). `wait_durable` still tells
+    /// which.
+    pub fn when_durable(&self, ticket: reql::Ticket, then: store::Callback) {
+        self.commit.when_durable(ticket, then);
+    }
+
     /// Sets the bound on how long soft-durability writes stay unflushed.
     pub fn set_soft_flush_interval(&self, d: std::time::Duration) {
         self.commit.set_soft_flush_interval(d);
