@@ -132,10 +132,21 @@ where
     });
     let who = Principal::new(&state.cluster, &user, peer);
     let session = Session::new(state.clone(), tx.clone(), who);
+    // The reading loop is a task of its own, which this one awaits beside the stop
+    // signal: each query's wake-up then polls the loop alone, not the signal too.
+    let mut reader = {
+        let (session, tx) = (session.clone(), tx.clone());
+        tokio::spawn(async move { queries(&mut rd, &mut buf, &session, &tx).await })
+    };
     let stopped = tokio::select! {
-        () = queries(&mut rd, &mut buf, &session, &tx) => false,
+        _ = &mut reader => false,
         () = stop.wait() => true,
     };
+    if stopped {
+        // Ended (dropped) before the session closes, as a dropped loop would be.
+        reader.abort();
+        let _ = reader.await;
+    }
     session.close();
     drop(session);
     drop(tx);

@@ -12,9 +12,10 @@
 //! `Session::point_read` answers a recognised query as the normal path does
 //! (`session::run_start` evaluating `reql::terms::db::get`), through the same seams: the
 //! connection's `TableAccess` (a user's permission is checked by the `Permissions` layer
-//! on `get`), the `rethinkdb.jobs` registry (which also counts the query for `stats`),
-//! the read counter of `stats` (in the table's `get`), the query's memory budget, its
-//! interruption flag and the latency histogram. Before anything observable happens, every
+//! on `get`), the query and read counters of `stats` (the read's in the table's `get`),
+//! the query's memory budget, its interruption flag and the latency histogram. It is not
+//! listed in `rethinkdb.jobs`: it is counted once its read is done, when a row could
+//! only show a finished query. Before anything observable happens, every
 //! doubt — a duplicate token, a missing database or table, a system table, a key that is
 //! not a valid primary key — hands the query back untouched to the normal path, so those
 //! errors have one source. An error of the read itself is blamed as the normal path
@@ -25,7 +26,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use cluster::system::JobQuery;
 use datum::Datum;
 use proto::ql2::ResponseType;
 use proto::response::ResponseWriter;
@@ -254,15 +254,10 @@ impl Session {
         if let Ok(Ok(None)) = run {
             return None;
         }
-        // The read never waits, so the job is registered after it (it counts the query
-        // for `stats` once); its deletion needs no hook: no slot or cursor to end.
-        let job = self.state.cluster.register_job(
-            &self.who.user,
-            &self.who.peer,
-            JobQuery::Payload(payload.clone()),
-            cancel.clone(),
-            self.no_hook.clone(),
-        );
+        // The read never waits and is done: counted for `stats`, but not listed in
+        // `rethinkdb.jobs`, where its row could show only a finished query (deleting
+        // it would interrupt nothing).
+        self.state.cluster.count_query();
         let frame = match run {
             Ok(Ok(None)) => return None,
             Ok(Ok(Some(frame))) => frame,
@@ -278,7 +273,6 @@ impl Session {
                     )
                 }),
         };
-        drop(job);
         self.state
             .cluster
             .observe_query_latency(began.elapsed().as_secs_f64());
