@@ -117,7 +117,7 @@ fn too_long(d: &Datum) -> KeyError {
 /// array): its key format cannot hold them.
 fn check_nul(d: &Datum) -> Result<(), KeyError> {
     match d {
-        Datum::String(s) => match s.bytes().position(|b| b == 0) {
+        Datum::String(s) => match memchr::memchr(0, s.as_bytes()) {
             Some(pos) => Err(KeyError::BadType(format!(
                 "String {} (truncated) contains NULL byte at offset {pos} in index key.",
                 quoted_prefix(s.as_bytes(), 20)
@@ -463,7 +463,7 @@ fn sortable_f64(n: f64) -> [u8; 8] {
 fn escape_bytes(b: &[u8], out: &mut Vec<u8>) {
     out.reserve(b.len() + 2);
     let mut rest = b;
-    while let Some(at) = rest.iter().position(|&c| c == 0) {
+    while let Some(at) = memchr::memchr(0, rest) {
         let (run, tail) = rest.split_at(at + 1);
         out.extend_from_slice(run);
         out.push(0xFF);

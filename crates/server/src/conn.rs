@@ -50,7 +50,9 @@ pub async fn serve(stream: TcpStream, state: Arc<ServerState>, stop: Stop) {
         .peer_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    serve_stream(stream, peer, state, stop).await;
+    // Owned halves: reading and writing a TCP socket need no lock between them.
+    let (rd, wr) = stream.into_split();
+    serve_halves(rd, wr, peer, state, stop).await;
 }
 
 /// Serves one connection (plain or TLS) until it closes or the server stops.
@@ -58,8 +60,18 @@ pub async fn serve_stream<S>(stream: S, peer: String, state: Arc<ServerState>, s
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
+    let (rd, wr) = tokio::io::split(stream);
+    serve_halves(rd, wr, peer, state, stop).await;
+}
+
+/// Serves a connection's two halves, counted as an open connection meanwhile.
+async fn serve_halves<R, W>(rd: R, wr: W, peer: String, state: Arc<ServerState>, stop: Stop)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     state.cluster.note_connection(true);
-    serve_inner(stream, peer, &state, stop).await;
+    serve_inner(rd, wr, peer, &state, stop).await;
     state.cluster.note_connection(false);
 }
 
@@ -102,11 +114,16 @@ where
     }
 }
 
-async fn serve_inner<S>(stream: S, peer: String, state: &Arc<ServerState>, mut stop: Stop)
-where
-    S: AsyncRead + AsyncWrite + Send + 'static,
+async fn serve_inner<R, W>(
+    mut rd: R,
+    mut wr: W,
+    peer: String,
+    state: &Arc<ServerState>,
+    mut stop: Stop,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut buf = BytesMut::with_capacity(16 * 1024);
     // A client that is slow or silent during the handshake must not hold a slot.
     let timed = tokio::time::timeout(
@@ -132,10 +149,21 @@ where
     });
     let who = Principal::new(&state.cluster, &user, peer);
     let session = Session::new(state.clone(), tx.clone(), who);
+    // The reading loop is a task of its own, which this one awaits beside the stop
+    // signal: each query's wake-up then polls the loop alone, not the signal too.
+    let mut reader = {
+        let (session, tx) = (session.clone(), tx.clone());
+        tokio::spawn(async move { queries(&mut rd, &mut buf, &session, &tx).await })
+    };
     let stopped = tokio::select! {
-        () = queries(&mut rd, &mut buf, &session, &tx) => false,
+        _ = &mut reader => false,
         () = stop.wait() => true,
     };
+    if stopped {
+        // Ended (dropped) before the session closes, as a dropped loop would be.
+        reader.abort();
+        let _ = reader.await;
+    }
     session.close();
     drop(session);
     drop(tx);

@@ -96,9 +96,6 @@ pub struct Session {
     /// without changes instead of waiting on (RethinkDB's
     /// `return_empty_normal_batches_t::YES`, which its HTTP connections use).
     empty_feed_batches: bool,
-    /// The `rethinkdb.jobs` hook of queries with nothing to end when their row is
-    /// deleted (`point.rs`).
-    no_hook: Arc<dyn Fn() + Send + Sync>,
 }
 
 enum Outcome {
@@ -143,7 +140,6 @@ impl Session {
             tokens: Mutex::new(Tokens::default()),
             noreply: Arc::default(),
             cancel: Arc::new(AtomicBool::new(false)),
-            no_hook: Arc::new(|| {}),
         })
     }
 

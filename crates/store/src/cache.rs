@@ -115,7 +115,10 @@ struct Entry {
 
 #[derive(Default)]
 struct Stripe {
-    map: HashMap<Vec<u8>, Entry>,
+    /// foldhash rather than SipHash: a lookup is on every point read, and keys are
+    /// spread over the stripes by xxh3 first (foldhash's per-process seed still keeps
+    /// a client from choosing colliding keys ahead of time).
+    map: HashMap<Vec<u8>, Entry, foldhash::fast::RandomState>,
     /// Insertion order for eviction, as (key, seq): a position whose seq is not its
     /// entry's current seq is stale (the key was removed or re-inserted since) and is
     /// skipped when popped and dropped by compaction, so re-inserting a key never

@@ -113,7 +113,8 @@ pub struct Cluster {
     /// The catalog and its one writer.
     pub(crate) catalog: Arc<Catalog>,
     /// Every table's handle, by table id (kept in step with the catalog under its lock).
-    handles: RwLock<HashMap<String, Arc<TableHandle>>>,
+    /// Hashed with foldhash: every query naming a table looks its id up here.
+    handles: RwLock<HashMap<String, Arc<TableHandle>, foldhash::fast::RandomState>>,
     /// Users, credentials and permissions (`crate::auth`).
     pub(crate) users: Arc<crate::auth::Users>,
     /// Server identity, counters, jobs and logs (`crate::system`).
@@ -175,7 +176,7 @@ impl Cluster {
             doc_cache: opts.doc_cache,
             network: opts.network,
             catalog,
-            handles: RwLock::new(HashMap::new()),
+            handles: RwLock::new(HashMap::default()),
             users,
             admin: {
                 let mut admin = crate::system::AdminState::new();

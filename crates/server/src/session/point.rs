@@ -12,9 +12,10 @@
 //! `Session::point_read` answers a recognised query as the normal path does
 //! (`session::run_start` evaluating `reql::terms::db::get`), through the same seams: the
 //! connection's `TableAccess` (a user's permission is checked by the `Permissions` layer
-//! on `get`), the `rethinkdb.jobs` registry (which also counts the query for `stats`),
-//! the read counter of `stats` (in the table's `get`), the query's memory budget, its
-//! interruption flag and the latency histogram. Before anything observable happens, every
+//! on `get`), the query and read counters of `stats` (the read's in the table's `get`),
+//! the query's memory budget, its interruption flag and the latency histogram. It is not
+//! listed in `rethinkdb.jobs`: it is counted once its read is done, when a row could
+//! only show a finished query. Before anything observable happens, every
 //! doubt — a duplicate token, a missing database or table, a system table, a key that is
 //! not a valid primary key — hands the query back untouched to the normal path, so those
 //! errors have one source. An error of the read itself is blamed as the normal path
@@ -25,7 +26,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use cluster::system::JobQuery;
 use datum::Datum;
 use proto::ql2::ResponseType;
 use proto::response::ResponseWriter;
@@ -79,7 +79,12 @@ impl PointGet<'_> {
 /// Reads the exact point-read shape, in the compact form drivers send (no whitespace);
 /// None for anything else.
 pub(super) fn recognise(payload: &[u8]) -> Option<PointGet<'_>> {
-    let mut c = Cursor { b: payload, i: 0 };
+    // The whole frame is checked as UTF-8 once (JSON text is), so every piece taken
+    // between ASCII delimiters below is a `str` without a check of its own.
+    let mut c = Cursor {
+        s: std::str::from_utf8(payload).ok()?,
+        i: 0,
+    };
     // [1,[16,[[15,[[14,["D"]],"T"]],K]],{"db":[14,["D"]]}]
     c.lit(b"[1,[16,[[15,[")?;
     let db = match c.lit(b"[14,[") {
@@ -125,17 +130,25 @@ pub(super) fn recognise(payload: &[u8]) -> Option<PointGet<'_>> {
     })
 }
 
+/// A position in the frame's text; `i` is at most its length and always on an ASCII
+/// delimiter's boundary (so on a character boundary).
 struct Cursor<'a> {
-    b: &'a [u8],
+    s: &'a str,
     i: usize,
 }
 
 impl<'a> Cursor<'a> {
+    /// The bytes from the cursor on.
+    #[inline]
+    fn rest(&self) -> &'a [u8] {
+        self.s.as_bytes().get(self.i..).unwrap_or_default()
+    }
+
     /// Exactly `t` next (the cursor moves only on a match). A number in `t` is
     /// complete because what follows it in `t` is `,` or `]`.
     #[inline]
     fn lit(&mut self, t: &[u8]) -> Option<()> {
-        if self.b.get(self.i..)?.starts_with(t) {
+        if self.rest().starts_with(t) {
             self.i += t.len();
             Some(())
         } else {
@@ -143,65 +156,56 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The text of a string up to its first `"`, which the cursor passes (an escaped
+    /// quote ends it early; the callers refuse the backslash before it).
+    #[inline]
+    fn quoted(&mut self) -> Option<&'a str> {
+        self.lit(b"\"")?;
+        let len = memchr::memchr(b'"', self.rest())?;
+        let text = self.s.get(self.i..self.i + len)?;
+        self.i += len + 1;
+        Some(text)
+    }
+
     /// A string of a valid database or table name (`A-Z`, `a-z`, `0-9`, `_`, `-`, as
     /// `reql::terms::db::valid_name` wants).
     fn name(&mut self) -> Option<&'a str> {
-        self.lit(b"\"")?;
-        let start = self.i;
-        while let Some(c) = self.b.get(self.i) {
-            match c {
-                b'"' => break,
-                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' => self.i += 1,
-                _ => return None,
-            }
-        }
-        self.quoted_from(start).filter(|s| !s.is_empty())
+        let text = self.quoted()?;
+        let valid = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'-';
+        (!text.is_empty() && text.bytes().all(valid)).then_some(text)
     }
 
     /// A JSON string without escapes or control characters.
     fn string(&mut self) -> Option<&'a str> {
-        self.lit(b"\"")?;
-        let start = self.i;
-        while let Some(&c) = self.b.get(self.i) {
-            match c {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => self.i += 1,
-            }
-        }
-        self.quoted_from(start)
-    }
-
-    /// The text from `start` to the closing quote at the cursor, which it passes.
-    fn quoted_from(&mut self, start: usize) -> Option<&'a str> {
-        let text = self.b.get(start..self.i)?;
-        if self.b.get(self.i) != Some(&b'"') {
-            return None;
-        }
-        self.i += 1;
-        std::str::from_utf8(text).ok()
+        let text = self.quoted()?;
+        // No early exit: the loop stays branch-free over the short key.
+        let plain = text
+            .bytes()
+            .fold(true, |ok, c| ok & (c >= 0x20) & (c != b'\\'));
+        plain.then_some(text)
     }
 
     /// A string, or an integer of 1 to 15 digits in JSON's form (no leading zero, and
     /// not `-0`, which is a float).
     fn key(&mut self) -> Option<Key<'a>> {
-        if self.b.get(self.i) == Some(&b'"') {
+        let b = self.s.as_bytes();
+        if b.get(self.i) == Some(&b'"') {
             return self.string().map(Key::Str);
         }
-        let negative = self.b.get(self.i) == Some(&b'-');
+        let negative = b.get(self.i) == Some(&b'-');
         if negative {
             self.i += 1;
         }
         let digits = self.i;
         let mut n: i64 = 0;
-        while let Some(&c @ b'0'..=b'9') = self.b.get(self.i) {
+        while let Some(&c @ b'0'..=b'9') = b.get(self.i) {
             n = n * 10 + i64::from(c - b'0');
             self.i += 1;
             if self.i - digits > 15 {
                 return None;
             }
         }
-        match self.b.get(digits..self.i)? {
+        match b.get(digits..self.i)? {
             [] => None,
             [b'0', ..] if negative || self.i - digits > 1 => None,
             _ => Some(Key::Int(if negative { -n } else { n })),
@@ -250,15 +254,10 @@ impl Session {
         if let Ok(Ok(None)) = run {
             return None;
         }
-        // The read never waits, so the job is registered after it (it counts the query
-        // for `stats` once); its deletion needs no hook: no slot or cursor to end.
-        let job = self.state.cluster.register_job(
-            &self.who.user,
-            &self.who.peer,
-            JobQuery::Payload(payload.clone()),
-            cancel.clone(),
-            self.no_hook.clone(),
-        );
+        // The read never waits and is done: counted for `stats`, but not listed in
+        // `rethinkdb.jobs`, where its row could show only a finished query (deleting
+        // it would interrupt nothing).
+        self.state.cluster.count_query();
         let frame = match run {
             Ok(Ok(None)) => return None,
             Ok(Ok(Some(frame))) => frame,
@@ -274,7 +273,6 @@ impl Session {
                     )
                 }),
         };
-        drop(job);
         self.state
             .cluster
             .observe_query_latency(began.elapsed().as_secs_f64());
